@@ -1,0 +1,103 @@
+//! The ports of the hexagon: what the monitor needs from a device backend
+//! ([`VerbsPort`]) and what it drives in the engine ([`Selector`]).
+
+use std::fmt;
+use std::io;
+use std::os::fd::RawFd;
+
+use crate::event::AsyncEvent;
+use crate::port::{LinkAttrs, LinkRate, PortState};
+
+/// One opened RDMA device, as the monitor sees it.
+///
+/// Implemented by the verbs backend over libibverbs and by the simulator.
+/// The monitor is the only reader of a device's events (several readers of
+/// one async fd get an unpredictable split of its events).
+pub trait VerbsPort {
+    /// The device name (`"mlx5_0"`).
+    fn name(&self) -> &str;
+
+    /// The physical port numbers of the device (1-based, as libibverbs
+    /// numbers them).
+    fn ports(&self) -> Vec<u8>;
+
+    /// The async-event fd, already set `O_NONBLOCK`. The monitor registers
+    /// it edge-triggered, so it calls [`get_event`](Self::get_event) until
+    /// `WouldBlock` after every wake-up.
+    fn async_fd(&self) -> RawFd;
+
+    /// Reads one event, copies its fields out, acknowledges it exactly once
+    /// and returns the owned copy.
+    ///
+    /// Errors: [`io::ErrorKind::WouldBlock`] when the queue is empty (the
+    /// drain is over), [`io::ErrorKind::Interrupted`] for EINTR (retry), any
+    /// other kind for a real failure (EIO when the device is gone): the
+    /// monitor stops reading this fd and falls back to polling. No event is
+    /// acknowledged when an error is returned.
+    fn get_event(&mut self) -> io::Result<AsyncEvent>;
+
+    /// Queries the port's state (`ibv_query_port`). An error (ENODEV when the
+    /// device is gone) is reported, never turned into a state.
+    fn port_state(&mut self, port: u8) -> io::Result<PortState>;
+
+    /// Reads the port's link attributes (speed, width, effective speed).
+    fn link(&mut self, port: u8) -> io::Result<LinkAttrs>;
+
+    /// Closes the device (its fd leaves the monitor first). Idempotent.
+    fn close(&mut self);
+
+    /// Opens the device again after it went away; on success
+    /// [`async_fd`](Self::async_fd) is a new, non-blocking fd.
+    fn reopen(&mut self) -> io::Result<()>;
+}
+
+/// Identifies a rail inside one monitor: the device's index (in the order
+/// devices were added) and the port number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RailId {
+    /// Index of the device in the monitor.
+    pub device: u32,
+    /// Port number on that device.
+    pub port: u8,
+}
+
+impl fmt::Display for RailId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "dev{}/{}", self.device, self.port)
+    }
+}
+
+/// What the engine's rail selector must offer the monitor.
+///
+/// Called only from the monitor thread, but `&self` so that the engine can
+/// share one selector with its workers. The monitor's order is a contract:
+/// on activation it re-seeds bandwidth *before* marking a rail available,
+/// and on pause it changes the rail's state *before* marking it unavailable,
+/// so no worker ever scores a rail on a stale rate.
+pub trait Selector {
+    /// The rail may (or may no longer) be picked.
+    fn set_available(&self, rail: RailId, available: bool);
+
+    /// The rail's link rate changed (or is seeded for the first time).
+    fn reseed(&self, rail: RailId, rate: LinkRate);
+}
+
+impl<S: Selector + ?Sized> Selector for std::sync::Arc<S> {
+    fn set_available(&self, rail: RailId, available: bool) {
+        (**self).set_available(rail, available)
+    }
+
+    fn reseed(&self, rail: RailId, rate: LinkRate) {
+        (**self).reseed(rail, rate)
+    }
+}
+
+/// A selector that ignores everything, for monitors whose engine only
+/// uses gates and notifications.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSelector;
+
+impl Selector for NoSelector {
+    fn set_available(&self, _rail: RailId, _available: bool) {}
+    fn reseed(&self, _rail: RailId, _rate: LinkRate) {}
+}

@@ -1,0 +1,33 @@
+//! Time as the caller passes it in.
+//!
+//! The core never reads a clock: every transition that records "since when"
+//! takes a [`Millis`] from the caller (a monotonic clock in production, a
+//! virtual one in the simulator), as quinn-proto takes `now: Instant`.
+
+use std::fmt;
+
+/// Milliseconds on the caller's monotonic clock (its origin is the caller's
+/// business; only differences and ordering matter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    /// Time zero.
+    pub const ZERO: Millis = Millis(0);
+
+    /// `self + ms`, saturating instead of wrapping.
+    pub fn plus(self, ms: u64) -> Millis {
+        Millis(self.0.saturating_add(ms))
+    }
+
+    /// Milliseconds from `earlier` to `self`, zero if `earlier` is later.
+    pub fn since(self, earlier: Millis) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}ms", self.0)
+    }
+}
