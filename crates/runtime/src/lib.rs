@@ -1,1 +1,7 @@
-//! (filled by a later issue)
+//! # railwatch-runtime
+//!
+//! The monitor (work in progress).
+
+mod clock;
+
+pub use clock::{Clock, SystemClock};
