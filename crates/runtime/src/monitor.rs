@@ -1,0 +1,668 @@
+//! The monitor: one mio `Poll` for every device, the drain on each
+//! wake-up, the recovery tick, and the one activation path.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use log::{debug, error, info, warn};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use railwatch_core::{
+    AsyncEvent, EventClass, EventKind, Gate, Millis, Outcome, PauseReason, PollDecision, RailCell, RailDecision, RailId,
+    RailState, Selector, VerbsPort, classify, decide_event, decide_poll, decide_reseed,
+};
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::device::{DeviceMode, DeviceSlot};
+use crate::drain::{DrainEnd, drain};
+use crate::notify::{Cause, Happening, Notification, Notifier, RecoveredBy};
+use crate::rail::Rail;
+use crate::snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
+
+/// The token of the waker that stops a spawned monitor.
+pub(crate) const WAKER: Token = Token(usize::MAX);
+
+/// Watches devices and keeps their rails' state, the selector and the gates
+/// true to the ports.
+///
+/// Generic over the device backend (`P`), the engine's selector (`S`) and
+/// the clock (`C`); it never names a backend. Drive it with
+/// [`poll_once`](Self::poll_once) from an engine's loop (or the simulator),
+/// or give it a thread with [`spawn`](Self::spawn).
+pub struct Monitor<P, S, C> {
+    config: Config,
+    poll: Poll,
+    events: Events,
+    devices: Vec<DeviceSlot<P>>,
+    rails: Vec<Rail>,
+    selector: S,
+    clock: C,
+    notifier: Notifier,
+    /// Events of the drain in progress, reused so the hot path does not
+    /// allocate.
+    scratch: Vec<AsyncEvent>,
+    /// Devices made ready by the last wait, reused likewise.
+    ready: Vec<usize>,
+    next_tick: Option<Millis>,
+    wakeups: u64,
+    ticks: u64,
+}
+
+impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
+    /// A monitor with no devices yet.
+    pub fn new(config: Config, selector: S, clock: C) -> io::Result<Self> {
+        let notifier = Notifier::new(config.notify_capacity);
+        Ok(Monitor {
+            poll: Poll::new()?,
+            events: Events::with_capacity(64),
+            devices: Vec::new(),
+            rails: Vec::new(),
+            selector,
+            clock,
+            notifier,
+            scratch: Vec::with_capacity(config.drain_budget),
+            ready: Vec::new(),
+            next_tick: None,
+            wakeups: 0,
+            ticks: 0,
+            config,
+        })
+    }
+
+    /// Takes ownership of an opened device: registers its async fd
+    /// (edge-triggered), creates one rail per port and attaches each, active
+    /// or paused by its port state, with its bandwidth seeded. Returns the
+    /// device's index (the `device` of its [`RailId`]s).
+    pub fn add_device(&mut self, port: P) -> u32 {
+        let idx = self.devices.len();
+        let now = self.clock.now();
+        let mut slot = DeviceSlot::new(port);
+        for p in slot.port.ports() {
+            let id = RailId { device: idx as u32, port: p };
+            slot.rails.push(self.rails.len());
+            self.rails.push(Rail {
+                id,
+                name: format!("{}/{}", slot.name, p),
+                cell: Arc::new(RailCell::new(now)),
+                seeded: None,
+                available: false,
+                recovered_by: None,
+                explained_at: None,
+            });
+        }
+        self.devices.push(slot);
+        self.register(idx);
+        self.attach_rails(idx);
+        idx as u32
+    }
+
+    /// A gate for `rail`, to clone into worker threads.
+    pub fn gate(&self, rail: RailId) -> Option<Gate> {
+        self.rails.iter().find(|r| r.id == rail).map(|r| Gate::new(r.cell.clone()))
+    }
+
+    /// The id of the rail called `name` (`"mlx5_0/1"`).
+    pub fn rail_id(&self, name: &str) -> Option<RailId> {
+        self.rails.iter().find(|r| r.name == name).map(|r| r.id)
+    }
+
+    /// The name of `rail` (`"mlx5_0/1"`).
+    pub fn rail_name(&self, rail: RailId) -> Option<&str> {
+        self.rails.iter().find(|r| r.id == rail).map(|r| r.name.as_str())
+    }
+
+    /// Every rail's id and name, in order.
+    pub fn rails(&self) -> Vec<(RailId, String)> {
+        self.rails.iter().map(|r| (r.id, r.name.clone())).collect()
+    }
+
+    /// The name of device `device`.
+    pub fn device_name(&self, device: u32) -> Option<&str> {
+        self.devices.get(device as usize).map(|d| d.name.as_str())
+    }
+
+    /// The backend of device `device`.
+    pub fn device(&self, device: u32) -> Option<&P> {
+        self.devices.get(device as usize).map(|d| &d.port)
+    }
+
+    /// A receiver of the monitor's notifications (all receivers share one
+    /// bounded queue).
+    pub fn notifications(&self) -> Receiver<Notification> {
+        self.notifier.receiver()
+    }
+
+    /// The selector the monitor drives.
+    pub fn selector(&self) -> &S {
+        &self.selector
+    }
+
+    /// The clock the monitor reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// True when a device must be serviced again before the next blocking
+    /// wait (its drain hit the budget, or its fd reported an error).
+    pub fn has_pending(&self) -> bool {
+        self.devices.iter().any(|d| d.pending || d.suspect)
+    }
+
+    /// When the recovery tick runs next; `None` while nothing needs it.
+    pub fn next_tick(&self) -> Option<Millis> {
+        self.next_tick
+    }
+
+    /// Waits for device events at most `timeout` (`None`: until something
+    /// happens; a due tick or pending work shortens it), drains every ready
+    /// device, services devices left pending, and runs the recovery tick if
+    /// it is due.
+    ///
+    /// Device failures are handled inside (logged, counted, and the device
+    /// falls back to polling); an error here is the poll set's own.
+    pub fn poll_once(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let now = self.clock.now();
+        let mut timeout = timeout;
+        if self.has_pending() {
+            timeout = Some(Duration::ZERO);
+        }
+        if let Some(tick) = self.next_tick {
+            let until = Duration::from_millis(tick.since(now));
+            timeout = Some(timeout.map_or(until, |t| t.min(until)));
+        }
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        self.wakeups += 1;
+
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
+        for ev in self.events.iter() {
+            if ev.token() == WAKER {
+                continue;
+            }
+            let idx = ev.token().0;
+            let Some(slot) = self.devices.get_mut(idx) else { continue };
+            if ev.is_error() || ev.is_read_closed() {
+                slot.suspect = true;
+            }
+            ready.push(idx);
+        }
+        for &idx in &ready {
+            self.service(idx);
+        }
+        self.ready = ready;
+        for idx in 0..self.devices.len() {
+            if self.devices[idx].pending {
+                self.service(idx);
+            }
+            if self.devices[idx].suspect {
+                self.confirm_suspect(idx);
+            }
+        }
+
+        let now = self.clock.now();
+        if self.next_tick.is_some_and(|t| t <= now) {
+            self.tick(now);
+        }
+        Ok(())
+    }
+
+    /// A copy of every rail and counter.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            t: self.clock.now(),
+            rails: self
+                .rails
+                .iter()
+                .map(|r| {
+                    let w = r.cell.load();
+                    RailSnapshot {
+                        id: r.id,
+                        name: r.name.clone(),
+                        state: w.state,
+                        reason: w.reason,
+                        since: r.cell.since(),
+                        last_port_state: w.last_port_state,
+                        generation: w.generation,
+                        available: r.available,
+                        rate: r.seeded,
+                        recovered_by: r.recovered_by,
+                    }
+                })
+                .collect(),
+            devices: self
+                .devices
+                .iter()
+                .map(|d| DeviceSnapshot { name: d.name.clone(), mode: d.mode, counters: d.counters.clone() })
+                .collect(),
+            wakeups: self.wakeups,
+            ticks: self.ticks,
+            notifications_dropped: self.notifier.dropped,
+        }
+    }
+
+    pub(crate) fn poll_registry(&self) -> &mio::Registry {
+        self.poll.registry()
+    }
+
+    // ---- the fd -------------------------------------------------------
+
+    fn register(&mut self, idx: usize) {
+        let slot = &mut self.devices[idx];
+        let fd: RawFd = slot.port.async_fd();
+        match self.poll.registry().register(&mut SourceFd(&fd), Token(idx), Interest::READABLE) {
+            Ok(()) => slot.mode = DeviceMode::Events,
+            Err(e) => {
+                error!("{}: cannot watch the async event fd ({e}); polling its ports every tick instead", slot.name);
+                slot.mode = DeviceMode::PollOnly;
+                self.arm_tick();
+            }
+        }
+    }
+
+    fn deregister(&mut self, idx: usize) {
+        let fd = self.devices[idx].port.async_fd();
+        // The fd may already be closed or never have been registered.
+        let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+    }
+
+    /// Drains device `idx` once (up to the budget) and applies what it read.
+    fn service(&mut self, idx: usize) {
+        if self.devices[idx].mode != DeviceMode::Events {
+            self.devices[idx].pending = false;
+            return;
+        }
+        let budget = self.config.drain_budget.max(1);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let report = drain(&mut self.devices[idx].port, budget, |ev| scratch.push(ev));
+        {
+            let c = &mut self.devices[idx].counters;
+            c.gets += report.gets as u64;
+            c.interrupted += report.interrupted as u64;
+        }
+        let now = self.clock.now();
+        for ev in scratch.drain(..) {
+            self.handle_event(idx, ev, now);
+        }
+        self.scratch = scratch;
+        if self.devices[idx].mode != DeviceMode::Events {
+            // An event in this batch (DEVICE_FATAL) closed the device.
+            return;
+        }
+        let slot = &mut self.devices[idx];
+        slot.drained_in_progress += report.events as u64;
+        match report.end {
+            DrainEnd::Budget => {
+                slot.pending = true;
+                slot.counters.budget_hits += 1;
+            }
+            DrainEnd::Empty => {
+                slot.pending = false;
+                let events = std::mem::take(&mut slot.drained_in_progress) as usize;
+                self.notifier.send(now, Happening::Drain { device: idx as u32, events, errno: None });
+            }
+            DrainEnd::Failed(e) => {
+                slot.pending = false;
+                slot.counters.read_errors += 1;
+                let events = std::mem::take(&mut slot.drained_in_progress) as usize;
+                let errno = e.raw_os_error();
+                // Logged once: the fd leaves the poll set right here.
+                error!(
+                    "{}: reading async events failed after {events} event(s): {e}; no longer reading this fd, \
+                     polling its ports every tick instead",
+                    slot.name
+                );
+                if errno == Some(libc::EIO) {
+                    slot.suspect = true;
+                }
+                self.notifier.send(now, Happening::Drain { device: idx as u32, events, errno: Some(errno.unwrap_or(-1)) });
+                self.fall_back_to_polling(idx);
+                if self.devices[idx].suspect {
+                    self.confirm_suspect(idx);
+                }
+            }
+        }
+    }
+
+    fn fall_back_to_polling(&mut self, idx: usize) {
+        self.deregister(idx);
+        self.devices[idx].mode = DeviceMode::PollOnly;
+        self.devices[idx].pending = false;
+        self.arm_tick();
+    }
+
+    /// The fd reported an error or hang-up, or a read failed with EIO: the
+    /// device may be gone. A port query decides.
+    fn confirm_suspect(&mut self, idx: usize) {
+        self.devices[idx].suspect = false;
+        if matches!(self.devices[idx].mode, DeviceMode::Gone { .. }) {
+            return;
+        }
+        if self.devices[idx].mode == DeviceMode::Events {
+            // Whatever the reads say, a hung-up fd will not wake us again.
+            warn!("{}: async event fd reported an error or hang-up; polling its ports instead", self.devices[idx].name);
+            self.fall_back_to_polling(idx);
+        }
+        let Some(&first) = self.devices[idx].rails.first() else { return };
+        let port = self.rails[first].id.port;
+        self.devices[idx].counters.port_queries += 1;
+        match self.devices[idx].port.port_state(port) {
+            Ok(_) => info!("{}: port queries still work; the device stays in poll-only mode", self.devices[idx].name),
+            Err(e) => {
+                error!("{}: port query failed too ({e}): the device is gone", self.devices[idx].name);
+                self.device_gone(idx, PauseReason::DeviceRemoved);
+            }
+        }
+    }
+
+    /// Every rail of the device goes inert and unavailable; the device is
+    /// closed and re-opened later with backoff.
+    fn device_gone(&mut self, idx: usize, reason: PauseReason) {
+        let now = self.clock.now();
+        for ri in self.devices[idx].rails.clone() {
+            self.detach_rail(ri, reason, now);
+        }
+        self.deregister(idx);
+        let slot = &mut self.devices[idx];
+        slot.port.close();
+        slot.pending = false;
+        slot.suspect = false;
+        let backoff_ms = self.config.reopen_initial_ms;
+        slot.mode = DeviceMode::Gone { next_reopen: now.plus(backoff_ms), backoff_ms };
+        self.arm_tick();
+    }
+
+    // ---- events -------------------------------------------------------
+
+    fn handle_event(&mut self, idx: usize, ev: AsyncEvent, now: Millis) {
+        let kind = ev.kind();
+        let slot = &mut self.devices[idx];
+        slot.counters.events += 1;
+        match classify(kind) {
+            EventClass::CountOnly => {
+                slot.counters.comm_est += 1;
+                debug!("{}: {kind}", slot.name);
+                return;
+            }
+            EventClass::Unhandled => {
+                slot.counters.unhandled += 1;
+                if slot.warned_codes.insert(ev.code) {
+                    warn!(
+                        "{}: async event {kind} (code {}) is not acted on; counted and acknowledged \
+                         (warned once per device and code)",
+                        slot.name, ev.code
+                    );
+                }
+            }
+            EventClass::NotifyObject => {
+                let handle = match ev.element {
+                    railwatch_core::Element::Object(h) => Some(h),
+                    _ => None,
+                };
+                warn!("{}: {} on object {:?}; the engine is notified", slot.name, kind.ibv_str(), handle);
+                self.notifier.send(now, Happening::ObjectError { device: idx as u32, kind, handle });
+            }
+            EventClass::Handled => {}
+        }
+        self.notifier.send(now, Happening::Event { device: idx as u32, port: ev.port_num(), kind });
+        if classify(kind) != EventClass::Handled {
+            return;
+        }
+        for ri in self.devices[idx].rails.clone() {
+            let port = self.rails[ri].id.port;
+            match decide_event(&ev, port, self.rails[ri].cell.load().state) {
+                RailDecision::Leave => {}
+                RailDecision::Pause(reason) => self.pause_rail(ri, reason, now),
+                RailDecision::Activate => self.activate(ri, RecoveredBy::Event, now),
+                RailDecision::Detach(reason) => self.detach_rail(ri, reason, now),
+                RailDecision::Restart | RailDecision::AddressChanged => self.bump(ri, kind, now),
+                RailDecision::RefreshLink => self.refresh_link(ri, now),
+            }
+        }
+        if kind == EventKind::DeviceFatal {
+            error!("{}: device fatal error; closing it and re-opening with backoff", self.devices[idx].name);
+            self.device_gone(idx, PauseReason::DeviceFatal);
+        }
+    }
+
+    // ---- rail transitions ---------------------------------------------
+
+    fn transition(&mut self, ri: usize, from: RailState, cause: Cause, now: Millis) {
+        let rail = &self.rails[ri];
+        let w = rail.cell.load();
+        self.notifier.send(
+            now,
+            Happening::Transition { rail: rail.id, from, to: w.state, cause, generation: w.generation },
+        );
+    }
+
+    fn set_available(&mut self, ri: usize, available: bool, now: Millis) {
+        let rail = &mut self.rails[ri];
+        if rail.available == available {
+            return;
+        }
+        rail.available = available;
+        self.selector.set_available(rail.id, available);
+        self.notifier.send(now, Happening::Available { rail: rail.id, available });
+    }
+
+    /// Pause: the state first, then unavailable.
+    fn pause_rail(&mut self, ri: usize, reason: PauseReason, now: Millis) {
+        if self.rails[ri].cell.pause(reason, now) != Outcome::Changed {
+            return;
+        }
+        warn!("{} down: {reason}; paused, the gate refuses until the port is ACTIVE again", self.rails[ri].name);
+        self.rails[ri].explained_at = Some(now);
+        self.transition(ri, RailState::Active, Cause::Reason(reason), now);
+        self.set_available(ri, false, now);
+        self.arm_tick();
+    }
+
+    fn detach_rail(&mut self, ri: usize, reason: PauseReason, now: Millis) {
+        let from = self.rails[ri].cell.load().state;
+        if self.rails[ri].cell.detach(reason, now) != Outcome::Changed {
+            return;
+        }
+        warn!("{} inert: {reason}", self.rails[ri].name);
+        self.transition(ri, from, Cause::Reason(reason), now);
+        self.set_available(ri, false, now);
+    }
+
+    fn bump(&mut self, ri: usize, kind: EventKind, now: Millis) {
+        if self.rails[ri].cell.bump_generation() != Outcome::Changed {
+            return;
+        }
+        info!("{}: {kind}: generation bumped, endpoints built before are stale", self.rails[ri].name);
+        let state = self.rails[ri].cell.load().state;
+        self.transition(ri, state, Cause::Bump(kind), now);
+    }
+
+    /// The one activation path, for the event and the poll: resume →
+    /// read the link → re-seed if changed or never seeded → available last,
+    /// so no worker scores the rail on the old rate.
+    fn activate(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
+        if self.rails[ri].cell.resume(now) != Outcome::Changed {
+            return;
+        }
+        match by {
+            RecoveredBy::Poll => warn!(
+                "{} up: the port reads ACTIVE but no PORT_ACTIVE event was seen; recovered by the poll",
+                self.rails[ri].name
+            ),
+            _ => info!("{} up ({})", self.rails[ri].name, by.name()),
+        }
+        self.rails[ri].recovered_by = Some(by);
+        self.rails[ri].explained_at = None;
+        self.transition(ri, RailState::Paused, Cause::By(by), now);
+        self.refresh_link(ri, now);
+        self.set_available(ri, true, now);
+    }
+
+    /// Reads the link and re-seeds the selector when the rate differs from
+    /// the cached one or was never seeded. Reading the port *state* never
+    /// touches the cache.
+    fn refresh_link(&mut self, ri: usize, now: Millis) {
+        let id = self.rails[ri].id;
+        let slot = &mut self.devices[id.device as usize];
+        slot.counters.port_queries += 1;
+        let attrs = match slot.port.link(id.port) {
+            Ok(a) => a,
+            Err(e) => {
+                warn!("{}: reading the link rate failed ({e}); keeping the cached rate", self.rails[ri].name);
+                return;
+            }
+        };
+        let rate = attrs.rate();
+        let rail = &mut self.rails[ri];
+        if let Some(to) = decide_reseed(rate, rail.seeded) {
+            let from = rail.seeded.replace(to);
+            if from.is_some() {
+                info!("{}: link rate {} → {to}; re-seeded", rail.name, from.map_or_else(String::new, |f| f.to_string()));
+            }
+            self.selector.reseed(id, to);
+            self.notifier.send(now, Happening::Reseed { rail: id, from, to });
+        }
+    }
+
+    /// Attaches every rail of a freshly (re)opened device, active or paused
+    /// by its port state, bandwidth seeded.
+    fn attach_rails(&mut self, idx: usize) {
+        let now = self.clock.now();
+        for ri in self.devices[idx].rails.clone() {
+            let port = self.rails[ri].id.port;
+            self.devices[idx].counters.port_queries += 1;
+            let state = match self.devices[idx].port.port_state(port) {
+                Ok(s) => s,
+                Err(e) => {
+                    error!("{}: port query failed at attach ({e}); the rail stays inert", self.rails[ri].name);
+                    continue;
+                }
+            };
+            if self.rails[ri].cell.attach(state, now) != Outcome::Changed {
+                continue;
+            }
+            let w = self.rails[ri].cell.load();
+            let cause = match w.state {
+                RailState::Active => Cause::By(RecoveredBy::Attach),
+                _ => Cause::Reason(w.reason),
+            };
+            self.transition(ri, RailState::Inert, cause, now);
+            self.refresh_link(ri, now);
+            if w.state == RailState::Active {
+                self.rails[ri].recovered_by = Some(RecoveredBy::Attach);
+                self.set_available(ri, true, now);
+            } else {
+                info!("{}: port is {state} at attach; paused until it reads ACTIVE", self.rails[ri].name);
+                self.rails[ri].explained_at = Some(now);
+                self.set_available(ri, false, now);
+                self.arm_tick();
+            }
+        }
+    }
+
+    // ---- the recovery tick --------------------------------------------
+
+    fn arm_tick(&mut self) {
+        if self.next_tick.is_none() {
+            self.next_tick = Some(self.clock.now().plus(self.config.tick_ms));
+        }
+    }
+
+    /// Something needs the tick: a paused rail, a poll-only device, or a
+    /// device waiting to be re-opened. A healthy host never wakes.
+    fn tick_needed(&self) -> bool {
+        self.devices.iter().any(|d| match d.mode {
+            DeviceMode::Events => d.rails.iter().any(|&ri| self.rails[ri].cell.load().state == RailState::Paused),
+            DeviceMode::PollOnly | DeviceMode::Gone { .. } => true,
+        })
+    }
+
+    fn tick(&mut self, now: Millis) {
+        self.ticks += 1;
+        self.next_tick = None;
+        for idx in 0..self.devices.len() {
+            match self.devices[idx].mode {
+                DeviceMode::Gone { next_reopen, backoff_ms } => {
+                    if next_reopen <= now {
+                        self.try_reopen(idx, backoff_ms, now);
+                    }
+                }
+                DeviceMode::Events => self.poll_rails(idx, now, |s| s == RailState::Paused),
+                DeviceMode::PollOnly => self.poll_rails(idx, now, |s| s != RailState::Inert),
+            }
+        }
+        if self.tick_needed() {
+            self.next_tick = Some(now.plus(self.config.tick_ms));
+        }
+    }
+
+    /// Reads the port state of the device's rails that `which` selects and
+    /// acts on it. Inert rails are never queried.
+    fn poll_rails(&mut self, idx: usize, now: Millis, which: impl Fn(RailState) -> bool) {
+        for ri in self.devices[idx].rails.clone() {
+            let state = self.rails[ri].cell.load().state;
+            if state == RailState::Inert || !which(state) {
+                continue;
+            }
+            let port = self.rails[ri].id.port;
+            self.devices[idx].counters.port_queries += 1;
+            let port_state = match self.devices[idx].port.port_state(port) {
+                Ok(s) => s,
+                Err(e) => {
+                    error!("{}: port query failed ({e}): the device is gone", self.rails[ri].name);
+                    self.device_gone(idx, PauseReason::DeviceRemoved);
+                    return;
+                }
+            };
+            self.rails[ri].cell.observe_port(port_state);
+            match decide_poll(port_state, state) {
+                PollDecision::Leave => {}
+                PollDecision::Activate => self.activate(ri, RecoveredBy::Poll, now),
+                PollDecision::Pause(reason) => self.pause_rail(ri, reason, now),
+                PollDecision::Wait => self.explain(ri, now),
+            }
+        }
+    }
+
+    /// Says, at a low rate, why a rail is still paused.
+    fn explain(&mut self, ri: usize, now: Millis) {
+        let rail = &mut self.rails[ri];
+        if rail.explained_at.is_some_and(|t| now.since(t) < self.config.explain_every_ms) {
+            return;
+        }
+        rail.explained_at = Some(now);
+        let w = rail.cell.load();
+        info!(
+            "{} still paused: {} since {}, port reads {}",
+            rail.name,
+            w.reason,
+            rail.cell.since(),
+            w.last_port_state.map_or("unknown", |p| p.ibv_str())
+        );
+    }
+
+    fn try_reopen(&mut self, idx: usize, backoff_ms: u64, now: Millis) {
+        self.devices[idx].counters.reopen_attempts += 1;
+        match self.devices[idx].port.reopen() {
+            Ok(()) => {
+                info!("{}: re-opened", self.devices[idx].name);
+                self.devices[idx].counters.reopens += 1;
+                self.register(idx);
+                self.attach_rails(idx);
+            }
+            Err(e) => {
+                let next = backoff_ms.saturating_mul(2).min(self.config.reopen_max_ms).max(1);
+                debug!("{}: re-open failed ({e}); next attempt in {next} ms", self.devices[idx].name);
+                self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(next), backoff_ms: next };
+            }
+        }
+    }
+}
