@@ -1,0 +1,303 @@
+//! The deterministic driver: steps a real runtime [`Monitor`] through a
+//! [`Scenario`] on a virtual clock.
+//!
+//! Time only moves when nothing is left to do at the current instant: the
+//! driver sets the clock to the next step, tick or expectation, applies the
+//! steps due then (their events go into the devices' real pipes), polls the
+//! monitor with a zero timeout until no device is pending, and checks the
+//! expectations due then. A ten-minute scenario runs in milliseconds, and
+//! the same file gives the same timeline every time.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use railwatch_core::{LinkRate, Millis, RailId};
+use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, RailSnapshot, Snapshot};
+
+use crate::clock::SimClock;
+use crate::device::{SimDevice, SimHandle};
+use crate::scenario::{Expect, Scenario};
+
+/// How to run a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Sleep so that virtual time follows the wall clock.
+    pub realtime: bool,
+    /// Overrides the scenario's `tick_ms`.
+    pub tick_ms: Option<u64>,
+}
+
+/// The verdict on one `[[expect]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectResult {
+    /// When it was checked.
+    pub at_ms: u64,
+    /// The rail (`"mlx5_0/1"`).
+    pub rail: String,
+    /// Whether every field held.
+    pub passed: bool,
+    /// What was expected and what was found.
+    pub detail: String,
+}
+
+/// Names for the ids in notifications.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    devices: Vec<String>,
+    rails: BTreeMap<RailId, String>,
+}
+
+impl Names {
+    fn of<P, S, C>(monitor: &Monitor<P, S, C>, devices: usize) -> Names
+    where
+        P: railwatch_core::VerbsPort,
+        S: railwatch_core::Selector,
+        C: railwatch_runtime::Clock,
+    {
+        Names {
+            devices: (0..devices as u32).map(|d| monitor.device_name(d).unwrap_or("?").to_string()).collect(),
+            rails: monitor.rails().into_iter().collect(),
+        }
+    }
+
+    /// The name of device `device`.
+    pub fn device(&self, device: u32) -> &str {
+        self.devices.get(device as usize).map_or("?", String::as_str)
+    }
+
+    /// The name of `rail` (`"mlx5_0/1"`).
+    pub fn rail(&self, rail: RailId) -> &str {
+        self.rails.get(&rail).map_or("?", String::as_str)
+    }
+
+    /// The rail on `port` of `device`, if the monitor has one.
+    pub fn rail_of(&self, device: u32, port: u8) -> Option<&str> {
+        self.rails.get(&RailId { device, port }).map(String::as_str)
+    }
+}
+
+/// One line of a run's timeline.
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    /// Something the monitor did or saw.
+    Note(&'a Notification),
+    /// An expectation was checked.
+    Expect(&'a ExpectResult),
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// The monitor's final snapshot.
+    pub snapshot: Snapshot,
+    /// Events queued into all devices.
+    pub events_queued: u64,
+    /// Events read from them.
+    pub events_read: u64,
+    /// Events acknowledged.
+    pub events_acked: u64,
+    /// Every expectation's verdict, in the order checked.
+    pub expectations: Vec<ExpectResult>,
+}
+
+impl RunSummary {
+    /// Expectations that held.
+    pub fn passed(&self) -> usize {
+        self.expectations.iter().filter(|e| e.passed).count()
+    }
+
+    /// Expectations that failed.
+    pub fn failed(&self) -> usize {
+        self.expectations.len() - self.passed()
+    }
+}
+
+/// The monitor as the driver builds it.
+pub type SimMonitor = Monitor<SimDevice, Arc<BandwidthSelector>, SimClock>;
+
+/// A scenario loaded into a monitor, ready to be stepped.
+pub struct Run<'s> {
+    scenario: &'s Scenario,
+    /// The monitor under test.
+    pub monitor: SimMonitor,
+    /// The script's side of every device, in file order.
+    pub handles: Vec<SimHandle>,
+    /// The virtual clock the monitor reads.
+    pub clock: SimClock,
+    /// The selector the monitor drives.
+    pub selector: Arc<BandwidthSelector>,
+    names: Names,
+    rx: crossbeam_channel::Receiver<Notification>,
+    next_step: usize,
+    checked: Vec<bool>,
+}
+
+impl<'s> Run<'s> {
+    /// Builds the scenario's devices and a monitor over them, at virtual
+    /// time 0. The notification channel is sized so the driver (which
+    /// empties it after every poll) never loses one.
+    pub fn new(scenario: &'s Scenario, opts: &RunOptions) -> io::Result<Run<'s>> {
+        let clock = SimClock::new();
+        let selector = Arc::new(BandwidthSelector::new());
+        let config = Config {
+            tick_ms: opts.tick_ms.unwrap_or(scenario.tick_ms),
+            // A drain pass reads at most the budget per device, and every
+            // event makes a bounded number of notifications.
+            notify_capacity: 1 << 16,
+            ..Config::default()
+        };
+        let mut monitor = Monitor::new(config, selector.clone(), clock.clone())?;
+        let (devices, handles) = scenario.build_devices()?;
+        let n = devices.len();
+        for dev in devices {
+            monitor.add_device(dev);
+        }
+        let rx = monitor.notifications();
+        let names = Names::of(&monitor, n);
+        Ok(Run {
+            scenario,
+            monitor,
+            handles,
+            clock,
+            selector,
+            names,
+            rx,
+            next_step: 0,
+            checked: vec![false; scenario.expects.len()],
+        })
+    }
+
+    /// Names for the ids in notifications.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// The next instant something is due: a step, an expectation or the
+    /// monitor's tick, capped at the scenario's end. `None` when the run is
+    /// over.
+    pub fn next_instant(&self) -> Option<u64> {
+        let now = railwatch_runtime::Clock::now(&self.clock).0;
+        let step = self.scenario.steps.get(self.next_step).map(|s| s.at_ms);
+        let expect =
+            self.scenario.expects.iter().zip(&self.checked).filter(|(_, done)| !**done).map(|(e, _)| e.at_ms).min();
+        let tick = self.monitor.next_tick().map(|t| t.0);
+        let next = [step, expect, tick].into_iter().flatten().min();
+        match next {
+            Some(t) if t <= self.scenario.duration_ms => Some(t.max(now)),
+            _ if now < self.scenario.duration_ms => Some(self.scenario.duration_ms),
+            _ => None,
+        }
+    }
+
+    /// Polls the monitor (zero timeout) until no device is pending, handing
+    /// every notification to `sink`.
+    pub fn settle(&mut self, sink: &mut impl FnMut(&Names, Record<'_>)) -> io::Result<()> {
+        loop {
+            self.monitor.poll_once(Some(Duration::ZERO))?;
+            for note in self.rx.try_iter() {
+                sink(&self.names, Record::Note(&note));
+            }
+            if !self.monitor.has_pending() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Moves the clock to `t`, applies the steps due, lets the monitor
+    /// settle (running its tick if due) and checks the expectations due.
+    pub fn advance_to(&mut self, t: u64, sink: &mut impl FnMut(&Names, Record<'_>)) -> io::Result<Vec<ExpectResult>> {
+        self.clock.set(Millis(t));
+        while let Some(step) = self.scenario.steps.get(self.next_step).filter(|s| s.at_ms <= t) {
+            step.apply(&self.handles);
+            self.next_step += 1;
+        }
+        self.settle(sink)?;
+        let snapshot = self.monitor.snapshot();
+        let mut results = Vec::new();
+        for (i, expect) in self.scenario.expects.iter().enumerate() {
+            if self.checked[i] || expect.at_ms > t {
+                continue;
+            }
+            self.checked[i] = true;
+            let result = check(expect, &snapshot);
+            sink(&self.names, Record::Expect(&result));
+            results.push(result);
+        }
+        Ok(results)
+    }
+
+    /// Totals over every device: (queued, read, acked).
+    pub fn event_totals(&self) -> (u64, u64, u64) {
+        self.handles
+            .iter()
+            .map(SimHandle::counters)
+            .fold((0, 0, 0), |(q, r, a), c| (q + c.queued, r + c.read, a + c.acked))
+    }
+}
+
+/// Runs `scenario` to its end, handing every notification and expectation
+/// verdict to `sink` as it happens.
+pub fn run(scenario: &Scenario, opts: &RunOptions, mut sink: impl FnMut(&Names, Record<'_>)) -> io::Result<RunSummary> {
+    let mut run = Run::new(scenario, opts)?;
+    let started = Instant::now();
+    let mut expectations = Vec::new();
+    // Attaching the devices at time 0 already produced notifications.
+    run.settle(&mut sink)?;
+    while let Some(t) = run.next_instant() {
+        if opts.realtime {
+            let due = started + Duration::from_millis(t);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        expectations.extend(run.advance_to(t, &mut sink)?);
+        if t >= scenario.duration_ms {
+            break;
+        }
+    }
+    let (events_queued, events_read, events_acked) = run.event_totals();
+    Ok(RunSummary { snapshot: run.monitor.snapshot(), events_queued, events_read, events_acked, expectations })
+}
+
+fn rate_text(rate: Option<LinkRate>) -> String {
+    match rate.and_then(|r| r.as_gbps()) {
+        Some(g) => format!("{g} Gb/s"),
+        None if rate.is_some() => "an unknown rate".into(),
+        None => "no rate".into(),
+    }
+}
+
+/// Checks one expectation against a snapshot.
+pub fn check(expect: &Expect, snapshot: &Snapshot) -> ExpectResult {
+    let name = expect.rail.to_string();
+    let Some(rail) = snapshot.rail(&name) else {
+        return ExpectResult { at_ms: expect.at_ms, rail: name, passed: false, detail: "no such rail".into() };
+    };
+    let mut wanted = Vec::new();
+    let mut wrong = Vec::new();
+    let mut field = |what: String, ok: bool, found: String| {
+        if !ok {
+            wrong.push(format!("{what} but found {found}"));
+        }
+        wanted.push(what);
+    };
+    let RailSnapshot { state, available, rate, recovered_by, .. } = rail;
+    if let Some(s) = expect.state {
+        field(format!("state {s}"), *state == s, state.to_string());
+    }
+    if let Some(a) = expect.available {
+        field(format!("available {a}"), *available == a, available.to_string());
+    }
+    if let Some(b) = expect.bandwidth {
+        field(format!("bandwidth {}", rate_text(Some(b))), *rate == Some(b), rate_text(*rate));
+    }
+    if let Some(by) = expect.recovered_by {
+        let found = recovered_by.map_or("never", |b| b.name());
+        field(format!("recovered by {}", by.name()), found == by.name(), found.to_string());
+    }
+    let passed = wrong.is_empty();
+    let detail = if passed { wanted.join(", ") } else { wrong.join("; ") };
+    ExpectResult { at_ms: expect.at_ms, rail: name, passed, detail }
+}

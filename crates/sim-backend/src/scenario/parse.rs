@@ -1,0 +1,589 @@
+//! TOML → raw serde structs (spans kept) → validated [`Scenario`].
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+
+use railwatch_core::{
+    AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, ObjectHandle, PortState, RailState, SPEEDS, Scope, WIDTHS,
+    speed_by_name, width_by_name,
+};
+use serde::Deserialize;
+use toml::{Spanned, Value};
+
+use super::{
+    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, LinkChange, MAX_REPEAT, PortStateChange, RailRef, RecoveredBy,
+    Scenario, ScenarioError, Step, StepEvent,
+};
+use crate::device::PortSpec;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<Spanned<String>>,
+    description: Option<String>,
+    tick_ms: Option<Spanned<i64>>,
+    duration_ms: Option<Spanned<i64>>,
+    #[serde(default)]
+    device: Vec<Spanned<RawDevice>>,
+    #[serde(default)]
+    step: Vec<Spanned<RawStep>>,
+    #[serde(default)]
+    expect: Vec<Spanned<RawExpect>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDevice {
+    name: Spanned<String>,
+    ports: Spanned<Vec<Spanned<RawPort>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    port: Spanned<i64>,
+    state: Option<Spanned<Value>>,
+    speed: Option<Spanned<Value>>,
+    width: Option<Spanned<Value>>,
+    effective_mbps: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    at_ms: Spanned<i64>,
+    device: Spanned<String>,
+    port_state: Option<Spanned<RawPortState>>,
+    event: Option<Spanned<Value>>,
+    port: Option<Spanned<i64>>,
+    object: Option<Spanned<i64>>,
+    repeat: Option<Spanned<i64>>,
+    link: Option<Spanned<RawLink>>,
+    fault: Option<Spanned<String>>,
+    count: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPortState {
+    port: Spanned<i64>,
+    state: Spanned<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    port: Spanned<i64>,
+    speed: Spanned<Value>,
+    width: Spanned<Value>,
+    effective_mbps: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExpect {
+    at_ms: Spanned<i64>,
+    rail: Spanned<String>,
+    state: Option<Spanned<String>>,
+    available: Option<bool>,
+    bandwidth_gbps: Option<Spanned<Value>>,
+    recovered_by: Option<Spanned<String>>,
+}
+
+const STATE_NAMES: &str = "down, init, armed, active, active_defer, nop or a raw integer code";
+const EVENT_HINT: &str = "a snake_case name such as port_err, port_active, comm_est, device_fatal, or a raw code";
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+type Res<T> = Result<T, ScenarioError>;
+
+impl Ctx<'_> {
+    fn line(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    }
+
+    fn err(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::new(self.file, Some(self.line(span.start)), message)
+    }
+
+    fn non_negative(&self, v: &Spanned<i64>, what: &str) -> Res<u64> {
+        u64::try_from(*v.get_ref()).map_err(|_| self.err(v.span(), format!("{what} must not be negative")))
+    }
+
+    fn port_num(&self, v: &Spanned<i64>, what: &str) -> Res<u8> {
+        match u8::try_from(*v.get_ref()) {
+            Ok(p) if p >= 1 => Ok(p),
+            _ => Err(self.err(v.span(), format!("{what}port {} out of range (1..=255)", v.get_ref()))),
+        }
+    }
+
+    fn declared_port(&self, dev: &DeviceDecl, v: &Spanned<i64>, what: &str) -> Res<u8> {
+        let port = self.port_num(v, what)?;
+        if dev.has_port(port) {
+            return Ok(port);
+        }
+        let declared: Vec<String> = dev.ports.iter().map(|p| p.port.to_string()).collect();
+        Err(self.err(
+            v.span(),
+            format!("{what}device {} has no port {port} (it declares {})", dev.name, declared.join(", ")),
+        ))
+    }
+
+    /// A name looked up by `by_name`, or a bare integer taken as a raw code.
+    fn name_or_code<T>(
+        &self,
+        v: &Spanned<Value>,
+        what: &str,
+        names: &str,
+        by_name: impl Fn(&str) -> Option<T>,
+        by_code: impl Fn(i64) -> Option<T>,
+    ) -> Res<T> {
+        match v.get_ref() {
+            Value::String(s) => {
+                by_name(s).ok_or_else(|| self.err(v.span(), format!("unknown {what} \"{s}\" (expected {names})")))
+            }
+            Value::Integer(i) => by_code(*i).ok_or_else(|| self.err(v.span(), format!("{what} code {i} out of range"))),
+            other => {
+                Err(self.err(v.span(), format!("{what} must be a name or an integer code, not a {}", other.type_str())))
+            }
+        }
+    }
+
+    fn state(&self, v: &Spanned<Value>) -> Res<PortState> {
+        self.name_or_code(v, "port state", STATE_NAMES, PortState::from_name, |i| {
+            u32::try_from(i).ok().map(PortState::from_code)
+        })
+    }
+
+    fn speed(&self, v: &Spanned<Value>) -> Res<u32> {
+        let names = format!("{} or a raw integer code", SPEEDS.map(|s| s.name).join(", "));
+        self.name_or_code(v, "speed", &names, |n| speed_by_name(n).map(|s| s.code), |i| u32::try_from(i).ok())
+    }
+
+    fn width(&self, v: &Spanned<Value>) -> Res<u8> {
+        let names = format!("{} or a raw integer code", WIDTHS.map(|w| w.name).join(", "));
+        self.name_or_code(v, "width", &names, |n| width_by_name(n).map(|w| w.code), |i| u8::try_from(i).ok())
+    }
+
+    fn effective(&self, v: Option<&Spanned<i64>>, prefix: &str) -> Res<Option<u64>> {
+        let Some(v) = v else { return Ok(None) };
+        let mbps = self.non_negative(v, &format!("{prefix}effective_mbps"))?;
+        if mbps % 100 != 0 {
+            return Err(self.err(
+                v.span(),
+                format!("{prefix}effective_mbps {mbps} is not a multiple of 100 (devices report units of 100 Mb/s)"),
+            ));
+        }
+        Ok(Some(mbps / 100))
+    }
+
+    fn link(&self, speed: u32, width: u8, effective_100mbps: Option<u64>) -> LinkAttrs {
+        LinkAttrs { effective_100mbps, ..LinkAttrs::new(speed, width) }
+    }
+
+    fn event_code(&self, v: &Spanned<Value>, prefix: &str) -> Res<u32> {
+        match v.get_ref() {
+            Value::Integer(i) => u32::try_from(*i)
+                .map_err(|_| self.err(v.span(), format!("{prefix}event code {i} out of range (0..={})", u32::MAX))),
+            Value::String(s) => {
+                if let Some(kind) = EventKind::from_name(s) {
+                    Ok(kind.code())
+                } else if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                    s.parse::<u32>().map_err(|_| {
+                        self.err(v.span(), format!("{prefix}event code {s} out of range (0..={})", u32::MAX))
+                    })
+                } else {
+                    Err(self.err(v.span(), format!("{prefix}unknown event \"{s}\" (expected {EVENT_HINT})")))
+                }
+            }
+            other => Err(self
+                .err(v.span(), format!("{prefix}event must be a name or an integer code, not a {}", other.type_str()))),
+        }
+    }
+}
+
+fn default_name(file_name: &str) -> String {
+    Path::new(file_name).file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty()).unwrap_or(file_name).to_owned()
+}
+
+pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
+    let cx = Ctx { file: file_name, text };
+    if text.trim().is_empty() {
+        return Err(ScenarioError::new(file_name, None, "empty file"));
+    }
+    if let Some(at) = text.find('\0') {
+        return Err(ScenarioError::new(file_name, Some(cx.line(at)), "not a text file (NUL byte)"));
+    }
+    let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| cx.line(s.start));
+        ScenarioError::new(file_name, Some(line), e.message())
+    })?;
+
+    let name = match &raw.name {
+        Some(n) if n.get_ref().trim().is_empty() => return Err(cx.err(n.span(), "name must not be empty")),
+        Some(n) => n.get_ref().clone(),
+        None => default_name(file_name),
+    };
+    let tick_ms = match &raw.tick_ms {
+        None => DEFAULT_TICK_MS,
+        Some(v) => match cx.non_negative(v, "tick_ms")? {
+            0 => return Err(cx.err(v.span(), "tick_ms must be at least 1")),
+            t => t,
+        },
+    };
+    let duration_ms = match &raw.duration_ms {
+        None => {
+            return Err(ScenarioError::new(
+                file_name,
+                Some(1),
+                "missing duration_ms (how long the scenario runs, in virtual ms)",
+            ));
+        }
+        Some(v) => match cx.non_negative(v, "duration_ms")? {
+            0 => return Err(cx.err(v.span(), "duration_ms must be at least 1")),
+            d => d,
+        },
+    };
+
+    let devices = parse_devices(&cx, &raw.device)?;
+    let index: HashMap<&str, usize> = devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();
+    let steps = parse_steps(&cx, &raw.step, &devices, &index, duration_ms)?;
+    let expects = parse_expects(&cx, &raw.expect, &devices, &index, duration_ms)?;
+
+    Ok(Scenario {
+        file: file_name.to_owned(),
+        name,
+        description: raw.description,
+        tick_ms,
+        duration_ms,
+        devices,
+        steps,
+        expects,
+    })
+}
+
+fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl>> {
+    if raw.is_empty() {
+        return Err(ScenarioError::new(cx.file, Some(1), "no devices: declare at least one [[device]]"));
+    }
+    let mut devices: Vec<DeviceDecl> = Vec::with_capacity(raw.len());
+    for d in raw {
+        let d = d.get_ref();
+        let name = d.name.get_ref();
+        if name.is_empty() || name.contains('/') || name.chars().any(char::is_whitespace) {
+            return Err(
+                cx.err(d.name.span(), format!("invalid device name \"{name}\" (empty, or contains '/' or space)"))
+            );
+        }
+        if let Some(first) = devices.iter().find(|x| &x.name == name) {
+            return Err(cx.err(
+                d.name.span(),
+                format!("duplicate device name \"{name}\" (first declared on line {})", first.line),
+            ));
+        }
+        let ports_raw = d.ports.get_ref();
+        if ports_raw.is_empty() {
+            return Err(cx.err(d.ports.span(), format!("device {name} declares no ports")));
+        }
+        let mut ports: Vec<PortSpec> = Vec::with_capacity(ports_raw.len());
+        let prefix = format!("device {name}: ");
+        for p in ports_raw {
+            let p = p.get_ref();
+            let port = cx.port_num(&p.port, &prefix)?;
+            if ports.iter().any(|x| x.port == port) {
+                return Err(cx.err(p.port.span(), format!("{prefix}port {port} declared twice")));
+            }
+            let state = p.state.as_ref().map(|v| cx.state(v)).transpose()?.unwrap_or(PortState::Active);
+            let speed = p.speed.as_ref().map(|v| cx.speed(v)).transpose()?.unwrap_or(PortSpec::NDR);
+            let width = p.width.as_ref().map(|v| cx.width(v)).transpose()?.unwrap_or(PortSpec::WIDTH_4X);
+            let effective = cx.effective(p.effective_mbps.as_ref(), &prefix)?;
+            ports.push(PortSpec::new(port, state, cx.link(speed, width, effective)));
+        }
+        devices.push(DeviceDecl { line: cx.line(d.name.span().start), name: name.clone(), ports });
+    }
+    Ok(devices)
+}
+
+fn parse_steps(
+    cx: &Ctx<'_>,
+    raw: &[Spanned<RawStep>],
+    devices: &[DeviceDecl],
+    index: &HashMap<&str, usize>,
+    duration_ms: u64,
+) -> Res<Vec<Step>> {
+    let mut steps: Vec<Step> = Vec::with_capacity(raw.len());
+    for (i, spanned) in raw.iter().enumerate() {
+        let n = i + 1;
+        let s = spanned.get_ref();
+        let pre = format!("step {n}: ");
+        let at_ms = cx.non_negative(&s.at_ms, &format!("{pre}at_ms"))?;
+        if at_ms > duration_ms {
+            return Err(cx.err(s.at_ms.span(), format!("{pre}at_ms {at_ms} is after duration_ms {duration_ms}")));
+        }
+        if let Some(prev) = steps.last().filter(|p| p.at_ms > at_ms) {
+            return Err(cx.err(
+                s.at_ms.span(),
+                format!("{pre}at_ms {at_ms} goes backwards (step {} is at {})", prev.index, prev.at_ms),
+            ));
+        }
+        let device_name = s.device.get_ref();
+        let Some(&device_index) = index.get(device_name.as_str()) else {
+            return Err(cx.err(s.device.span(), format!("{pre}unknown device \"{device_name}\"")));
+        };
+        let dev = &devices[device_index];
+
+        let port_state = match &s.port_state {
+            None => None,
+            Some(ps) => {
+                let ps = ps.get_ref();
+                let port = cx.declared_port(dev, &ps.port, &pre)?;
+                let state = cx.state(&ps.state).map_err(|e| prefixed(e, &pre))?;
+                Some(PortStateChange { port, state })
+            }
+        };
+        let link = match &s.link {
+            None => None,
+            Some(l) => {
+                let l = l.get_ref();
+                let port = cx.declared_port(dev, &l.port, &pre)?;
+                let speed = cx.speed(&l.speed).map_err(|e| prefixed(e, &pre))?;
+                let width = cx.width(&l.width).map_err(|e| prefixed(e, &pre))?;
+                let effective = cx.effective(l.effective_mbps.as_ref(), &pre)?;
+                Some(LinkChange { port, link: cx.link(speed, width, effective) })
+            }
+        };
+        let fault = parse_fault(cx, s, &pre)?;
+        let event = parse_event(cx, s, dev, &pre)?;
+        if port_state.is_none() && link.is_none() && fault.is_none() && event.is_none() {
+            return Err(cx.err(spanned.span(), format!("step {n} does nothing: give port_state, link, event or fault")));
+        }
+        steps.push(Step {
+            index: n,
+            line: cx.line(spanned.span().start),
+            at_ms,
+            device: device_name.clone(),
+            device_index,
+            port_state,
+            link,
+            fault,
+            event,
+        });
+    }
+    Ok(steps)
+}
+
+/// Re-issues a name/code error with a step prefix.
+fn prefixed(e: ScenarioError, pre: &str) -> ScenarioError {
+    ScenarioError::new(e.file(), e.line(), format!("{pre}{}", e.message()))
+}
+
+fn parse_fault(cx: &Ctx<'_>, s: &RawStep, pre: &str) -> Res<Option<Fault>> {
+    let Some(f) = &s.fault else {
+        if let Some(c) = &s.count {
+            return Err(cx.err(c.span(), format!("{pre}count only applies to fault = \"eintr\"")));
+        }
+        return Ok(None);
+    };
+    let fault = match f.get_ref().as_str() {
+        "eintr" => {
+            let Some(c) = &s.count else {
+                return Err(cx.err(f.span(), format!("{pre}fault \"eintr\" needs count (how many reads fail)")));
+            };
+            match cx.non_negative(c, &format!("{pre}count"))? {
+                0 => return Err(cx.err(c.span(), format!("{pre}count must be at least 1"))),
+                count => Fault::Eintr { count },
+            }
+        }
+        other => {
+            let fault = match other {
+                "eio" => Fault::Eio,
+                "ebadf" => Fault::Ebadf,
+                "remove" => Fault::Remove,
+                "restore" => Fault::Restore,
+                _ => {
+                    return Err(cx.err(
+                        f.span(),
+                        format!("{pre}unknown fault \"{other}\" (expected eintr, eio, ebadf, remove or restore)"),
+                    ));
+                }
+            };
+            if let Some(c) = &s.count {
+                return Err(cx.err(c.span(), format!("{pre}count only applies to fault = \"eintr\"")));
+            }
+            fault
+        }
+    };
+    Ok(Some(fault))
+}
+
+fn parse_event(cx: &Ctx<'_>, s: &RawStep, dev: &DeviceDecl, pre: &str) -> Res<Option<StepEvent>> {
+    let Some(ev) = &s.event else {
+        for (key, span) in [
+            ("port", s.port.as_ref().map(|v| v.span())),
+            ("object", s.object.as_ref().map(|v| v.span())),
+            ("repeat", s.repeat.as_ref().map(|v| v.span())),
+        ] {
+            if let Some(span) = span {
+                return Err(cx.err(span, format!("{pre}{key} without event")));
+            }
+        }
+        return Ok(None);
+    };
+    let code = cx.event_code(ev, pre)?;
+    let kind = EventKind::from_code(code);
+    let name = kind.name();
+    let element = match (&s.port, &s.object) {
+        (Some(p), Some(_)) => return Err(cx.err(p.span(), format!("{pre}give port or object, not both"))),
+        (Some(p), None) => match kind.scope() {
+            Scope::Port | Scope::Unknown => Element::Port(u32::from(cx.declared_port(dev, p, pre)?)),
+            Scope::Device => {
+                return Err(cx.err(p.span(), format!("{pre}event {name} is a device event: it takes no port")));
+            }
+            Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq => {
+                return Err(cx.err(
+                    p.span(),
+                    format!("{pre}event {name} is about an object, not a port: use object = <handle>"),
+                ));
+            }
+        },
+        (None, Some(o)) => match kind.scope() {
+            Scope::Port => {
+                return Err(cx.err(o.span(), format!("{pre}event {name} is a port event: give port, not object")));
+            }
+            Scope::Device => {
+                return Err(cx.err(o.span(), format!("{pre}event {name} is a device event: it takes no object")));
+            }
+            Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq | Scope::Unknown => {
+                Element::Object(ObjectHandle(cx.non_negative(o, &format!("{pre}object"))?))
+            }
+        },
+        (None, None) => match kind.scope() {
+            Scope::Port => {
+                return Err(cx.err(ev.span(), format!("{pre}event {name} needs port (the port it is for)")));
+            }
+            Scope::Device | Scope::Unknown => Element::None,
+            Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq => Element::Object(ObjectHandle(0)),
+        },
+    };
+    let repeat = match &s.repeat {
+        None => 1,
+        Some(r) => match cx.non_negative(r, &format!("{pre}repeat"))? {
+            0 => return Err(cx.err(r.span(), format!("{pre}repeat must be at least 1"))),
+            n if n > MAX_REPEAT => {
+                return Err(cx.err(r.span(), format!("{pre}repeat {n} is more than the maximum {MAX_REPEAT}")));
+            }
+            n => n,
+        },
+    };
+    Ok(Some(StepEvent { event: AsyncEvent::new(code, element), repeat }))
+}
+
+fn parse_expects(
+    cx: &Ctx<'_>,
+    raw: &[Spanned<RawExpect>],
+    devices: &[DeviceDecl],
+    index: &HashMap<&str, usize>,
+    duration_ms: u64,
+) -> Res<Vec<Expect>> {
+    let mut expects = Vec::with_capacity(raw.len());
+    for (i, spanned) in raw.iter().enumerate() {
+        let n = i + 1;
+        let e = spanned.get_ref();
+        let pre = format!("expect {n}: ");
+        let at_ms = cx.non_negative(&e.at_ms, &format!("{pre}at_ms"))?;
+        if at_ms > duration_ms {
+            return Err(cx.err(e.at_ms.span(), format!("{pre}at_ms {at_ms} is after duration_ms {duration_ms}")));
+        }
+        let rail = parse_rail(cx, &e.rail, devices, index, &pre)?;
+        let state = match &e.state {
+            None => None,
+            Some(v) => Some(match v.get_ref().as_str() {
+                "active" => RailState::Active,
+                "paused" => RailState::Paused,
+                "inert" => RailState::Inert,
+                other => {
+                    return Err(cx.err(
+                        v.span(),
+                        format!("{pre}unknown rail state \"{other}\" (expected active, paused or inert)"),
+                    ));
+                }
+            }),
+        };
+        let bandwidth = e.bandwidth_gbps.as_ref().map(|v| parse_gbps(cx, v, &pre)).transpose()?;
+        let recovered_by = match &e.recovered_by {
+            None => None,
+            Some(v) => Some(match v.get_ref().as_str() {
+                "event" => RecoveredBy::Event,
+                "poll" => RecoveredBy::Poll,
+                "attach" => RecoveredBy::Attach,
+                other => {
+                    return Err(cx.err(
+                        v.span(),
+                        format!("{pre}unknown recovered_by \"{other}\" (expected event, poll or attach)"),
+                    ));
+                }
+            }),
+        };
+        if state.is_none() && e.available.is_none() && bandwidth.is_none() && recovered_by.is_none() {
+            return Err(cx.err(
+                spanned.span(),
+                format!("expect {n} checks nothing: give state, available, bandwidth_gbps or recovered_by"),
+            ));
+        }
+        expects.push(Expect {
+            index: n,
+            line: cx.line(spanned.span().start),
+            at_ms,
+            rail,
+            state,
+            available: e.available,
+            bandwidth,
+            recovered_by,
+        });
+    }
+    Ok(expects)
+}
+
+fn parse_rail(
+    cx: &Ctx<'_>,
+    v: &Spanned<String>,
+    devices: &[DeviceDecl],
+    index: &HashMap<&str, usize>,
+    pre: &str,
+) -> Res<RailRef> {
+    let text = v.get_ref();
+    let bad_form = || cx.err(v.span(), format!("{pre}rail \"{text}\" must be \"device/port\" (like \"mlx5_0/1\")"));
+    let (device, port) = text.rsplit_once('/').ok_or_else(bad_form)?;
+    let port: u64 = port.parse().map_err(|_| bad_form())?;
+    let port = match u8::try_from(port) {
+        Ok(p) if p >= 1 => p,
+        _ => return Err(cx.err(v.span(), format!("{pre}rail \"{text}\": port {port} out of range (1..=255)"))),
+    };
+    let Some(&device_index) = index.get(device) else {
+        return Err(cx.err(v.span(), format!("{pre}unknown rail \"{text}\" (no device {device})")));
+    };
+    if !devices[device_index].has_port(port) {
+        return Err(cx.err(v.span(), format!("{pre}unknown rail \"{text}\" (device {device} has no port {port})")));
+    }
+    Ok(RailRef { device: device.to_owned(), device_index, port })
+}
+
+fn parse_gbps(cx: &Ctx<'_>, v: &Spanned<Value>, pre: &str) -> Res<LinkRate> {
+    let gbps = match v.get_ref() {
+        Value::Integer(i) => *i as f64,
+        Value::Float(f) => *f,
+        other => {
+            return Err(cx.err(v.span(), format!("{pre}bandwidth_gbps must be a number, not a {}", other.type_str())));
+        }
+    };
+    let mbps = gbps * 1000.0;
+    if !mbps.is_finite() || mbps <= 0.0 || (mbps - mbps.round()).abs() > 1e-6 || mbps > u64::MAX as f64 {
+        return Err(cx.err(v.span(), format!("{pre}bandwidth_gbps {gbps} must be positive, in whole Mb/s")));
+    }
+    Ok(LinkRate::Known { mbps: mbps.round() as u64 })
+}
