@@ -1,0 +1,219 @@
+//! The two renderings of a run: JSON lines (the contract in DESIGN.md and
+//! docs/JSON.md, parsed by tools) and an aligned timeline for people.
+
+use std::io::{self, Write};
+
+use railwatch_core::LinkRate;
+use railwatch_runtime::{Cause, Happening, Notification};
+use railwatch_sim_backend::driver::{ExpectResult, Names, Record, RunSummary};
+use serde_json::{Value, json};
+
+/// How to print.
+#[derive(Debug, Clone, Copy)]
+pub enum Style {
+    /// One JSON object per line.
+    Json,
+    /// A timeline for a terminal, coloured when `color`.
+    Human {
+        /// Use ANSI colours.
+        color: bool,
+    },
+}
+
+fn gbps(rate: Option<LinkRate>) -> Value {
+    rate.and_then(|r| r.as_gbps()).map_or(Value::Null, |g| json!(g))
+}
+
+fn cause_fields(cause: &Cause) -> (&'static str, String) {
+    match cause {
+        Cause::Reason(r) => ("reason", r.name().to_string()),
+        Cause::By(by) => ("by", by.name().to_string()),
+        Cause::Bump(kind) => ("reason", kind.name().to_string()),
+    }
+}
+
+/// The JSON object for one record, or `None` for happenings the schema
+/// does not carry (object errors are already `event` lines).
+pub fn json_record(names: &Names, record: &Record<'_>) -> Option<Value> {
+    Some(match record {
+        Record::Note(Notification { t, what }) => {
+            let t_ms = t.0;
+            match what {
+                Happening::Event { device, port, kind } => {
+                    let mut v = json!({"t_ms": t_ms, "kind": "event", "event": kind.name(), "code": kind.code()});
+                    match port.and_then(|p| u8::try_from(p).ok()).and_then(|p| names.rail_of(*device, p)) {
+                        Some(rail) => v["rail"] = json!(rail),
+                        None => v["device"] = json!(names.device(*device)),
+                    }
+                    v
+                }
+                Happening::Transition { rail, from, to, cause, generation } => {
+                    let (key, value) = cause_fields(cause);
+                    let mut v = json!({"t_ms": t_ms, "kind": "transition", "rail": names.rail(*rail),
+                        "from": from.name(), "to": to.name(), "generation": generation});
+                    v[key] = json!(value);
+                    v
+                }
+                Happening::Reseed { rail, from, to } => json!({"t_ms": t_ms, "kind": "reseed",
+                    "rail": names.rail(*rail), "from_gbps": gbps(*from), "to_gbps": gbps(Some(*to))}),
+                Happening::Available { rail, available } => json!({"t_ms": t_ms, "kind": "available",
+                    "rail": names.rail(*rail), "available": available}),
+                Happening::Drain { device, events, errno } => {
+                    let mut v = json!({"t_ms": t_ms, "kind": "drain", "device": names.device(*device),
+                        "events": events, "result": if errno.is_some() { "error" } else { "drained" }});
+                    if let Some(e) = errno {
+                        v["errno"] = json!(e);
+                    }
+                    v
+                }
+                Happening::ObjectError { .. } => return None,
+            }
+        }
+        Record::Expect(e) => json!({"t_ms": e.at_ms, "kind": "expect", "at_ms": e.at_ms, "rail": e.rail,
+            "passed": e.passed, "detail": e.detail}),
+    })
+}
+
+/// The closing `summary` object.
+pub fn json_summary(summary: &RunSummary) -> Value {
+    let rails: Vec<Value> = summary
+        .snapshot
+        .rails
+        .iter()
+        .map(|r| {
+            json!({"rail": r.name, "state": r.state.name(), "available": r.available,
+                "bandwidth_gbps": gbps(r.rate), "generation": r.generation})
+        })
+        .collect();
+    json!({"t_ms": summary.snapshot.t.0, "kind": "summary", "rails": rails,
+        "events_queued": summary.events_queued, "events_read": summary.events_read,
+        "events_acked": summary.events_acked,
+        "expectations": {"passed": summary.passed(), "failed": summary.failed()}})
+}
+
+struct Paint {
+    color: bool,
+}
+
+impl Paint {
+    fn wrap(&self, code: &str, text: &str) -> String {
+        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+    }
+    fn state(&self, name: &str) -> String {
+        match name {
+            "active" => self.wrap("32", name),
+            "paused" => self.wrap("33", name),
+            "inert" => self.wrap("31", name),
+            other => other.to_string(),
+        }
+    }
+    fn dim(&self, text: &str) -> String {
+        self.wrap("2", text)
+    }
+}
+
+fn time(t_ms: u64) -> String {
+    format!("{:>4}.{:03}s", t_ms / 1000, t_ms % 1000)
+}
+
+fn rate_text(rate: Option<LinkRate>) -> String {
+    match rate {
+        None => "never seeded".into(),
+        Some(r) => r.to_string(),
+    }
+}
+
+/// One timeline line, or `None` for records not worth a line.
+pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<String> {
+    let p = Paint { color };
+    let (t, subject, what) = match record {
+        Record::Note(Notification { t, what }) => {
+            let (subject, text) = match what {
+                Happening::Event { device, port, kind } => {
+                    let subject = match port.and_then(|p| u8::try_from(p).ok()).and_then(|p| names.rail_of(*device, p))
+                    {
+                        Some(rail) => rail.to_string(),
+                        None => names.device(*device).to_string(),
+                    };
+                    (subject, format!("event {} (code {}): {}", kind, kind.code(), kind.ibv_str()))
+                }
+                Happening::Transition { rail, from, to, cause, generation } => {
+                    let why = match cause {
+                        Cause::Reason(r) => format!("because {r}"),
+                        Cause::By(by) => format!("by {}", by.name()),
+                        Cause::Bump(kind) => format!("{kind}: endpoints are stale"),
+                    };
+                    let arrow = if from == to {
+                        format!("{} (generation bump)", p.state(from.name()))
+                    } else {
+                        format!("{} → {}", p.state(from.name()), p.state(to.name()))
+                    };
+                    (names.rail(*rail).to_string(), format!("{arrow}  {why}, generation {generation}"))
+                }
+                Happening::Reseed { rail, from, to } => (
+                    names.rail(*rail).to_string(),
+                    format!("bandwidth {} → {}", rate_text(*from), rate_text(Some(*to))),
+                ),
+                Happening::Available { rail, available } => (
+                    names.rail(*rail).to_string(),
+                    if *available { "available to the selector".into() } else { "unavailable to the selector".into() },
+                ),
+                Happening::Drain { device, events, errno } => (
+                    names.device(*device).to_string(),
+                    match errno {
+                        None => p.dim(&format!("drained {events} event(s) to EAGAIN")),
+                        Some(e) => format!(
+                            "read failed after {events} event(s): {} (errno {e}); polling its ports instead",
+                            io::Error::from_raw_os_error(*e)
+                        ),
+                    },
+                ),
+                Happening::ObjectError { kind, handle, .. } => {
+                    return Some(format!("{}  object error {kind} on {handle:?}", time(t.0)));
+                }
+            };
+            (t.0, subject, text)
+        }
+        Record::Expect(e) => {
+            let verdict = if e.passed { p.wrap("32", "held") } else { p.wrap("31;1", "FAILED") };
+            (e.at_ms, e.rail.clone(), format!("expect {verdict}: {}", e.detail))
+        }
+    };
+    Some(format!("{}  {:<12} {}", time(t), subject, what))
+}
+
+/// The closing table for people.
+pub fn human_summary(out: &mut impl Write, summary: &RunSummary, color: bool) -> io::Result<()> {
+    let p = Paint { color };
+    writeln!(out)?;
+    writeln!(out, "RAIL         STATE    AVAILABLE        GB/S GENERATION  RECOVERED BY")?;
+    for r in &summary.snapshot.rails {
+        let state = format!("{:<8}", r.state.name());
+        writeln!(
+            out,
+            "{:<12} {} {:<10} {:>10} {:>10}  {}",
+            r.name,
+            p.state(&state),
+            if r.available { "yes" } else { "no" },
+            r.rate.and_then(|r| r.as_gbps()).map_or("-".into(), |g| g.to_string()),
+            r.generation,
+            r.recovered_by.map_or("-", |b| b.name()),
+        )?;
+    }
+    writeln!(
+        out,
+        "\nevents queued {}, read {}, acked {}; expectations {} held, {} failed",
+        summary.events_queued,
+        summary.events_read,
+        summary.events_acked,
+        summary.passed(),
+        summary.failed()
+    )
+}
+
+/// Prints the failed expectations on stderr.
+pub fn report_failures(failures: &[&ExpectResult]) {
+    for e in failures {
+        eprintln!("railwatch: expectation failed at {} ms on {}: {}", e.at_ms, e.rail, e.detail);
+    }
+}
