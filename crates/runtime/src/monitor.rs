@@ -11,8 +11,8 @@ use log::{debug, error, info, warn};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use railwatch_core::{
-    AsyncEvent, EventClass, EventKind, Gate, Millis, Outcome, PauseReason, PollDecision, RailCell, RailDecision, RailId,
-    RailState, Selector, VerbsPort, classify, decide_event, decide_poll, decide_reseed,
+    AsyncEvent, EventClass, EventKind, Gate, Millis, Outcome, PauseReason, PollDecision, RailCell, RailDecision,
+    RailId, RailState, Selector, VerbsPort, classify, decide_event, decide_poll, decide_reseed,
 };
 
 use crate::clock::Clock;
@@ -323,7 +323,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 if errno == Some(libc::EIO) {
                     slot.suspect = true;
                 }
-                self.notifier.send(now, Happening::Drain { device: idx as u32, events, errno: Some(errno.unwrap_or(-1)) });
+                self.notifier
+                    .send(now, Happening::Drain { device: idx as u32, events, errno: Some(errno.unwrap_or(-1)) });
                 self.fall_back_to_polling(idx);
                 if self.devices[idx].suspect {
                     self.confirm_suspect(idx);
@@ -438,10 +439,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     fn transition(&mut self, ri: usize, from: RailState, cause: Cause, now: Millis) {
         let rail = &self.rails[ri];
         let w = rail.cell.load();
-        self.notifier.send(
-            now,
-            Happening::Transition { rail: rail.id, from, to: w.state, cause, generation: w.generation },
-        );
+        self.notifier
+            .send(now, Happening::Transition { rail: rail.id, from, to: w.state, cause, generation: w.generation });
     }
 
     fn set_available(&mut self, ri: usize, available: bool, now: Millis) {
@@ -525,7 +524,11 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         if let Some(to) = decide_reseed(rate, rail.seeded) {
             let from = rail.seeded.replace(to);
             if from.is_some() {
-                info!("{}: link rate {} → {to}; re-seeded", rail.name, from.map_or_else(String::new, |f| f.to_string()));
+                info!(
+                    "{}: link rate {} → {to}; re-seeded",
+                    rail.name,
+                    from.map_or_else(String::new, |f| f.to_string())
+                );
             }
             self.selector.reseed(id, to);
             self.notifier.send(now, Happening::Reseed { rail: id, from, to });
