@@ -1,6 +1,30 @@
 //! `cargo xtask ci`: what CI runs, in the order a failure is cheapest.
 
+use std::process::Command;
+
 use crate::run::{cargo, root, step};
+
+/// Runs every built-in scenario through the built binary: each must hold
+/// all of its expectations (exit 0).
+fn builtins() -> Result<(), String> {
+    step("build railwatch", cargo().args(["build", "-p", "railwatch"]))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
+    let bin = std::path::PathBuf::from(target).join("debug/railwatch");
+    let list = Command::new(&bin).arg("scenarios").output().map_err(|e| format!("{}: {e}", bin.display()))?;
+    if !list.status.success() {
+        return Err(format!("railwatch scenarios failed ({})", list.status));
+    }
+    let text = String::from_utf8_lossy(&list.stdout).into_owned();
+    let names: Vec<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    if names.is_empty() {
+        return Err("railwatch scenarios listed nothing".into());
+    }
+    for name in &names {
+        step(&format!("scenario {name}"), Command::new(&bin).args(["simulate", "--builtin", name]).env("NO_COLOR", "1"))?;
+    }
+    eprintln!("==> built-in scenarios: {} held every expectation", names.len());
+    Ok(())
+}
 
 /// Runs every check; the first failure stops the run.
 pub fn run() -> Result<(), String> {
@@ -17,6 +41,8 @@ pub fn run() -> Result<(), String> {
             // A separate target dir: cfg(loom) rebuilds everything.
             .env("CARGO_TARGET_DIR", root().join("target/loom")),
     )?;
+    builtins()?;
+    step("engine example", cargo().args(["run", "-p", "railwatch-runtime", "--example", "engine"]))?;
     step(
         "docs",
         cargo().args(["doc", "--workspace", "--no-deps", "--all-features"]).env("RUSTDOCFLAGS", "-D warnings"),

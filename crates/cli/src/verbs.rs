@@ -1,0 +1,451 @@
+//! `railwatch status` and `railwatch watch`: real devices through
+//! railwatch-verbs-backend (feature `verbs`).
+//!
+//! Exit codes: 0 success (also when there is no RDMA device at all: "no RDMA
+//! devices found"), 1 a device, a port or the monitor failed (said on stderr,
+//! naming the device and the call), 2 bad input (`--device` names no device)
+//! or output that cannot be written. The JSON lines are documented in
+//! docs/JSON-verbs.md.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use railwatch_core::{LinkAttrs, LinkRate, PortState, VerbsPort, speed_by_code, width_by_code};
+use railwatch_runtime::{BandwidthSelector, Config, Monitor, Snapshot, SystemClock};
+use railwatch_sim_backend::driver::{Names, Record, RunSummary};
+use railwatch_verbs_backend::{VerbsDevice, VerbsError, errno_of, list_devices};
+use serde_json::{Value, json};
+
+use crate::output::{self, Style};
+use crate::{StatusArgs, WatchArgs, use_color};
+
+/// What `status` and `watch` say when the host has no RDMA device (or no
+/// RDMA support in its kernel).
+const NO_DEVICES: &str = "no RDMA devices found";
+
+/// A failure worth a line: which device (and port), which call, which errno.
+#[derive(Debug)]
+struct Failure {
+    device: String,
+    port: Option<u8>,
+    call: Option<&'static str>,
+    errno: Option<i32>,
+    message: String,
+}
+
+impl Failure {
+    fn of_verbs(device: &str, port: Option<u8>, err: &VerbsError) -> Failure {
+        Failure {
+            device: device.to_owned(),
+            port,
+            call: err.failed_call(),
+            errno: err.errno(),
+            message: err.to_string(),
+        }
+    }
+
+    /// A failed port query: the backend's `io::Error` wraps a `VerbsError`
+    /// naming the call.
+    fn of_io(device: &str, port: u8, err: &io::Error) -> Failure {
+        if let Some(verbs) = err.get_ref().and_then(|e| e.downcast_ref::<VerbsError>()) {
+            return Failure::of_verbs(device, Some(port), verbs);
+        }
+        Failure {
+            device: device.to_owned(),
+            port: Some(port),
+            call: None,
+            errno: errno_of(err),
+            message: format!("{device}: {err}"),
+        }
+    }
+
+    fn json(&self) -> Value {
+        let mut v = json!({"kind": "error", "device": self.device});
+        if let Some(port) = self.port {
+            v["port"] = json!(port);
+        }
+        v["call"] = json!(self.call);
+        v["errno"] = json!(self.errno);
+        v["message"] = json!(self.message);
+        v
+    }
+
+    fn human(&self) -> String {
+        match self.port {
+            Some(port) => format!("railwatch: port {port}: {}", self.message),
+            None => format!("railwatch: {}", self.message),
+        }
+    }
+}
+
+/// Lists the devices; a listing failure (not ENOSYS, which is no devices)
+/// is said on stderr.
+fn devices() -> Result<Vec<String>, ExitCode> {
+    list_devices().map_err(|e| {
+        eprintln!("railwatch: cannot list RDMA devices: {e}");
+        ExitCode::from(1)
+    })
+}
+
+/// Opens `names`, reporting each device that cannot be opened.
+fn open_all(names: &[String], failures: &mut Vec<Failure>) -> Vec<VerbsDevice> {
+    let mut opened = Vec::new();
+    for name in names {
+        match VerbsDevice::open(name) {
+            Ok(dev) => opened.push(dev),
+            Err(e) => failures.push(Failure::of_verbs(name, None, &e)),
+        }
+    }
+    opened
+}
+
+/// Reports a write error: a closed pipe (`| head`) ends quietly with 0,
+/// anything else is exit 2.
+fn write_failed(e: &io::Error) -> ExitCode {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("railwatch: writing output failed: {e}");
+    ExitCode::from(2)
+}
+
+// ---- status ----------------------------------------------------------------
+
+/// One port as `status` shows it.
+struct Row {
+    rail: String,
+    device: String,
+    port: u8,
+    state: PortState,
+    link: LinkAttrs,
+}
+
+impl Row {
+    fn rate(&self) -> LinkRate {
+        self.link.rate()
+    }
+
+    fn speed_name(&self) -> Option<&'static str> {
+        speed_by_code(self.link.speed_code()).map(|s| s.name)
+    }
+
+    fn width_name(&self) -> Option<&'static str> {
+        width_by_code(self.link.active_width).map(|w| w.name)
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "kind": "rail",
+            "rail": self.rail,
+            "device": self.device,
+            "port": self.port,
+            "port_state": self.state.name(),
+            "port_state_code": self.state.code(),
+            "bandwidth_gbps": self.rate().as_gbps(),
+            "speed": self.speed_name(),
+            "speed_code": self.link.speed_code(),
+            "width": self.width_name(),
+            "width_code": self.link.active_width,
+            "effective_gbps": self.link.effective_100mbps.filter(|&s| s != 0).map(|s| s as f64 / 10.0),
+        })
+    }
+
+    fn human(&self) -> String {
+        let state = match self.state {
+            PortState::Unknown(_) => self.state.to_string(),
+            known => known.ibv_str().to_string(),
+        };
+        let rate = self.rate().as_gbps().map_or_else(|| "unknown".to_string(), |g| g.to_string());
+        let speed = self.speed_name().map_or_else(|| format!("?({})", self.link.speed_code()), str::to_string);
+        let width = self.width_name().map_or_else(|| format!("?({})", self.link.active_width), str::to_string);
+        format!("{:<16} {:<14} {:>9} {:<7} {}", self.rail, state, rate, speed, width)
+    }
+}
+
+/// Reads every port of an opened device.
+fn rows_of(dev: &mut VerbsDevice, failures: &mut Vec<Failure>) -> Vec<Row> {
+    let name = dev.name().to_owned();
+    let mut rows = Vec::new();
+    for port in dev.ports() {
+        let read = dev.port_state(port).and_then(|state| Ok((state, dev.link(port)?)));
+        match read {
+            Ok((state, link)) => {
+                rows.push(Row { rail: format!("{name}/{port}"), device: name.clone(), port, state, link });
+            }
+            Err(e) => failures.push(Failure::of_io(&name, port, &e)),
+        }
+    }
+    rows
+}
+
+/// `railwatch status`: one row per rail of every device.
+pub fn status(args: StatusArgs) -> ExitCode {
+    let names = match devices() {
+        Ok(n) => n,
+        Err(code) => return code,
+    };
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let mut failures = Vec::new();
+    let mut rows = Vec::new();
+    for mut dev in open_all(&names, &mut failures) {
+        rows.extend(rows_of(&mut dev, &mut failures));
+    }
+    let written = if args.json {
+        write_status_json(&mut out, &names, &rows, &failures)
+    } else {
+        write_status_human(&mut out, &names, &rows)
+    };
+    if let Err(e) = written.and_then(|()| out.flush()) {
+        return write_failed(&e);
+    }
+    if names.is_empty() && args.json {
+        // stdout stays pure JSON; say it to the person too.
+        eprintln!("railwatch: {NO_DEVICES}");
+    }
+    for f in &failures {
+        eprintln!("{}", f.human());
+    }
+    if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn write_status_json(out: &mut impl Write, names: &[String], rows: &[Row], failures: &[Failure]) -> io::Result<()> {
+    for row in rows {
+        writeln!(out, "{}", row.json())?;
+    }
+    for f in failures {
+        writeln!(out, "{}", f.json())?;
+    }
+    let status = json!({"kind": "status", "devices": names, "rails": rows.len(), "errors": failures.len()});
+    writeln!(out, "{status}")
+}
+
+fn write_status_human(out: &mut impl Write, names: &[String], rows: &[Row]) -> io::Result<()> {
+    if names.is_empty() {
+        return writeln!(out, "{NO_DEVICES}");
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "{:<16} {:<14} {:>9} {:<7} WIDTH", "RAIL", "PORT STATE", "GB/S", "SPEED")?;
+    for row in rows {
+        writeln!(out, "{}", row.human())?;
+    }
+    Ok(())
+}
+
+// ---- watch -----------------------------------------------------------------
+
+/// Set by SIGINT/SIGTERM: finish the current wait, print the summary, exit.
+/// A second SIGINT while it is set exits at once (130).
+fn stop_flag() -> Arc<AtomicBool> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    let registered = signal_hook::flag::register_conditional_shutdown(SIGINT, 130, stop.clone())
+        .and_then(|_| signal_hook::flag::register(SIGINT, stop.clone()))
+        .and_then(|_| signal_hook::flag::register(SIGTERM, stop.clone()));
+    if let Err(e) = registered {
+        log::warn!("cannot install the Ctrl-C handler ({e}); Ctrl-C will end railwatch without a summary");
+    }
+    stop
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `railwatch watch`: runs the monitor over the real devices on this thread
+/// and prints what happens, then a summary.
+pub fn watch(args: WatchArgs) -> ExitCode {
+    let mut names = match devices() {
+        Ok(n) => n,
+        Err(code) => return code,
+    };
+    if let Some(wanted) = &args.device {
+        if !names.contains(wanted) {
+            let found = if names.is_empty() { NO_DEVICES.to_string() } else { format!("found: {}", names.join(", ")) };
+            eprintln!("railwatch: no RDMA device called {wanted:?} ({found})");
+            return ExitCode::from(2);
+        }
+        names.retain(|n| n == wanted);
+    }
+    let style = if args.json { Style::Json } else { Style::Human { color: use_color() } };
+    if names.is_empty() {
+        let printed = match style {
+            Style::Human { .. } => writeln!(io::stdout(), "{NO_DEVICES}"),
+            Style::Json => {
+                eprintln!("railwatch: {NO_DEVICES}");
+                writeln!(io::stdout(), "{}", summary_json(&empty_snapshot()))
+            }
+        };
+        return printed.map_or_else(|e| write_failed(&e), |()| ExitCode::SUCCESS);
+    }
+
+    let mut failures = Vec::new();
+    let opened = open_all(&names, &mut failures);
+    for f in &failures {
+        eprintln!("{}", f.human());
+    }
+    if opened.is_empty() {
+        eprintln!("railwatch: no device could be opened; nothing to watch");
+        return ExitCode::from(1);
+    }
+    let config = Config { tick_ms: args.tick_ms, ..Config::default() };
+    let mut monitor = match Monitor::new(config, Arc::new(BandwidthSelector::new()), SystemClock::new()) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("railwatch: cannot create the monitor's poll set: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let header: Vec<String> =
+        opened.iter().map(|d| format!("{} ({})", d.name(), plural(d.ports().len(), "port", "ports"))).collect();
+    let device_names: Vec<String> = opened.iter().map(|d| d.name().to_owned()).collect();
+    for dev in opened {
+        monitor.add_device(dev);
+    }
+    let table = Names::new(device_names, monitor.rails());
+    let rx = monitor.notifications();
+    let stop = stop_flag();
+
+    let mut out = io::stdout().lock();
+    let mut print = |note: &railwatch_runtime::Notification| -> io::Result<()> {
+        let record = Record::Note(note);
+        let line = match style {
+            Style::Json => output::json_record(&table, &record).map(|v| v.to_string()),
+            Style::Human { color } => output::human_record(&table, &record, color),
+        };
+        match line {
+            Some(line) => writeln!(out, "{line}"),
+            None => Ok(()),
+        }
+    };
+    if let Style::Human { .. } = style {
+        let until = args.for_ms.map_or_else(|| "until Ctrl-C".to_string(), |ms| format!("for {ms} ms"));
+        println!("watching {}; recovery tick {} ms; {until}", header.join(", "), args.tick_ms);
+    }
+
+    let deadline = args.for_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+    let mut result = ExitCode::SUCCESS;
+    loop {
+        // The attach already produced notifications: print them first.
+        let printed: io::Result<()> = rx.try_iter().try_for_each(|note| print(&note));
+        if let Err(e) = printed {
+            // The reader went away: stop watching.
+            return write_failed(&e);
+        }
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if stop.load(Ordering::Acquire) || remaining == Some(Duration::ZERO) {
+            break;
+        }
+        if let Err(e) = monitor.poll_once(remaining) {
+            eprintln!("railwatch: the monitor stopped: waiting on its poll set failed: {e}");
+            result = ExitCode::from(1);
+            break;
+        }
+    }
+
+    let snapshot = monitor.snapshot();
+    let printed = match style {
+        Style::Json => writeln!(io::stdout(), "{}", summary_json(&snapshot)),
+        Style::Human { color } => human_summary(&mut io::stdout(), &snapshot, color),
+    };
+    if let Err(e) = printed {
+        return write_failed(&e);
+    }
+    if !failures.is_empty() {
+        result = ExitCode::from(1);
+    }
+    result
+}
+
+fn empty_snapshot() -> Snapshot {
+    Snapshot {
+        t: railwatch_core::Millis(0),
+        rails: Vec::new(),
+        devices: Vec::new(),
+        wakeups: 0,
+        ticks: 0,
+        notifications_dropped: 0,
+    }
+}
+
+/// Events read from every device; the backend acknowledges each one it
+/// returns, so this is also the number acknowledged.
+fn events_read(snapshot: &Snapshot) -> u64 {
+    snapshot.devices.iter().map(|d| d.counters.events).sum()
+}
+
+/// The closing `summary` line of `watch --json`: the rails exactly as
+/// `simulate` prints them, then the event totals and each device's
+/// counters. There is no `events_queued` (the kernel's queue cannot be
+/// counted from outside) and no `expectations`.
+fn summary_json(snapshot: &Snapshot) -> Value {
+    let read = events_read(snapshot);
+    let as_run = RunSummary {
+        snapshot: snapshot.clone(),
+        events_queued: read,
+        events_read: read,
+        events_acked: read,
+        expectations: Vec::new(),
+    };
+    let rails = output::json_summary(&as_run)["rails"].clone();
+    let devices: Vec<Value> = snapshot
+        .devices
+        .iter()
+        .map(|d| {
+            let c = &d.counters;
+            json!({"device": d.name, "mode": d.mode.name(), "events": c.events, "comm_est": c.comm_est,
+                "unhandled": c.unhandled, "gets": c.gets, "interrupted": c.interrupted,
+                "read_errors": c.read_errors, "port_queries": c.port_queries,
+                "reopen_attempts": c.reopen_attempts, "reopens": c.reopens})
+        })
+        .collect();
+    json!({"t_ms": snapshot.t.0, "kind": "summary", "rails": rails, "events_read": read, "events_acked": read,
+        "devices": devices, "ticks": snapshot.ticks, "wakeups": snapshot.wakeups,
+        "notifications_dropped": snapshot.notifications_dropped})
+}
+
+fn human_summary(out: &mut impl Write, snapshot: &Snapshot, color: bool) -> io::Result<()> {
+    let paint = |code: &str, text: String| if color { format!("\x1b[{code}m{text}\x1b[0m") } else { text };
+    writeln!(out)?;
+    writeln!(out, "RAIL             STATE    AVAILABLE        GB/S GENERATION  RECOVERED BY")?;
+    for r in &snapshot.rails {
+        let state = format!("{:<8}", r.state.name());
+        let state = match r.state.name() {
+            "active" => paint("32", state),
+            "paused" => paint("33", state),
+            _ => paint("31", state),
+        };
+        writeln!(
+            out,
+            "{:<16} {} {:<10} {:>10} {:>10}  {}",
+            r.name,
+            state,
+            if r.available { "yes" } else { "no" },
+            r.rate.and_then(|r| r.as_gbps()).map_or("-".into(), |g| g.to_string()),
+            r.generation,
+            r.recovered_by.map_or("-", |b| b.name()),
+        )?;
+    }
+    let read = events_read(snapshot);
+    writeln!(out, "\nevents read {read}, acked {read}; {} tick(s)", snapshot.ticks)?;
+    for d in &snapshot.devices {
+        let c = &d.counters;
+        writeln!(
+            out,
+            "{}: {} mode, {} event(s) ({} COMM_EST, {} unhandled), {} read error(s), {} re-open(s)",
+            d.name,
+            d.mode.name(),
+            c.events,
+            c.comm_est,
+            c.unhandled,
+            c.read_errors,
+            c.reopens
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! End-to-end: the built `railwatch` binary, run as a user or a tool runs
+//! it. Every built-in scenario must hold its expectations; `--json` must be
+//! exactly the documented schema; bad input must exit 2 with a one-line
+//! message naming the problem.
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn railwatch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_railwatch"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
+}
+
+fn builtin_names() -> Vec<String> {
+    let out = railwatch(&["scenarios"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out).lines().map(|l| l.split_whitespace().next().unwrap().to_string()).collect()
+}
+
+#[test]
+fn scenarios_lists_at_least_the_ten_builtins_with_descriptions() {
+    let out = railwatch(&["scenarios"]);
+    let text = stdout(&out);
+    for name in [
+        "burst-hides-port-active",
+        "missed-port-active",
+        "port-settles",
+        "dual-port-flap",
+        "link-downgrade",
+        "eintr-storm",
+        "eio-fallback",
+        "device-removal",
+        "unknown-event-code",
+        "busy-host",
+    ] {
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("{name}"));
+        assert!(line.len() > name.len() + 20, "a description for {name}: {line:?}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("burst-hides-port-active") && l.ends_with("(default)")));
+}
+
+#[test]
+fn the_default_run_shows_the_rail_recovering_by_event() {
+    let out = railwatch(&["simulate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("scenario burst-hides-port-active"), "{text}");
+    assert!(text.contains("paused → active  by event"), "{text}");
+    assert!(text.contains("drained 65 event(s)"), "the burst and the PORT_ACTIVE in one drain: {text}");
+    assert!(!text.contains('\x1b'), "no colour off a terminal");
+    let table = text.lines().find(|l| l.starts_with("mlx5_0/1 ") && l.contains("event")).expect("summary row");
+    assert!(table.contains("active") && table.contains("400"), "{table}");
+}
+
+/// Checks one JSON line against the schema in docs/JSON.md.
+fn check_schema(v: &Value) {
+    let obj = v.as_object().expect("each line is an object");
+    assert!(obj["t_ms"].is_u64(), "t_ms: {v}");
+    let kind = obj["kind"].as_str().expect("kind");
+    let has = |k: &str| obj.contains_key(k);
+    let str_field = |k: &str| obj[k].as_str().unwrap_or_else(|| panic!("{k} in {v}")).to_string();
+    match kind {
+        "event" => {
+            assert!(has("rail") ^ has("device"), "rail or device: {v}");
+            str_field("event");
+            assert!(obj["code"].is_u64());
+        }
+        "transition" => {
+            str_field("rail");
+            for k in ["from", "to"] {
+                assert!(["active", "paused", "inert"].contains(&str_field(k).as_str()), "{v}");
+            }
+            assert!(has("reason") ^ has("by"), "reason or by: {v}");
+            assert!(obj["generation"].is_u64());
+        }
+        "reseed" => {
+            str_field("rail");
+            assert!(obj["from_gbps"].is_null() || obj["from_gbps"].is_f64());
+            assert!(obj["to_gbps"].is_null() || obj["to_gbps"].is_f64());
+        }
+        "available" => {
+            str_field("rail");
+            assert!(obj["available"].is_boolean());
+        }
+        "drain" => {
+            str_field("device");
+            assert!(obj["events"].is_u64());
+            match str_field("result").as_str() {
+                "drained" => assert!(!has("errno")),
+                "error" => assert!(obj["errno"].is_i64()),
+                other => panic!("result {other}"),
+            }
+        }
+        "expect" => {
+            assert!(obj["at_ms"].is_u64());
+            str_field("rail");
+            assert!(obj["passed"].is_boolean());
+            str_field("detail");
+        }
+        "summary" => {
+            for r in obj["rails"].as_array().expect("rails") {
+                let r = r.as_object().unwrap();
+                assert!(r["rail"].is_string() && r["state"].is_string() && r["available"].is_boolean());
+                assert!(r["bandwidth_gbps"].is_null() || r["bandwidth_gbps"].is_f64());
+                assert!(r["generation"].is_u64());
+            }
+            for k in ["events_queued", "events_read", "events_acked"] {
+                assert!(obj[k].is_u64(), "{k}");
+            }
+            assert!(obj["expectations"]["passed"].is_u64() && obj["expectations"]["failed"].is_u64());
+        }
+        other => panic!("unknown kind {other}: {v}"),
+    }
+}
+
+#[test]
+fn every_builtin_holds_and_its_json_parses() {
+    let names = builtin_names();
+    assert!(names.len() >= 10);
+    for name in names {
+        let out = railwatch(&["simulate", "--builtin", &name, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        let lines: Vec<Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: {e}: {l}")))
+            .collect();
+        lines.iter().for_each(check_schema);
+        let last = lines.last().expect("output");
+        assert_eq!(last["kind"], "summary", "{name}: summary last");
+        assert!(lines[..lines.len() - 1].iter().all(|l| l["kind"] != "summary"));
+        assert_eq!(last["expectations"]["failed"], 0, "{name}");
+        let expects = lines.iter().filter(|l| l["kind"] == "expect").count() as u64;
+        assert!(expects > 0, "{name} checks something");
+        assert_eq!(last["expectations"]["passed"], expects, "{name}");
+        assert_eq!(last["events_read"], last["events_acked"], "{name}: every event read was acked");
+        let times: Vec<u64> = lines.iter().map(|l| l["t_ms"].as_u64().unwrap()).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{name}: time never goes backwards");
+    }
+}
+
+#[test]
+fn the_same_file_gives_the_same_timeline() {
+    let a = railwatch(&["simulate", "--builtin", "busy-host", "--json"]);
+    let b = railwatch(&["simulate", "--builtin", "busy-host", "--json"]);
+    assert_eq!(stdout(&a), stdout(&b));
+}
+
+fn scenario_file(text: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text).unwrap();
+    f
+}
+
+const FAILING: &str = r#"
+name = "wrong-on-purpose"
+duration_ms = 2000
+
+[[device]]
+name = "mlx5_0"
+ports = [ { port = 1, state = "active", speed = "ndr", width = "4x" } ]
+
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+port_state = { port = 1, state = "down" }
+event = "port_err"
+port = 1
+
+[[expect]]
+at_ms = 500
+rail = "mlx5_0/1"
+state = "active"
+"#;
+
+#[test]
+fn a_failed_expectation_exits_1_and_names_it() {
+    let f = scenario_file(FAILING.as_bytes());
+    let out = railwatch(&["simulate", f.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("expectation failed at 500 ms on mlx5_0/1: state active but found paused"), "{err}");
+    let out = railwatch(&["simulate", f.path().to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let last: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(last["expectations"]["failed"], 1);
+}
+
+fn assert_bad_input(args: &[&str], needles: &[&str]) {
+    let out = railwatch(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: {n:?} in {err}");
+    }
+    assert!(stdout(&out).is_empty(), "nothing runs: {}", stdout(&out));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.toml");
+    assert_bad_input(&["simulate", missing.to_str().unwrap()], &["nope.toml", "no such file"]);
+    assert_bad_input(&["simulate", dir.path().to_str().unwrap()], &["directory"]);
+    let empty = scenario_file(b"");
+    assert_bad_input(&["simulate", empty.path().to_str().unwrap()], &[empty.path().to_str().unwrap(), "empty"]);
+    let garbage = scenario_file(&[0x7f, b'E', b'L', b'F', 0, 0, 0xff, 0xfe]);
+    assert_bad_input(&["simulate", garbage.path().to_str().unwrap()], &["not a text file"]);
+    let bad = scenario_file(FAILING.replace("device = \"mlx5_0\"", "device = \"mlx5_9\"").as_bytes());
+    let path = bad.path().to_str().unwrap();
+    assert_bad_input(&["simulate", path], &[&format!("{path}:11:"), "mlx5_9"]);
+    assert_bad_input(&["simulate", "--builtin", "no-such"], &["no-such", "burst-hides-port-active"]);
+}
+
+#[cfg(not(feature = "verbs"))]
+#[test]
+fn watch_and_status_without_verbs_say_how_to_get_it() {
+    for cmd in ["watch", "status"] {
+        let out = railwatch(&[cmd]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(err.contains("no verbs support") && err.contains("--features verbs"), "{err}");
+    }
+}
