@@ -35,6 +35,8 @@
  *                         on the device's async fd each time it is opened
  *   FAKE_IBVERBS_LIST_ERRNO  ibv_get_device_list() returns NULL with this
  *                         errno (38 = ENOSYS: no kernel RDMA support)
+ *   FAKE_IBVERBS_OPEN_ERRNO  "mlx5_1:13" : ibv_open_device() of that device
+ *                         fails with this errno (13 = EACCES)
  *
  * Every entry point and control function holds one recursive lock, so a
  * test thread may push events while a monitor thread reads them.
@@ -459,6 +461,27 @@ static void fake_parse_events(const char *spec)
 	free(copy);
 }
 
+/* "name:errno;name:errno" */
+static void fake_parse_open_errnos(const char *spec)
+{
+	char *copy = strdup(spec), *save = NULL, *dev_spec;
+
+	if (!copy)
+		return;
+	for (dev_spec = strtok_r(copy, ";", &save); dev_spec; dev_spec = strtok_r(NULL, ";", &save)) {
+		char *colon = strchr(dev_spec, ':');
+		int i;
+
+		if (!colon)
+			continue;
+		*colon = '\0';
+		i = fake_find_dev(dev_spec);
+		if (i >= 0)
+			devs[i].open_errno = atoi(colon + 1);
+	}
+	free(copy);
+}
+
 static void fake_queue_env_events(struct fake_dev *d, int index)
 {
 	char copy[sizeof(d->events)], *save = NULL, *ev;
@@ -486,6 +509,9 @@ __attribute__((constructor)) static void fake_init(void)
 	v = getenv("FAKE_IBVERBS_LIST_ERRNO");
 	if (v)
 		list_errno = atoi(v);
+	v = getenv("FAKE_IBVERBS_OPEN_ERRNO");
+	if (v)
+		fake_parse_open_errnos(v);
 }
 
 /* ---- libibverbs entry points ---------------------------------------- */

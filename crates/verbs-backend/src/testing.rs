@@ -24,7 +24,7 @@
 //! For another process (the CLI), [`command_under_fake`] sets up a
 //! `Command`; the fake then reads its configuration from the environment
 //! (`FAKE_IBVERBS_DEVICES`, `FAKE_IBVERBS_EVENTS`, `FAKE_IBVERBS_LIST_ERRNO`,
-//! documented at the top of fake/fake_ibverbs.c).
+//! `FAKE_IBVERBS_OPEN_ERRNO`, documented at the top of fake/fake_ibverbs.c).
 
 use std::ffi::{CStr, CString, OsString, c_char, c_int, c_long, c_longlong, c_void};
 use std::path::Path;
