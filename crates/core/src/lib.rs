@@ -46,6 +46,7 @@
 
 #![cfg_attr(not(test), deny(missing_docs))]
 
+mod damping;
 mod decide;
 mod event;
 mod port;
@@ -54,6 +55,7 @@ mod rail;
 mod sync;
 mod time;
 
+pub use damping::{DampingConfig, FlapPenalty};
 pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use port::{

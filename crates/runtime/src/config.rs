@@ -1,7 +1,9 @@
 //! Monitor settings.
 
+use railwatch_core::DampingConfig;
+
 /// How the monitor behaves. `Default` gives the documented defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Recovery tick period in milliseconds (default 1000). The tick runs
     /// only while something needs it.
@@ -19,6 +21,20 @@ pub struct Config {
     pub reopen_initial_ms: u64,
     /// Longest delay between re-open attempts (default 60 s).
     pub reopen_max_ms: u64,
+    /// Each re-open delay is lengthened by a random 0..=this percent of it
+    /// (default 20), so hosts do not all re-open at once.
+    pub reopen_jitter_pct: u32,
+    /// Seed of the jitter (default: different in every process; the
+    /// simulator fixes it so runs are reproducible).
+    pub seed: u64,
+    /// After the port reads ACTIVE, wait this long and re-check before
+    /// activating (default 0: activate at once). mlx5/RoCE can reject
+    /// connection setup right after link-up; a PORT_ERR during the wait
+    /// cancels it.
+    pub settle_ms: u64,
+    /// Flap damping (default off): a rail that flaps too often stays
+    /// paused (`damped`) until its penalty decays.
+    pub damping: Option<DampingConfig>,
 }
 
 impl Default for Config {
@@ -30,6 +46,16 @@ impl Default for Config {
             notify_capacity: 4096,
             reopen_initial_ms: 1000,
             reopen_max_ms: 60_000,
+            reopen_jitter_pct: 20,
+            seed: process_seed(),
+            settle_ms: 0,
+            damping: None,
         }
     }
+}
+
+/// A seed that differs between processes, from std's randomly keyed hasher.
+fn process_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::process::id())
 }

@@ -14,7 +14,7 @@ pub enum DeviceMode {
     /// the device, active ones too, so a `PORT_ERR` is still seen.
     PollOnly,
     /// Gone (DEVICE_FATAL, or a read error confirmed by a failing port
-    /// query): closed, its rails inert; re-opened with backoff.
+    /// query): closed, its rails inert; re-opened with backoff (its own timer, not the tick).
     Gone {
         /// When the next re-open is attempted.
         next_reopen: Millis,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use railwatch_core::{LinkRate, Millis, RailCell, RailId};
+use railwatch_core::{FlapPenalty, LinkRate, Millis, RailCell, RailId};
 
 use crate::notify::RecoveredBy;
 
@@ -21,4 +21,12 @@ pub(crate) struct Rail {
     pub(crate) recovered_by: Option<RecoveredBy>,
     /// When the log last explained why this rail is paused.
     pub(crate) explained_at: Option<Millis>,
+    /// The port read ACTIVE; activation waits until then (settle delay).
+    pub(crate) settle_until: Option<Millis>,
+    /// What made the port read ACTIVE, for the settled activation.
+    pub(crate) settle_by: RecoveredBy,
+    /// Flap damping penalty.
+    pub(crate) penalty: FlapPenalty,
+    /// Suppressed by damping until then.
+    pub(crate) damped_until: Option<Millis>,
 }

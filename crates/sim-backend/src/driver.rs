@@ -50,6 +50,12 @@ pub struct Names {
 }
 
 impl Names {
+    /// A table from device names (index = device id) and rail names, for a
+    /// monitor built outside the driver (`railwatch watch`).
+    pub fn new(devices: Vec<String>, rails: impl IntoIterator<Item = (RailId, String)>) -> Names {
+        Names { devices, rails: rails.into_iter().collect() }
+    }
+
     fn of<P, S, C>(monitor: &Monitor<P, S, C>, devices: usize) -> Names
     where
         P: railwatch_core::VerbsPort,
@@ -146,6 +152,11 @@ impl<'s> Run<'s> {
             // A drain pass reads at most the budget per device, and every
             // event makes a bounded number of notifications.
             notify_capacity: 1 << 16,
+            settle_ms: scenario.settle_ms,
+            damping: scenario.damping,
+            // Re-open jitter is drawn from a fixed seed: same file, same
+            // timeline.
+            seed: 1,
             ..Config::default()
         };
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone())?;
@@ -182,7 +193,7 @@ impl<'s> Run<'s> {
         let step = self.scenario.steps.get(self.next_step).map(|s| s.at_ms);
         let expect =
             self.scenario.expects.iter().zip(&self.checked).filter(|(_, done)| !**done).map(|(e, _)| e.at_ms).min();
-        let tick = self.monitor.next_tick().map(|t| t.0);
+        let tick = self.monitor.next_deadline().map(|t| t.0);
         let next = [step, expect, tick].into_iter().flatten().min();
         match next {
             Some(t) if t <= self.scenario.duration_ms => Some(t.max(now)),

@@ -11,17 +11,20 @@ use log::{debug, error, info, warn};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use railwatch_core::{
-    AsyncEvent, EventClass, EventKind, Gate, Millis, Outcome, PauseReason, PollDecision, RailCell, RailDecision,
-    RailId, RailState, Selector, VerbsPort, classify, decide_event, decide_poll, decide_reseed,
+    AsyncEvent, EventClass, EventKind, Gate, Millis, PauseReason, RailCell, RailDecision, RailId, Selector,
+    VerbsPort, classify, decide_event,
 };
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::device::{DeviceMode, DeviceSlot};
 use crate::drain::{DrainEnd, drain};
-use crate::notify::{Cause, Happening, Notification, Notifier, RecoveredBy};
+use crate::notify::{Happening, Notification, Notifier, RecoveredBy};
 use crate::rail::Rail;
 use crate::snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
+
+mod tick;
+mod transitions;
 
 /// The token of the waker that stops a spawned monitor.
 pub(crate) const WAKER: Token = Token(usize::MAX);
@@ -48,6 +51,8 @@ pub struct Monitor<P, S, C> {
     /// Devices made ready by the last wait, reused likewise.
     ready: Vec<usize>,
     next_tick: Option<Millis>,
+    /// State of the re-open jitter generator.
+    rng: u64,
     wakeups: u64,
     ticks: u64,
 }
@@ -67,6 +72,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             scratch: Vec::with_capacity(config.drain_budget),
             ready: Vec::new(),
             next_tick: None,
+            rng: config.seed | 1,
             wakeups: 0,
             ticks: 0,
             config,
@@ -92,11 +98,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 available: false,
                 recovered_by: None,
                 explained_at: None,
+                settle_until: None,
+                settle_by: RecoveredBy::Event,
+                penalty: Default::default(),
+                damped_until: None,
             });
         }
         self.devices.push(slot);
         self.register(idx);
-        self.attach_rails(idx);
+        if !self.attach_rails(idx) {
+            self.device_gone(idx, PauseReason::NotOpened);
+        }
         idx as u32
     }
 
@@ -153,6 +165,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     }
 
     /// When the recovery tick runs next; `None` while nothing needs it.
+    /// [`next_deadline`](Self::next_deadline) also counts settle and
+    /// damping timers.
     pub fn next_tick(&self) -> Option<Millis> {
         self.next_tick
     }
@@ -170,8 +184,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         if self.has_pending() {
             timeout = Some(Duration::ZERO);
         }
-        if let Some(tick) = self.next_tick {
-            let until = Duration::from_millis(tick.since(now));
+        if let Some(deadline) = self.next_deadline() {
+            let until = Duration::from_millis(deadline.since(now));
             timeout = Some(timeout.map_or(until, |t| t.min(until)));
         }
         match self.poll.poll(&mut self.events, timeout) {
@@ -208,9 +222,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         }
 
         let now = self.clock.now();
-        if self.next_tick.is_some_and(|t| t <= now) {
-            self.tick(now);
-        }
+        self.run_due(now);
         Ok(())
     }
 
@@ -313,7 +325,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 slot.pending = false;
                 slot.counters.read_errors += 1;
                 let events = std::mem::take(&mut slot.drained_in_progress) as usize;
-                let errno = e.raw_os_error();
+                let errno = os_errno(&e);
                 // Logged once: the fd leaves the poll set right here.
                 error!(
                     "{}: reading async events failed after {events} event(s): {e}; no longer reading this fd, \
@@ -370,15 +382,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let now = self.clock.now();
         for ri in self.devices[idx].rails.clone() {
             self.detach_rail(ri, reason, now);
+            // Seeded again when the device comes back.
+            self.rails[ri].seeded = None;
         }
         self.deregister(idx);
         let slot = &mut self.devices[idx];
         slot.port.close();
         slot.pending = false;
         slot.suspect = false;
-        let backoff_ms = self.config.reopen_initial_ms;
-        slot.mode = DeviceMode::Gone { next_reopen: now.plus(backoff_ms), backoff_ms };
-        self.arm_tick();
+        let backoff_ms = self.config.reopen_initial_ms.max(1);
+        let delay = self.with_jitter(backoff_ms);
+        self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(delay), backoff_ms };
     }
 
     // ---- events -------------------------------------------------------
@@ -422,7 +436,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             match decide_event(&ev, port, self.rails[ri].cell.load().state) {
                 RailDecision::Leave => {}
                 RailDecision::Pause(reason) => self.pause_rail(ri, reason, now),
-                RailDecision::Activate => self.activate(ri, RecoveredBy::Event, now),
+                RailDecision::Activate => self.request_activation(ri, RecoveredBy::Event, now),
                 RailDecision::Detach(reason) => self.detach_rail(ri, reason, now),
                 RailDecision::Restart | RailDecision::AddressChanged => self.bump(ri, kind, now),
                 RailDecision::RefreshLink => self.refresh_link(ri, now),
@@ -433,239 +447,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             self.device_gone(idx, PauseReason::DeviceFatal);
         }
     }
+}
 
-    // ---- rail transitions ---------------------------------------------
-
-    fn transition(&mut self, ri: usize, from: RailState, cause: Cause, now: Millis) {
-        let rail = &self.rails[ri];
-        let w = rail.cell.load();
-        self.notifier
-            .send(now, Happening::Transition { rail: rail.id, from, to: w.state, cause, generation: w.generation });
-    }
-
-    fn set_available(&mut self, ri: usize, available: bool, now: Millis) {
-        let rail = &mut self.rails[ri];
-        if rail.available == available {
-            return;
+/// The errno behind an I/O error, also when a backend wrapped it in an error
+/// of its own (the verbs backend names the device and call).
+fn os_errno(e: &io::Error) -> Option<i32> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(n) = err.downcast_ref::<io::Error>().and_then(io::Error::raw_os_error) {
+            return Some(n);
         }
-        rail.available = available;
-        self.selector.set_available(rail.id, available);
-        self.notifier.send(now, Happening::Available { rail: rail.id, available });
+        cur = err.source();
     }
-
-    /// Pause: the state first, then unavailable.
-    fn pause_rail(&mut self, ri: usize, reason: PauseReason, now: Millis) {
-        if self.rails[ri].cell.pause(reason, now) != Outcome::Changed {
-            return;
-        }
-        warn!("{} down: {reason}; paused, the gate refuses until the port is ACTIVE again", self.rails[ri].name);
-        self.rails[ri].explained_at = Some(now);
-        self.transition(ri, RailState::Active, Cause::Reason(reason), now);
-        self.set_available(ri, false, now);
-        self.arm_tick();
-    }
-
-    fn detach_rail(&mut self, ri: usize, reason: PauseReason, now: Millis) {
-        let from = self.rails[ri].cell.load().state;
-        if self.rails[ri].cell.detach(reason, now) != Outcome::Changed {
-            return;
-        }
-        warn!("{} inert: {reason}", self.rails[ri].name);
-        self.transition(ri, from, Cause::Reason(reason), now);
-        self.set_available(ri, false, now);
-    }
-
-    fn bump(&mut self, ri: usize, kind: EventKind, now: Millis) {
-        if self.rails[ri].cell.bump_generation() != Outcome::Changed {
-            return;
-        }
-        info!("{}: {kind}: generation bumped, endpoints built before are stale", self.rails[ri].name);
-        let state = self.rails[ri].cell.load().state;
-        self.transition(ri, state, Cause::Bump(kind), now);
-    }
-
-    /// The one activation path, for the event and the poll: resume →
-    /// read the link → re-seed if changed or never seeded → available last,
-    /// so no worker scores the rail on the old rate.
-    fn activate(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
-        if self.rails[ri].cell.resume(now) != Outcome::Changed {
-            return;
-        }
-        match by {
-            RecoveredBy::Poll => warn!(
-                "{} up: the port reads ACTIVE but no PORT_ACTIVE event was seen; recovered by the poll",
-                self.rails[ri].name
-            ),
-            _ => info!("{} up ({})", self.rails[ri].name, by.name()),
-        }
-        self.rails[ri].recovered_by = Some(by);
-        self.rails[ri].explained_at = None;
-        self.transition(ri, RailState::Paused, Cause::By(by), now);
-        self.refresh_link(ri, now);
-        self.set_available(ri, true, now);
-    }
-
-    /// Reads the link and re-seeds the selector when the rate differs from
-    /// the cached one or was never seeded. Reading the port *state* never
-    /// touches the cache.
-    fn refresh_link(&mut self, ri: usize, now: Millis) {
-        let id = self.rails[ri].id;
-        let slot = &mut self.devices[id.device as usize];
-        slot.counters.port_queries += 1;
-        let attrs = match slot.port.link(id.port) {
-            Ok(a) => a,
-            Err(e) => {
-                warn!("{}: reading the link rate failed ({e}); keeping the cached rate", self.rails[ri].name);
-                return;
-            }
-        };
-        let rate = attrs.rate();
-        let rail = &mut self.rails[ri];
-        if let Some(to) = decide_reseed(rate, rail.seeded) {
-            let from = rail.seeded.replace(to);
-            if from.is_some() {
-                info!(
-                    "{}: link rate {} → {to}; re-seeded",
-                    rail.name,
-                    from.map_or_else(String::new, |f| f.to_string())
-                );
-            }
-            self.selector.reseed(id, to);
-            self.notifier.send(now, Happening::Reseed { rail: id, from, to });
-        }
-    }
-
-    /// Attaches every rail of a freshly (re)opened device, active or paused
-    /// by its port state, bandwidth seeded.
-    fn attach_rails(&mut self, idx: usize) {
-        let now = self.clock.now();
-        for ri in self.devices[idx].rails.clone() {
-            let port = self.rails[ri].id.port;
-            self.devices[idx].counters.port_queries += 1;
-            let state = match self.devices[idx].port.port_state(port) {
-                Ok(s) => s,
-                Err(e) => {
-                    error!("{}: port query failed at attach ({e}); the rail stays inert", self.rails[ri].name);
-                    continue;
-                }
-            };
-            if self.rails[ri].cell.attach(state, now) != Outcome::Changed {
-                continue;
-            }
-            let w = self.rails[ri].cell.load();
-            let cause = match w.state {
-                RailState::Active => Cause::By(RecoveredBy::Attach),
-                _ => Cause::Reason(w.reason),
-            };
-            self.transition(ri, RailState::Inert, cause, now);
-            self.refresh_link(ri, now);
-            if w.state == RailState::Active {
-                self.rails[ri].recovered_by = Some(RecoveredBy::Attach);
-                self.set_available(ri, true, now);
-            } else {
-                info!("{}: port is {state} at attach; paused until it reads ACTIVE", self.rails[ri].name);
-                self.rails[ri].explained_at = Some(now);
-                self.set_available(ri, false, now);
-                self.arm_tick();
-            }
-        }
-    }
-
-    // ---- the recovery tick --------------------------------------------
-
-    fn arm_tick(&mut self) {
-        if self.next_tick.is_none() {
-            self.next_tick = Some(self.clock.now().plus(self.config.tick_ms));
-        }
-    }
-
-    /// Something needs the tick: a paused rail, a poll-only device, or a
-    /// device waiting to be re-opened. A healthy host never wakes.
-    fn tick_needed(&self) -> bool {
-        self.devices.iter().any(|d| match d.mode {
-            DeviceMode::Events => d.rails.iter().any(|&ri| self.rails[ri].cell.load().state == RailState::Paused),
-            DeviceMode::PollOnly | DeviceMode::Gone { .. } => true,
-        })
-    }
-
-    fn tick(&mut self, now: Millis) {
-        self.ticks += 1;
-        self.next_tick = None;
-        for idx in 0..self.devices.len() {
-            match self.devices[idx].mode {
-                DeviceMode::Gone { next_reopen, backoff_ms } => {
-                    if next_reopen <= now {
-                        self.try_reopen(idx, backoff_ms, now);
-                    }
-                }
-                DeviceMode::Events => self.poll_rails(idx, now, |s| s == RailState::Paused),
-                DeviceMode::PollOnly => self.poll_rails(idx, now, |s| s != RailState::Inert),
-            }
-        }
-        if self.tick_needed() {
-            self.next_tick = Some(now.plus(self.config.tick_ms));
-        }
-    }
-
-    /// Reads the port state of the device's rails that `which` selects and
-    /// acts on it. Inert rails are never queried.
-    fn poll_rails(&mut self, idx: usize, now: Millis, which: impl Fn(RailState) -> bool) {
-        for ri in self.devices[idx].rails.clone() {
-            let state = self.rails[ri].cell.load().state;
-            if state == RailState::Inert || !which(state) {
-                continue;
-            }
-            let port = self.rails[ri].id.port;
-            self.devices[idx].counters.port_queries += 1;
-            let port_state = match self.devices[idx].port.port_state(port) {
-                Ok(s) => s,
-                Err(e) => {
-                    error!("{}: port query failed ({e}): the device is gone", self.rails[ri].name);
-                    self.device_gone(idx, PauseReason::DeviceRemoved);
-                    return;
-                }
-            };
-            self.rails[ri].cell.observe_port(port_state);
-            match decide_poll(port_state, state) {
-                PollDecision::Leave => {}
-                PollDecision::Activate => self.activate(ri, RecoveredBy::Poll, now),
-                PollDecision::Pause(reason) => self.pause_rail(ri, reason, now),
-                PollDecision::Wait => self.explain(ri, now),
-            }
-        }
-    }
-
-    /// Says, at a low rate, why a rail is still paused.
-    fn explain(&mut self, ri: usize, now: Millis) {
-        let rail = &mut self.rails[ri];
-        if rail.explained_at.is_some_and(|t| now.since(t) < self.config.explain_every_ms) {
-            return;
-        }
-        rail.explained_at = Some(now);
-        let w = rail.cell.load();
-        info!(
-            "{} still paused: {} since {}, port reads {}",
-            rail.name,
-            w.reason,
-            rail.cell.since(),
-            w.last_port_state.map_or("unknown", |p| p.ibv_str())
-        );
-    }
-
-    fn try_reopen(&mut self, idx: usize, backoff_ms: u64, now: Millis) {
-        self.devices[idx].counters.reopen_attempts += 1;
-        match self.devices[idx].port.reopen() {
-            Ok(()) => {
-                info!("{}: re-opened", self.devices[idx].name);
-                self.devices[idx].counters.reopens += 1;
-                self.register(idx);
-                self.attach_rails(idx);
-            }
-            Err(e) => {
-                let next = backoff_ms.saturating_mul(2).min(self.config.reopen_max_ms).max(1);
-                debug!("{}: re-open failed ({e}); next attempt in {next} ms", self.devices[idx].name);
-                self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(next), backoff_ms: next };
-            }
-        }
-    }
+    None
 }

@@ -38,6 +38,11 @@ pub struct Scenario {
     pub tick_ms: u64,
     /// `duration_ms`: the run ends at this virtual time.
     pub duration_ms: u64,
+    /// `settle_ms`: the monitor's settle delay (default 0).
+    pub settle_ms: u64,
+    /// `[damping]`: flap damping, off unless the table is present (its
+    /// keys default to [`DampingConfig::default`](railwatch_core::DampingConfig)).
+    pub damping: Option<railwatch_core::DampingConfig>,
     /// `[[device]]` tables, in file order (a device's index here is its index
     /// in [`build_devices`](Self::build_devices)).
     pub devices: Vec<DeviceDecl>,

@@ -16,6 +16,7 @@ use super::{
     Scenario, ScenarioError, Step, StepEvent,
 };
 use crate::device::PortSpec;
+use railwatch_core::DampingConfig;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,12 +25,24 @@ struct RawScenario {
     description: Option<String>,
     tick_ms: Option<Spanned<i64>>,
     duration_ms: Option<Spanned<i64>>,
+    settle_ms: Option<Spanned<i64>>,
+    damping: Option<Spanned<RawDamping>>,
     #[serde(default)]
     device: Vec<Spanned<RawDevice>>,
     #[serde(default)]
     step: Vec<Spanned<RawStep>>,
     #[serde(default)]
     expect: Vec<Spanned<RawExpect>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDamping {
+    penalty_per_flap: Option<f64>,
+    suppress: Option<f64>,
+    reuse: Option<f64>,
+    half_life_ms: Option<u64>,
+    max_penalty: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -250,6 +263,27 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
         },
     };
 
+    let settle_ms = match &raw.settle_ms {
+        None => 0,
+        Some(v) => cx.non_negative(v, "settle_ms")?,
+    };
+    let damping = match &raw.damping {
+        None => None,
+        Some(d) => {
+            let r = d.get_ref();
+            let def = DampingConfig::default();
+            let cfg = DampingConfig {
+                penalty_per_flap: r.penalty_per_flap.unwrap_or(def.penalty_per_flap),
+                suppress: r.suppress.unwrap_or(def.suppress),
+                reuse: r.reuse.unwrap_or(def.reuse),
+                half_life_ms: r.half_life_ms.unwrap_or(def.half_life_ms),
+                max_penalty: r.max_penalty.unwrap_or(def.max_penalty),
+            };
+            cfg.validate().map_err(|e| cx.err(d.span(), format!("damping: {e}")))?;
+            Some(cfg)
+        }
+    };
+
     let devices = parse_devices(&cx, &raw.device)?;
     let index: HashMap<&str, usize> = devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();
     let steps = parse_steps(&cx, &raw.step, &devices, &index, duration_ms)?;
@@ -261,6 +295,8 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
         description: raw.description,
         tick_ms,
         duration_ms,
+        settle_ms,
+        damping,
         devices,
         steps,
         expects,

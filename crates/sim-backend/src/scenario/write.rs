@@ -48,6 +48,14 @@ pub(super) fn to_toml(sc: &Scenario) -> String {
     }
     let _ = writeln!(w, "tick_ms = {}", sc.tick_ms);
     let _ = writeln!(w, "duration_ms = {}", sc.duration_ms);
+    let _ = writeln!(w, "settle_ms = {}", sc.settle_ms);
+    if let Some(d) = &sc.damping {
+        let _ = writeln!(
+            w,
+            "damping = {{ penalty_per_flap = {:?}, suppress = {:?}, reuse = {:?}, half_life_ms = {}, max_penalty = {:?} }}",
+            d.penalty_per_flap, d.suppress, d.reuse, d.half_life_ms, d.max_penalty
+        );
+    }
     for d in &sc.devices {
         let _ = writeln!(w, "\n[[device]]\nname = {}\nports = [", quoted(&d.name));
         for p in &d.ports {

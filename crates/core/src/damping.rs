@@ -1,0 +1,188 @@
+//! Flap damping: a penalty per flap that decays with a half-life, in the
+//! style of BGP route-flap damping (RFC 2439).
+//!
+//! Each flap (a pause by `PORT_ERR`, or by the poll seeing the port leave
+//! ACTIVE) adds `penalty_per_flap`. The penalty halves every
+//! `half_life_ms`. Once it reaches `suppress`, the rail is *suppressed*: it
+//! stays paused (reason `damped`) even when its port reads ACTIVE, until the
+//! penalty has decayed below `reuse`. A rail that flaps a few times in a row
+//! thus sits out, while one that flapped once long ago is not held at all.
+//! docs/STATE-MACHINE.md has a worked example.
+
+use crate::time::Millis;
+
+/// Damping parameters. Penalties are dimensionless; only their ratios
+/// matter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DampingConfig {
+    /// Added per flap (default 1000).
+    pub penalty_per_flap: f64,
+    /// At or above this the rail is suppressed (default 2500: the third
+    /// flap in quick succession).
+    pub suppress: f64,
+    /// A suppressed rail is released below this (default 750).
+    pub reuse: f64,
+    /// The penalty halves every this many milliseconds (default 15 s).
+    pub half_life_ms: u64,
+    /// The penalty never exceeds this, so a rail that flapped for an hour
+    /// is not held for a day (default 6000: at most
+    /// `half_life × log2(6000 / 750)` = 3 half-lives suppressed).
+    pub max_penalty: f64,
+}
+
+impl Default for DampingConfig {
+    fn default() -> Self {
+        DampingConfig { penalty_per_flap: 1000.0, suppress: 2500.0, reuse: 750.0, half_life_ms: 15_000, max_penalty: 6000.0 }
+    }
+}
+
+impl DampingConfig {
+    /// Checks that the parameters make sense: positive penalty and
+    /// half-life, `0 < reuse < suppress <= max_penalty`.
+    pub fn validate(&self) -> Result<(), String> {
+        let ok = |v: f64| v.is_finite() && v > 0.0;
+        if !ok(self.penalty_per_flap) {
+            return Err(format!("penalty_per_flap must be positive, not {}", self.penalty_per_flap));
+        }
+        if self.half_life_ms == 0 {
+            return Err("half_life_ms must be positive".into());
+        }
+        if !(ok(self.reuse) && self.reuse < self.suppress && self.suppress <= self.max_penalty && ok(self.max_penalty))
+        {
+            return Err(format!(
+                "need 0 < reuse ({}) < suppress ({}) <= max_penalty ({})",
+                self.reuse, self.suppress, self.max_penalty
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One rail's penalty.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlapPenalty {
+    value: f64,
+    at: Millis,
+    suppressed: bool,
+}
+
+impl Default for FlapPenalty {
+    fn default() -> Self {
+        FlapPenalty { value: 0.0, at: Millis::ZERO, suppressed: false }
+    }
+}
+
+impl FlapPenalty {
+    /// The penalty at `now`, decayed since the last flap.
+    pub fn value(&self, cfg: &DampingConfig, now: Millis) -> f64 {
+        let half_lives = now.since(self.at) as f64 / cfg.half_life_ms as f64;
+        self.value * 0.5f64.powf(half_lives)
+    }
+
+    /// Records a flap at `now`; returns the new penalty.
+    pub fn flap(&mut self, cfg: &DampingConfig, now: Millis) -> f64 {
+        let value = (self.value(cfg, now) + cfg.penalty_per_flap).min(cfg.max_penalty);
+        *self = FlapPenalty { value, at: now, suppressed: self.suppressed || value >= cfg.suppress };
+        value
+    }
+
+    /// Whether the rail must stay paused at `now`. Suppression starts when
+    /// the penalty reaches `suppress` and lasts until it decays below
+    /// `reuse` (hysteresis, so a rail is not released and suppressed again
+    /// on every flap).
+    pub fn suppressed(&mut self, cfg: &DampingConfig, now: Millis) -> bool {
+        if self.suppressed && self.value(cfg, now) < cfg.reuse {
+            self.suppressed = false;
+        }
+        self.suppressed
+    }
+
+    /// When a suppressed rail will be released (the penalty reaches
+    /// `reuse`), rounded up to the next millisecond; `None` if it is not
+    /// suppressed.
+    pub fn reuse_at(&self, cfg: &DampingConfig) -> Option<Millis> {
+        if !self.suppressed {
+            return None;
+        }
+        if self.value < cfg.reuse {
+            return Some(self.at);
+        }
+        let half_lives = (self.value / cfg.reuse).log2();
+        Some(self.at.plus((half_lives * cfg.half_life_ms as f64).ceil() as u64 + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worked_example() {
+        // docs/STATE-MACHINE.md, "Flap damping": three flaps 1 s apart.
+        let cfg = DampingConfig::default();
+        let mut p = FlapPenalty::default();
+        assert_eq!(p.flap(&cfg, Millis(0)), 1000.0);
+        assert!(!p.suppressed(&cfg, Millis(0)));
+        let v = p.flap(&cfg, Millis(1000));
+        assert!((v - 1954.84).abs() < 0.01, "{v}");
+        assert!(!p.suppressed(&cfg, Millis(1000)));
+        let v = p.flap(&cfg, Millis(2000));
+        assert!((v - 2866.56).abs() < 0.01, "{v}");
+        assert!(p.suppressed(&cfg, Millis(2000)));
+        // 2866.56 → 750 takes log2(3.822) = 1.934 half-lives = 29.015 s.
+        let release = p.reuse_at(&cfg).unwrap();
+        assert_eq!(release, Millis(2000 + 29_016 + 1));
+        assert!(p.suppressed(&cfg, Millis(release.0 - 100)));
+        assert!(!p.suppressed(&cfg, release));
+        assert_eq!(p.reuse_at(&cfg), None);
+    }
+
+    #[test]
+    fn a_single_flap_never_suppresses_and_decays() {
+        let cfg = DampingConfig::default();
+        let mut p = FlapPenalty::default();
+        p.flap(&cfg, Millis(0));
+        assert!((p.value(&cfg, Millis(15_000)) - 500.0).abs() < 1e-9);
+        assert!((p.value(&cfg, Millis(30_000)) - 250.0).abs() < 1e-9);
+        assert!(!p.suppressed(&cfg, Millis(1)));
+        assert_eq!(p.reuse_at(&cfg), None);
+    }
+
+    #[test]
+    fn the_penalty_is_capped() {
+        let cfg = DampingConfig::default();
+        let mut p = FlapPenalty::default();
+        for t in 0..100 {
+            p.flap(&cfg, Millis(t));
+        }
+        assert!(p.value(&cfg, Millis(99)) <= cfg.max_penalty);
+        // Capped at 6000: released after log2(6000/750) = 3 half-lives.
+        assert_eq!(p.reuse_at(&cfg), Some(Millis(99 + 45_000 + 1)));
+    }
+
+    #[test]
+    fn hysteresis_between_suppress_and_reuse() {
+        let cfg = DampingConfig::default();
+        let mut p = FlapPenalty::default();
+        for t in [0, 1, 2] {
+            p.flap(&cfg, Millis(t));
+        }
+        assert!(p.suppressed(&cfg, Millis(3)));
+        // Below suppress but above reuse: still suppressed.
+        let t = Millis(20_000);
+        let v = p.value(&cfg, t);
+        assert!(v < cfg.suppress && v > cfg.reuse, "{v}");
+        assert!(p.suppressed(&cfg, t));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(DampingConfig::default().validate().is_ok());
+        let bad = DampingConfig { reuse: 3000.0, ..Default::default() };
+        assert!(bad.validate().unwrap_err().contains("reuse"));
+        let bad = DampingConfig { half_life_ms: 0, ..Default::default() };
+        assert!(bad.validate().is_err());
+        let bad = DampingConfig { penalty_per_flap: f64::NAN, ..Default::default() };
+        assert!(bad.validate().is_err());
+    }
+}
