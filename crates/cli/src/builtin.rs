@@ -28,6 +28,8 @@ builtins!(
     "device-removal",
     "unknown-event-code",
     "busy-host",
+    "flap-damping",
+    "settle-delay",
 );
 
 /// The scenario `simulate` runs without a file.

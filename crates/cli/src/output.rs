@@ -143,10 +143,10 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
                         Cause::By(by) => format!("by {}", by.name()),
                         Cause::Bump(kind) => format!("{kind}: endpoints are stale"),
                     };
-                    let arrow = if from == to {
-                        format!("{} (generation bump)", p.state(from.name()))
-                    } else {
-                        format!("{} → {}", p.state(from.name()), p.state(to.name()))
+                    let arrow = match (from == to, cause) {
+                        (true, Cause::Bump(_)) => format!("{} (generation bump)", p.state(from.name())),
+                        (true, _) => format!("still {}", p.state(from.name())),
+                        (false, _) => format!("{} → {}", p.state(from.name()), p.state(to.name())),
                     };
                     (names.rail(*rail).to_string(), format!("{arrow}  {why}, generation {generation}"))
                 }
