@@ -390,6 +390,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         slot.port.close();
         slot.pending = false;
         slot.suspect = false;
+        // Events counted by budget-limited passes belong to the closed fd.
+        slot.drained_in_progress = 0;
         let backoff_ms = self.config.reopen_initial_ms.max(1);
         let delay = self.with_jitter(backoff_ms);
         self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(delay), backoff_ms };
