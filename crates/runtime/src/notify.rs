@@ -18,8 +18,14 @@ pub enum RecoveredBy {
     Attach,
 }
 
+impl std::fmt::Display for RecoveredBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl RecoveredBy {
-    /// Lower-case name (`"poll"`).
+    /// Lower-case name (`"poll"`), as in scenario files and JSON.
     pub const fn name(self) -> &'static str {
         match self {
             RecoveredBy::Event => "event",

@@ -306,7 +306,7 @@ pub fn check(expect: &Expect, snapshot: &Snapshot) -> ExpectResult {
     }
     if let Some(by) = expect.recovered_by {
         let found = recovered_by.map_or("never", |b| b.name());
-        field(format!("recovered by {}", by.name()), found == by.name(), found.to_string());
+        field(format!("recovered by {by}"), *recovered_by == Some(by), found.to_string());
     }
     let passed = wrong.is_empty();
     let detail = if passed { wanted.join(", ") } else { wrong.join("; ") };

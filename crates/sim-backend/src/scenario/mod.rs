@@ -193,34 +193,9 @@ impl fmt::Display for RailRef {
     }
 }
 
-/// How a rail's last activation happened (`recovered_by`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RecoveredBy {
-    /// By a `PORT_ACTIVE` event.
-    Event,
-    /// By the recovery poll reading the port ACTIVE.
-    Poll,
-    /// By attaching the device (at start, or a re-attach after it was
-    /// re-opened) with the port already ACTIVE.
-    Attach,
-}
-
-impl RecoveredBy {
-    /// The name used in scenario files (`"event"`, `"poll"`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            RecoveredBy::Event => "event",
-            RecoveredBy::Poll => "poll",
-            RecoveredBy::Attach => "attach",
-        }
-    }
-}
-
-impl fmt::Display for RecoveredBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// How a rail's last activation happened (`recovered_by`): the runtime's
+/// own type, so an expectation compares like with like.
+pub use railwatch_runtime::RecoveredBy;
 
 /// One `[[expect]]`: what must hold for one rail at one virtual time. Only
 /// the fields that are `Some` are checked.
