@@ -11,8 +11,8 @@ use log::{debug, error, info, warn};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use railwatch_core::{
-    AsyncEvent, EventClass, EventKind, Gate, Millis, PauseReason, RailCell, RailDecision, RailId, Selector,
-    VerbsPort, classify, decide_event,
+    AsyncEvent, EventClass, EventKind, Gate, Millis, PauseReason, RailCell, RailDecision, RailId, Selector, VerbsPort,
+    classify, decide_event,
 };
 
 use crate::clock::Clock;
@@ -25,6 +25,10 @@ use crate::snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
 
 mod tick;
 mod transitions;
+
+/// Distinct unhandled codes warned about per device; past this they are
+/// only counted.
+const MAX_WARNED_CODES: usize = 64;
 
 /// The token of the waker that stops a spawned monitor.
 pub(crate) const WAKER: Token = Token(usize::MAX);
@@ -50,6 +54,13 @@ pub struct Monitor<P, S, C> {
     scratch: Vec<AsyncEvent>,
     /// Devices made ready by the last wait, reused likewise.
     ready: Vec<usize>,
+    /// Devices left `pending` or `suspect` by the last wake-up: the next
+    /// one looks at these, not at every device.
+    busy: Vec<usize>,
+    /// Devices with time-driven work (a paused rail, a timer, poll-only,
+    /// gone), in index order: the tick and the timers visit these, not
+    /// every device, so their cost follows the paused rails.
+    watched: Vec<usize>,
     next_tick: Option<Millis>,
     /// State of the re-open jitter generator.
     rng: u64,
@@ -71,6 +82,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             notifier,
             scratch: Vec::with_capacity(config.drain_budget),
             ready: Vec::new(),
+            busy: Vec::new(),
+            watched: Vec::new(),
             next_tick: None,
             rng: config.seed | 1,
             wakeups: 0,
@@ -161,7 +174,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// True when a device must be serviced again before the next blocking
     /// wait (its drain hit the budget, or its fd reported an error).
     pub fn has_pending(&self) -> bool {
-        self.devices.iter().any(|d| d.pending || d.suspect)
+        self.busy.iter().any(|&idx| self.devices[idx].pending || self.devices[idx].suspect)
     }
 
     /// When the recovery tick runs next; `None` while nothing needs it.
@@ -212,7 +225,13 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             self.service(idx);
         }
         self.ready = ready;
-        for idx in 0..self.devices.len() {
+        // Only a device serviced just now or left busy by the last wake-up
+        // can be pending or suspect: visit those, in index order.
+        let mut busy = std::mem::take(&mut self.busy);
+        busy.extend_from_slice(&self.ready);
+        busy.sort_unstable();
+        busy.dedup();
+        for &idx in &busy {
             if self.devices[idx].pending {
                 self.service(idx);
             }
@@ -220,6 +239,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 self.confirm_suspect(idx);
             }
         }
+        busy.retain(|&idx| self.devices[idx].pending || self.devices[idx].suspect);
+        self.busy = busy;
 
         let now = self.clock.now();
         self.run_due(now);
@@ -274,7 +295,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             Err(e) => {
                 error!("{}: cannot watch the async event fd ({e}); polling its ports every tick instead", slot.name);
                 slot.mode = DeviceMode::PollOnly;
-                self.arm_tick();
+                self.arm_tick(idx);
             }
         }
     }
@@ -349,7 +370,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.deregister(idx);
         self.devices[idx].mode = DeviceMode::PollOnly;
         self.devices[idx].pending = false;
-        self.arm_tick();
+        self.arm_tick(idx);
     }
 
     /// The fd reported an error or hang-up, or a read failed with EIO: the
@@ -395,6 +416,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let backoff_ms = self.config.reopen_initial_ms.max(1);
         let delay = self.with_jitter(backoff_ms);
         self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(delay), backoff_ms };
+        self.watch(idx);
     }
 
     // ---- events -------------------------------------------------------
@@ -411,12 +433,20 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             }
             EventClass::Unhandled => {
                 slot.counters.unhandled += 1;
-                if slot.warned_codes.insert(ev.code) {
+                // The set is capped: a device spraying distinct codes must
+                // not grow the monitor's memory without bound.
+                if slot.warned_codes.len() < MAX_WARNED_CODES && slot.warned_codes.insert(ev.code) {
                     warn!(
                         "{}: async event {kind} (code {}) is not acted on; counted and acknowledged \
                          (warned once per device and code)",
                         slot.name, ev.code
                     );
+                    if slot.warned_codes.len() == MAX_WARNED_CODES {
+                        warn!(
+                            "{}: {MAX_WARNED_CODES} distinct unhandled codes; further new codes are only counted",
+                            slot.name
+                        );
+                    }
                 }
             }
             EventClass::NotifyObject => {

@@ -11,31 +11,81 @@ use crate::device::DeviceMode;
 use crate::notify::RecoveredBy;
 
 impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
-    pub(super) fn arm_tick(&mut self) {
+    /// Arms the tick for device `idx` (a rail of it paused, or it went
+    /// poll-only).
+    pub(super) fn arm_tick(&mut self, idx: usize) {
+        self.watch(idx);
         if self.next_tick.is_none() {
             self.next_tick = Some(self.clock.now().plus(self.config.tick_ms));
         }
+    }
+
+    /// Adds device `idx` to the devices with time-driven work. Everything
+    /// time-driven (the tick, timers) visits only these: its cost follows
+    /// the paused rails, not every rail.
+    pub(super) fn watch(&mut self, idx: usize) {
+        if let Err(pos) = self.watched.binary_search(&idx) {
+            self.watched.insert(pos, idx);
+        }
+    }
+
+    /// Puts back the watched devices taken out for a pass, with any that
+    /// the pass watched meanwhile.
+    fn restore_watched(&mut self, mut devs: Vec<usize>) {
+        for idx in std::mem::take(&mut self.watched) {
+            if let Err(pos) = devs.binary_search(&idx) {
+                devs.insert(pos, idx);
+            }
+        }
+        self.watched = devs;
+    }
+
+    /// Whether device `idx` still has time-driven work: gone (its re-open
+    /// timer), poll-only (the tick), a paused rail (the tick) or a rail's
+    /// settle or damping timer.
+    fn has_timed_work(&self, idx: usize) -> bool {
+        let d = &self.devices[idx];
+        d.mode != DeviceMode::Events
+            || d.rails.iter().any(|&ri| {
+                let r = &self.rails[ri];
+                r.settle_until.is_some() || r.damped_until.is_some() || r.cell.load().state == RailState::Paused
+            })
     }
 
     /// Something needs the tick: a paused rail or a poll-only device. A
     /// healthy host never wakes. (Gone devices have their own re-open
     /// timer.)
     fn tick_needed(&self) -> bool {
-        self.devices.iter().any(|d| match d.mode {
-            DeviceMode::Events => d.rails.iter().any(|&ri| self.rails[ri].cell.load().state == RailState::Paused),
-            DeviceMode::PollOnly => true,
-            DeviceMode::Gone { .. } => false,
+        self.watched.iter().any(|&idx| {
+            let d = &self.devices[idx];
+            match d.mode {
+                DeviceMode::Events => d.rails.iter().any(|&ri| self.rails[ri].cell.load().state == RailState::Paused),
+                DeviceMode::PollOnly => true,
+                DeviceMode::Gone { .. } => false,
+            }
         })
     }
 
     /// The earliest settle, damping or re-open timer.
     fn next_timer(&self) -> Option<Millis> {
-        let rails = self.rails.iter().filter_map(|r| [r.settle_until, r.damped_until].into_iter().flatten().min());
-        let reopens = self.devices.iter().filter_map(|d| match d.mode {
-            DeviceMode::Gone { next_reopen, .. } => Some(next_reopen),
-            _ => None,
-        });
-        rails.chain(reopens).min()
+        self.watched
+            .iter()
+            .filter_map(|&idx| {
+                let d = &self.devices[idx];
+                let reopen = match d.mode {
+                    DeviceMode::Gone { next_reopen, .. } => Some(next_reopen),
+                    _ => None,
+                };
+                let rails = d
+                    .rails
+                    .iter()
+                    .filter_map(|&ri| {
+                        [self.rails[ri].settle_until, self.rails[ri].damped_until].into_iter().flatten().min()
+                    })
+                    .min();
+                [reopen, rails].into_iter().flatten().min()
+            })
+            .min()
     }
 
     /// When the monitor next has time-driven work (the tick, a settle,
@@ -49,37 +99,48 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// first, then the tick.
     pub(super) fn run_due(&mut self, now: Millis) {
         if self.next_timer().is_some_and(|t| t <= now) {
-            for idx in 0..self.devices.len() {
+            let devs = std::mem::take(&mut self.watched);
+            for &idx in &devs {
                 if let DeviceMode::Gone { next_reopen, backoff_ms } = self.devices[idx].mode {
                     if next_reopen <= now {
                         self.try_reopen(idx, backoff_ms, now);
                     }
                 }
             }
-            for ri in 0..self.rails.len() {
-                if self.rails[ri].settle_until.is_some_and(|t| t <= now) {
-                    self.finish_settle(ri, now);
-                }
-                if self.rails[ri].damped_until.is_some_and(|t| t <= now) {
-                    self.release_damped(ri, now);
+            // Rails in index order: a device's rails are contiguous.
+            for &idx in &devs {
+                for k in 0..self.devices[idx].rails.len() {
+                    let ri = self.devices[idx].rails[k];
+                    if self.rails[ri].settle_until.is_some_and(|t| t <= now) {
+                        self.finish_settle(ri, now);
+                    }
+                    if self.rails[ri].damped_until.is_some_and(|t| t <= now) {
+                        self.release_damped(ri, now);
+                    }
                 }
             }
+            self.restore_watched(devs);
         }
         if self.next_tick.is_some_and(|t| t <= now) {
             self.tick(now);
         }
+        let mut devs = std::mem::take(&mut self.watched);
+        devs.retain(|&idx| self.has_timed_work(idx));
+        self.watched = devs;
     }
 
     fn tick(&mut self, now: Millis) {
         self.ticks += 1;
         self.next_tick = None;
-        for idx in 0..self.devices.len() {
+        let devs = std::mem::take(&mut self.watched);
+        for &idx in &devs {
             match self.devices[idx].mode {
                 DeviceMode::Gone { .. } => {}
                 DeviceMode::Events => self.poll_rails(idx, now, |s| s == RailState::Paused),
                 DeviceMode::PollOnly => self.poll_rails(idx, now, |s| s != RailState::Inert),
             }
         }
+        self.restore_watched(devs);
         if self.tick_needed() {
             self.next_tick = Some(now.plus(self.config.tick_ms));
         }

@@ -18,10 +18,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     pub(super) fn transition(&mut self, ri: usize, from: RailState, cause: Cause, now: Millis) {
         let rail = &self.rails[ri];
         let w = rail.cell.load();
-        self.notifier.send(
-            now,
-            Happening::Transition { rail: rail.id, from, to: w.state, cause, generation: w.generation },
-        );
+        self.notifier
+            .send(now, Happening::Transition { rail: rail.id, from, to: w.state, cause, generation: w.generation });
     }
 
     fn set_available(&mut self, ri: usize, available: bool, now: Millis) {
@@ -48,7 +46,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             warn!("{} went down again while settling ({reason}); activation cancelled", self.rails[ri].name);
             self.record_flap(ri, now);
             self.set_reason(ri, reason, now);
-            self.arm_tick();
+            self.arm_tick(self.rails[ri].id.device as usize);
             return;
         }
         if self.rails[ri].cell.pause(reason, now) != Outcome::Changed {
@@ -59,7 +57,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.record_flap(ri, now);
         self.transition(ri, RailState::Active, Cause::Reason(reason), now);
         self.set_available(ri, false, now);
-        self.arm_tick();
+        self.arm_tick(self.rails[ri].id.device as usize);
     }
 
     fn record_flap(&mut self, ri: usize, now: Millis) {
@@ -232,7 +230,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 info!("{}: port is {state} at attach; paused until it reads ACTIVE", self.rails[ri].name);
                 self.rails[ri].explained_at = Some(now);
                 self.set_available(ri, false, now);
-                self.arm_tick();
+                self.arm_tick(idx);
             }
         }
         true

@@ -1,0 +1,364 @@
+//! `cargo xtask bench [--table-only]`: runs the benches of
+//! `railwatch-runtime` and prints one table of ratios, each measured
+//! against its baseline in the same run (docs/PERFORMANCE.md).
+//!
+//! - `table` (a plain bench binary) measures every row: interleaved A/B
+//!   ratios, latency percentiles, wake-up, allocation and memory counts.
+//! - `drain`, `gate`, `tick` (criterion) time the same code paths one
+//!   after the other with criterion's statistics; their medians and ratios
+//!   are printed below the table as a cross-check. `--table-only` skips
+//!   them.
+//!
+//! Results land in `<target>/railwatch-bench/`: `results.tsv` (from
+//! `table`), `criterion/` (criterion's estimates) and `table.md`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::run::{cargo, root, step};
+
+/// Runs the benches and prints the table.
+pub fn run(args: &[String]) -> Result<(), String> {
+    let table_only = match args {
+        [] => false,
+        [a] if a == "--table-only" => true,
+        _ => return Err("usage: cargo xtask bench [--table-only]".into()),
+    };
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let out = target.join("railwatch-bench");
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let results = out.join("results.tsv");
+    let criterion = out.join("criterion");
+
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "railwatch-runtime", "--bench", "table"]);
+    if !table_only {
+        cmd.args(["--bench", "drain", "--bench", "gate", "--bench", "tick"]);
+    }
+    cmd.env("RAILWATCH_BENCH_OUT", &results).env("CRITERION_HOME", &criterion);
+    let started = Instant::now();
+    step("benches", &mut cmd)?;
+    let elapsed = started.elapsed().as_secs_f64();
+
+    let values = read_results(&results)?;
+    let mut text = table(&values)?;
+    if !table_only {
+        text.push('\n');
+        text.push_str(&criterion_section(&criterion));
+    }
+    let _ = writeln!(text, "\nbench run (build included): {elapsed:.0} s");
+    println!("\n{text}");
+    let file = out.join("table.md");
+    std::fs::write(&file, &text).map_err(|e| format!("{}: {e}", file.display()))?;
+    eprintln!("==> bench: table written to {}", file.display());
+    Ok(())
+}
+
+fn read_results(path: &Path) -> Result<BTreeMap<String, f64>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut map = BTreeMap::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once('\t') else { continue };
+        let v: f64 = v.trim().parse().map_err(|e| format!("{}: {line:?}: {e}", path.display()))?;
+        map.insert(k.to_string(), v);
+    }
+    Ok(map)
+}
+
+/// A ratio row's target: a bound, or none (the row is context).
+#[derive(Clone, Copy)]
+enum Goal {
+    AtMost(f64),
+    Info,
+}
+
+struct Row {
+    target: &'static str,
+    what: String,
+    value: String,
+    baseline: String,
+    ratio: String,
+    goal: String,
+    pass: Option<bool>,
+}
+
+fn ns(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} ms", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} µs", v / 1e3)
+    } else if v >= 10.0 {
+        format!("{v:.0} ns")
+    } else {
+        format!("{v:.2} ns")
+    }
+}
+
+fn ratio_row(target: &'static str, what: &str, value: f64, base: f64, ratio: f64, goal: Goal) -> Row {
+    let (goal, pass) = match goal {
+        Goal::AtMost(g) => (format!("≤ {g}×"), Some(ratio <= g)),
+        Goal::Info => ("—".into(), None),
+    };
+    Row { target, what: what.into(), value: ns(value), baseline: ns(base), ratio: format!("{ratio:.2}×"), goal, pass }
+}
+
+fn table(v: &BTreeMap<String, f64>) -> Result<String, String> {
+    let get = |k: &str| v.get(k).copied().ok_or_else(|| format!("the bench did not report {k}"));
+    let mut rows = Vec::new();
+    let bare = get("drain_bare_ns")?;
+    rows.push(ratio_row(
+        "1",
+        "drain, per event: monitor over the sim (10k COMM_EST) vs bare read() loop",
+        get("drain_monitor_sim_ns")?,
+        bare,
+        get("drain_monitor_sim_ratio")?,
+        Goal::AtMost(1.5),
+    ));
+    rows.push(ratio_row(
+        "1",
+        "drain, per event: monitor over a raw-pipe port (read + decode) vs bare read() loop",
+        get("drain_monitor_raw_ns")?,
+        bare,
+        get("drain_monitor_raw_ratio")?,
+        Goal::AtMost(1.5),
+    ));
+    rows.push(ratio_row(
+        "1",
+        "  (context) the sim's get_event alone, no monitor, vs bare read() loop",
+        get("drain_sim_only_ns")?,
+        bare,
+        get("drain_sim_only_ratio")?,
+        Goal::Info,
+    ));
+    rows.push(ratio_row(
+        "2",
+        "Gate::check vs relaxed atomic load, 1 thread (latency: dependent chain over 16 rails)",
+        get("gate_1t_check_ns")?,
+        get("gate_1t_load_ns")?,
+        get("gate_1t_check_ratio")?,
+        Goal::AtMost(1.2),
+    ));
+    rows.push(ratio_row(
+        "2",
+        "Gate::check vs relaxed atomic load, 8 threads (the same chains, wall time per step per thread)",
+        get("gate_8t_check_ns")?,
+        get("gate_8t_load_ns")?,
+        get("gate_8t_check_ratio")?,
+        Goal::AtMost(1.2),
+    ));
+    rows.push(ratio_row(
+        "2",
+        "  (context) throughput: 16 independent checks vs 16 independent loads, 1 thread",
+        get("gate_sweep_check_ns")?,
+        get("gate_sweep_load_ns")?,
+        get("gate_sweep_check_ratio")?,
+        Goal::Info,
+    ));
+    let gate_allocs = get("gate_allocs_1t")? + get("gate_allocs_8t")? + get("gate_allocs_refused_1t")?;
+    rows.push(Row {
+        target: "2",
+        what: "heap allocations in 10M Gate::check (1 thread, 8 threads, refused)".into(),
+        value: format!("{gate_allocs:.0}"),
+        baseline: "—".into(),
+        ratio: "—".into(),
+        goal: "0".into(),
+        pass: Some(gate_allocs == 0.0),
+    });
+    let floor50 = get("recovery_floor_p50_ns")?;
+    let floor99 = get("recovery_floor_p99_ns")?;
+    let (ev50, ev99) = (get("recovery_event_p50_ns")?, get("recovery_event_p99_ns")?);
+    let (raw50, raw99) = (get("recovery_event_raw_p50_ns")?, get("recovery_event_raw_p99_ns")?);
+    rows.push(ratio_row(
+        "3",
+        "recovery p50, monitor over the sim: PORT_ACTIVE written → spinning worker's gate admits, vs epoll round trip",
+        ev50,
+        floor50,
+        ev50 / floor50,
+        Goal::Info,
+    ));
+    rows.push(ratio_row(
+        "3",
+        "recovery p99 (10k flaps), monitor over the sim, vs epoll round trip p99",
+        ev99,
+        floor99,
+        ev99 / floor99,
+        Goal::AtMost(3.0),
+    ));
+    rows.push(ratio_row(
+        "3",
+        "  (context) recovery p50, monitor over the raw-pipe port",
+        raw50,
+        floor50,
+        raw50 / floor50,
+        Goal::Info,
+    ));
+    rows.push(ratio_row(
+        "3",
+        "  (context) recovery p99, monitor over the raw-pipe port",
+        raw99,
+        floor99,
+        raw99 / floor99,
+        Goal::Info,
+    ));
+    let tick_ms = get("idle_tick_ms")?;
+    let healthy = get("idle_healthy_wakeups_per_s")?;
+    let polling = 1000.0 / tick_ms;
+    rows.push(Row {
+        target: "4",
+        what: format!("idle wake-ups/s, 8 healthy devices (vs a {tick_ms:.0} ms polling loop)"),
+        value: format!("{healthy:.2}/s"),
+        baseline: format!("{polling:.0}/s"),
+        ratio: format!("{:.2}×", healthy / polling),
+        goal: "0/s".into(),
+        pass: Some(healthy == 0.0),
+    });
+    let paused = get("idle_paused_wakeups_per_s")?;
+    let ticks = get("idle_paused_ticks_per_s")?;
+    let per_tick = if ticks > 0.0 { paused / ticks } else { f64::INFINITY };
+    rows.push(Row {
+        target: "4",
+        what: format!("wake-ups per tick, 1 paused rail of 8 (tick {tick_ms:.0} ms)"),
+        value: format!("{paused:.2}/s"),
+        baseline: format!("{ticks:.2} ticks/s"),
+        ratio: format!("{per_tick:.2}×"),
+        goal: "1 per tick (≤ 1.1×)".into(),
+        pass: Some(per_tick <= 1.1),
+    });
+    let tick1 = get("tick_1_ns")?;
+    for n in ["64", "1024", "4096"] {
+        rows.push(ratio_row(
+            "5",
+            &format!("tick through poll_once, {n} rails / 1 paused vs 1 rail / 1 paused"),
+            get(&format!("tick_{n}_ns"))?,
+            tick1,
+            get(&format!("tick_{n}_ratio"))?,
+            Goal::AtMost(1.5),
+        ));
+    }
+    rows.push(ratio_row(
+        "5",
+        "  (context) tick, 4096 rails / 64 paused vs 1 rail / 1 paused",
+        get("tick_4096_paused64_ns")?,
+        tick1,
+        get("tick_4096_paused64_ratio")?,
+        Goal::Info,
+    ));
+    let mem = get("mem_per_rail_4096")?;
+    rows.push(Row {
+        target: "5",
+        what: format!(
+            "monitor heap per rail, 4096 single-port devices (malloc usable: {:.0} B)",
+            get("mem_usable_per_rail_4096")?
+        ),
+        value: format!("{mem:.0} B"),
+        baseline: "—".into(),
+        ratio: "—".into(),
+        goal: "≤ 512 B".into(),
+        pass: Some(mem <= 512.0),
+    });
+    let drain1 = get("drain_devices_1_ns")?;
+    for n in ["64", "1024", "4096"] {
+        rows.push(ratio_row(
+            "5",
+            &format!("drain, per event, burst on 1 device of {n} vs of 1"),
+            get(&format!("drain_devices_{n}_ns"))?,
+            drain1,
+            get(&format!("drain_devices_{n}_ratio"))?,
+            Goal::AtMost(1.2),
+        ));
+    }
+    let (sim, raw) = (get("allocs_per_event_sim")?, get("allocs_per_event_raw")?);
+    rows.push(Row {
+        target: "6",
+        what: "heap allocations per drained COMM_EST after warm-up (sim / raw port)".into(),
+        value: format!("{sim} / {raw}"),
+        baseline: "—".into(),
+        ratio: "—".into(),
+        goal: "0".into(),
+        pass: Some(sim == 0.0 && raw == 0.0),
+    });
+    rows.push(Row {
+        target: "6",
+        what: "  (context) heap allocations per port event (PORT_ERR / PORT_ACTIVE)".into(),
+        value: format!("{}", get("allocs_per_port_event")?),
+        baseline: "—".into(),
+        ratio: "—".into(),
+        goal: "—".into(),
+        pass: None,
+    });
+
+    let mut s = String::new();
+    let _ = writeln!(s, "| # | measurement | value | baseline | ratio | target | result |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---|---|");
+    for r in &rows {
+        let result = match r.pass {
+            Some(true) => "pass",
+            Some(false) => "**FAIL**",
+            None => "",
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.target, r.what, r.value, r.baseline, r.ratio, r.goal, result
+        );
+    }
+    let judged: Vec<bool> = rows.iter().filter_map(|r| r.pass).collect();
+    let _ = writeln!(
+        s,
+        "\n{} of {} targets met. Pipe capacity {:.0} bytes.",
+        judged.iter().filter(|p| **p).count(),
+        judged.len(),
+        get("pipe_capacity_bytes")?
+    );
+    Ok(s)
+}
+
+/// The median point estimate (ns) of a criterion benchmark, from its
+/// `new/estimates.json`.
+fn criterion_median(dir: &Path, id: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join(id).join("new/estimates.json")).ok()?;
+    let median = &text[text.find("\"median\"")?..];
+    let pe = &median[median.find("\"point_estimate\":")? + "\"point_estimate\":".len()..];
+    let end = pe.find([',', '}'])?;
+    pe[..end].trim().parse().ok()
+}
+
+fn criterion_section(dir: &Path) -> String {
+    // (subject, baseline, ops per iteration)
+    let pairs: [(&str, &str, f64); 14] = [
+        ("drain/monitor_sim", "drain/bare_read", 10_000.0),
+        ("drain/monitor_raw", "drain/bare_read", 10_000.0),
+        ("drain/sim_only", "drain/bare_read", 10_000.0),
+        ("gate/check_1t", "gate/relaxed_load_1t", 16.0),
+        ("gate/check_8t", "gate/relaxed_load_8t", 16.0),
+        ("gate/check_sweep_1t", "gate/relaxed_load_sweep_1t", 16.0),
+        ("tick/paused_1/64", "tick/paused_1/1", 1.0),
+        ("tick/paused_1/1024", "tick/paused_1/1", 1.0),
+        ("tick/paused_1/4096", "tick/paused_1/1", 1.0),
+        ("tick/paused_64/4096", "tick/paused_1/1", 1.0),
+        ("drain_devices/monitor_sim/64", "drain_devices/monitor_sim/1", 10_000.0),
+        ("drain_devices/monitor_sim/1024", "drain_devices/monitor_sim/1", 10_000.0),
+        ("drain_devices/monitor_sim/4096", "drain_devices/monitor_sim/1", 10_000.0),
+        ("drain_devices/monitor_sim/1", "drain/bare_read", 10_000.0),
+    ];
+    let mut s = String::new();
+    let _ = writeln!(s, "Cross-check, criterion (each benchmark run after the other; medians):\n");
+    let _ = writeln!(s, "| criterion benchmark | median per op | baseline | per op | ratio |");
+    let _ = writeln!(s, "|---|---:|---|---:|---:|");
+    for (subject, base, ops) in pairs {
+        match (criterion_median(dir, subject), criterion_median(dir, base)) {
+            (Some(a), Some(b)) => {
+                let _ = writeln!(s, "| {subject} | {} | {base} | {} | {:.2}× |", ns(a / ops), ns(b / ops), a / b);
+            }
+            _ => {
+                let _ = writeln!(s, "| {subject} | (missing) | {base} | | |");
+            }
+        }
+    }
+    s
+}
