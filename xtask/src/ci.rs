@@ -9,7 +9,7 @@ use crate::run::{cargo, root, step};
 fn builtins() -> Result<(), String> {
     step("build railwatch", cargo().args(["build", "-p", "railwatch"]))?;
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
-    let bin = std::path::PathBuf::from(target).join("debug/railwatch");
+    let bin = target.join("debug/railwatch");
     let list = Command::new(&bin).arg("scenarios").output().map_err(|e| format!("{}: {e}", bin.display()))?;
     if !list.status.success() {
         return Err(format!("railwatch scenarios failed ({})", list.status));
@@ -20,7 +20,10 @@ fn builtins() -> Result<(), String> {
         return Err("railwatch scenarios listed nothing".into());
     }
     for name in &names {
-        step(&format!("scenario {name}"), Command::new(&bin).args(["simulate", "--builtin", name]).env("NO_COLOR", "1"))?;
+        step(
+            &format!("scenario {name}"),
+            Command::new(&bin).args(["simulate", "--builtin", name]).env("NO_COLOR", "1"),
+        )?;
     }
     eprintln!("==> built-in scenarios: {} held every expectation", names.len());
     Ok(())
@@ -47,6 +50,9 @@ pub fn run() -> Result<(), String> {
         "docs",
         cargo().args(["doc", "--workspace", "--no-deps", "--all-features"]).env("RUSTDOCFLAGS", "-D warnings"),
     )?;
+    // Last, being the slowest to set up on a fresh machine (cargo-fuzz is
+    // installed and the targets built with coverage instrumentation).
+    crate::fuzz::short()?;
     eprintln!("==> ci: all checks passed");
     Ok(())
 }

@@ -2,26 +2,38 @@
 //!
 //! - `ci`: everything CI checks, in order; the README's test command.
 //! - `deps`: installs the system packages the verbs backend needs.
+//! - `bench`: the benchmarks, printed as one table of ratios.
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
+//! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
+//! - `soak`: ten million simulated events with faults and flaps, checked.
 
 use std::process::ExitCode;
 
+mod bench;
 mod ci;
 mod deps;
+mod fuzz;
 mod run;
 mod scale;
+mod soak;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
+        Some("bench") => bench::run(&args[1..]),
         Some("ci") => ci::run(),
         Some("deps") => deps::run(),
         Some("scale") => scale::run(),
+        Some("fuzz") => fuzz::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|scale>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|scale|fuzz|soak>");
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
+            eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
             eprintln!("  scale time a 1,000,000-event, 64-device scenario and its peak memory");
+            eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
+            eprintln!("  soak  [--events N] [--seed S] 10,000,000 simulated events with faults and flaps, checked");
             return ExitCode::from(2);
         }
     };

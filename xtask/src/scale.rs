@@ -26,17 +26,15 @@ fn scenario() -> String {
          event = \"port_err\"\nport = 1\n"
     );
     for d in 0..DEVICES {
-        let _ = writeln!(s, "[[step]]\nat_ms = 200\ndevice = \"mlx5_{d}\"\nevent = \"comm_est\"\nrepeat = {per_device}\n");
+        let _ =
+            writeln!(s, "[[step]]\nat_ms = 200\ndevice = \"mlx5_{d}\"\nevent = \"comm_est\"\nrepeat = {per_device}\n");
     }
     let _ = writeln!(
         s,
         "[[step]]\nat_ms = 200\ndevice = \"mlx5_7\"\nport_state = {{ port = 1, state = \"active\" }}\n\
          event = \"port_active\"\nport = 1\n"
     );
-    let _ = writeln!(
-        s,
-        "[[expect]]\nat_ms = 200\nrail = \"mlx5_7/1\"\nstate = \"active\"\nrecovered_by = \"event\"\n"
-    );
+    let _ = writeln!(s, "[[expect]]\nat_ms = 200\nrail = \"mlx5_7/1\"\nstate = \"active\"\nrecovered_by = \"event\"\n");
     s
 }
 
