@@ -32,7 +32,13 @@ pub struct DampingConfig {
 
 impl Default for DampingConfig {
     fn default() -> Self {
-        DampingConfig { penalty_per_flap: 1000.0, suppress: 2500.0, reuse: 750.0, half_life_ms: 15_000, max_penalty: 6000.0 }
+        DampingConfig {
+            penalty_per_flap: 1000.0,
+            suppress: 2500.0,
+            reuse: 750.0,
+            half_life_ms: 15_000,
+            max_penalty: 6000.0,
+        }
     }
 }
 

@@ -164,11 +164,8 @@ fn three_quick_flaps_are_damped_until_the_penalty_decays() {
     rig.at(2100 + 29_017);
     let r = rig.rail();
     assert_eq!((r.state, r.available, r.recovered_by), (RailState::Active, true, Some(RecoveredBy::Poll)));
-    let damped_at = rig
-        .transitions()
-        .iter()
-        .find(|(_, _, _, c)| *c == Cause::Reason(PauseReason::Damped))
-        .map(|(t, ..)| *t);
+    let damped_at =
+        rig.transitions().iter().find(|(_, _, _, c)| *c == Cause::Reason(PauseReason::Damped)).map(|(t, ..)| *t);
     assert_eq!(damped_at, Some(2200), "the notification says why the rail stays paused");
 }
 
