@@ -1,8 +1,40 @@
 //! `cargo xtask ci`: what CI runs, in the order a failure is cheapest.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 use crate::run::{cargo, root, step};
+
+/// Runs the workspace's tests, echoing their output and adding up cargo's
+/// `test result:` lines.
+fn tests() -> Result<(u64, u64), String> {
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--all-features"]).stdout(Stdio::piped());
+    eprintln!("==> tests: {cmd:?}");
+    let mut child = cmd.spawn().map_err(|e| format!("tests: cannot start: {e}"))?;
+    let (mut passed, mut failed) = (0, 0);
+    let stdout = child.stdout.take().ok_or("tests: no stdout")?;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| format!("tests: reading output: {e}"))?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            // "ok. 7 passed; 0 failed; 0 ignored; …"
+            for part in rest.split(['.', ';']) {
+                let mut words = part.split_whitespace();
+                match (words.next().and_then(|n| n.parse::<u64>().ok()), words.next()) {
+                    (Some(n), Some("passed")) => passed += n,
+                    (Some(n), Some("failed")) => failed += n,
+                    _ => {}
+                }
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| format!("tests: {e}"))?;
+    if !status.success() {
+        return Err(format!("tests failed ({status}): {passed} passed, {failed} failed"));
+    }
+    Ok((passed, failed))
+}
 
 /// Runs every built-in scenario through the built binary: each must hold
 /// all of its expectations (exit 0).
@@ -34,7 +66,7 @@ pub fn run() -> Result<(), String> {
     crate::deps::run()?;
     step("format", cargo().args(["fmt", "--all", "--check"]))?;
     step("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]))?;
-    step("tests", cargo().args(["test", "--workspace", "--all-features"]))?;
+    let (passed, failed) = tests()?;
     step(
         "loom models",
         cargo()
@@ -54,5 +86,7 @@ pub fn run() -> Result<(), String> {
     // installed and the targets built with coverage instrumentation).
     crate::fuzz::short()?;
     eprintln!("==> ci: all checks passed");
+    // The plain closing line CI reads, with the counts of the test step.
+    println!("tests: {passed} passed, {failed} failed");
     Ok(())
 }
