@@ -24,12 +24,12 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use railwatch_core::{AsyncEvent, Element, ObjectHandle};
 
 /// Bytes of one event record in the pipe.
-pub(crate) const RECORD_LEN: usize = 16;
+pub const RECORD_LEN: usize = 16;
 
 /// Pipe capacity asked for with `F_SETPIPE_SZ` (the kernel rounds it up to a
 /// power-of-two number of pages). Modest on purpose: pipe buffers count
 /// against a per-user limit, and the overflow queue makes any size correct.
-pub(crate) const REQUESTED_PIPE_BYTES: usize = 256 * 1024;
+pub const REQUESTED_PIPE_BYTES: usize = 256 * 1024;
 
 /// Largest write that is atomic on a pipe (`PIPE_BUF`, 4096 on Linux).
 const ATOMIC_WRITE: usize = 4096;
@@ -40,7 +40,7 @@ const TAG_PORT: u32 = 1;
 const TAG_OBJECT: u32 = 2;
 
 /// Encodes an event as one pipe record.
-pub(crate) fn encode(event: &AsyncEvent) -> [u8; RECORD_LEN] {
+pub fn encode(event: &AsyncEvent) -> [u8; RECORD_LEN] {
     let (tag, value) = match event.element {
         Element::None => (TAG_NONE, 0),
         Element::Port(p) => (TAG_PORT, u64::from(p)),
@@ -54,7 +54,7 @@ pub(crate) fn encode(event: &AsyncEvent) -> [u8; RECORD_LEN] {
 }
 
 /// Decodes one pipe record.
-pub(crate) fn decode(rec: &[u8; RECORD_LEN]) -> io::Result<AsyncEvent> {
+pub fn decode(rec: &[u8; RECORD_LEN]) -> io::Result<AsyncEvent> {
     let word = |i: usize| u32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
     let mut value = [0u8; 8];
     value.copy_from_slice(&rec[8..16]);
@@ -70,6 +70,31 @@ pub(crate) fn decode(rec: &[u8; RECORD_LEN]) -> io::Result<AsyncEvent> {
 
 fn bad_record(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("corrupt event record: {what}"))
+}
+
+/// A pipe for event records: both ends `O_NONBLOCK | O_CLOEXEC`, enlarged to
+/// [`REQUESTED_PIPE_BYTES`] where the per-user limit allows. Returns the
+/// read end, the write end and the capacity in bytes (at least one atomic
+/// write).
+pub fn record_pipe() -> io::Result<(OwnedFd, OwnedFd, usize)> {
+    let mut fds: [libc::c_int; 2] = [-1, -1];
+    // SAFETY: `fds` is a valid, writable array of two c_ints, as pipe2
+    // requires; the flags are valid pipe2 flags.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by
+    // nobody else; each is wrapped exactly once.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let requested = libc::c_int::try_from(REQUESTED_PIPE_BYTES).unwrap_or(libc::c_int::MAX);
+    // SAFETY: fcntl on a descriptor we own; F_SETPIPE_SZ takes an int.
+    // Failure (EPERM above the per-user limit) is fine: the overflow
+    // queue makes any capacity correct.
+    let _ = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, requested) };
+    // SAFETY: fcntl on a descriptor we own; F_GETPIPE_SZ takes no argument.
+    let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    Ok((read, write, usize::try_from(size).unwrap_or(ATOMIC_WRITE).max(ATOMIC_WRITE)))
 }
 
 /// One device's event queue: a pipe plus its overflow.
@@ -92,24 +117,7 @@ pub(crate) struct EventPipe {
 impl EventPipe {
     /// A new pipe, both ends `O_NONBLOCK | O_CLOEXEC`, enlarged where allowed.
     pub(crate) fn new() -> io::Result<EventPipe> {
-        let mut fds: [libc::c_int; 2] = [-1, -1];
-        // SAFETY: `fds` is a valid, writable array of two c_ints, as pipe2
-        // requires; the flags are valid pipe2 flags.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded, so both descriptors are open and owned by
-        // nobody else; each is wrapped exactly once.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let requested = libc::c_int::try_from(REQUESTED_PIPE_BYTES).unwrap_or(libc::c_int::MAX);
-        // SAFETY: fcntl on a descriptor we own; F_SETPIPE_SZ takes an int.
-        // Failure (EPERM above the per-user limit) is fine: the overflow
-        // queue makes any capacity correct.
-        let _ = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, requested) };
-        // SAFETY: fcntl on a descriptor we own; F_GETPIPE_SZ takes no argument.
-        let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
-        let capacity_bytes = usize::try_from(size).unwrap_or(ATOMIC_WRITE).max(ATOMIC_WRITE);
+        let (read, write, capacity_bytes) = record_pipe()?;
         Ok(EventPipe {
             read,
             write: Some(write),

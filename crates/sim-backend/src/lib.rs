@@ -73,6 +73,13 @@ pub mod driver;
 mod fd;
 pub mod scenario;
 
+/// The simulator's wire format: one 16-byte record per event in a
+/// non-blocking pipe. Public for benchmarks and tools that need the same
+/// fd without the simulator around it (the floor of a drain benchmark).
+pub mod record {
+    pub use crate::fd::{RECORD_LEN, REQUESTED_PIPE_BYTES, decode, encode, record_pipe};
+}
+
 pub use clock::SimClock;
 pub use device::{PortSpec, SimCounters, SimDevice, SimHandle};
 pub use scenario::{Scenario, ScenarioError};

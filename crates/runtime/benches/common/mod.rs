@@ -5,90 +5,53 @@
 //! Each bench binary uses a different subset.
 #![allow(dead_code)]
 
+use std::fs::File;
 use std::hint::black_box;
-use std::io::{self, Write as _};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use railwatch_core::{AsyncEvent, Element, EventKind, Gate, LinkAttrs, ObjectHandle, PortState, Selector, VerbsPort};
 use railwatch_runtime::{Clock, Config, Monitor};
-use railwatch_sim_backend::{PortSpec, SimClock, SimDevice, SimHandle};
+use railwatch_sim_backend::{PortSpec, SimClock, SimDevice, SimHandle, record};
 
 /// Events in one burst (targets 1, 5 and 6).
 pub const BURST: u64 = 10_000;
 
-/// Bytes of one record: the sim's pipe format (code `u32`, element tag
-/// `u32`, value `u64`, native endian).
-pub const RECORD_LEN: usize = 16;
+/// Bytes of one record: the sim's pipe format.
+pub const RECORD_LEN: usize = record::RECORD_LEN;
 
 /// What the sim asks for with `F_SETPIPE_SZ`; the floor asks for the same.
-pub const PIPE_BYTES: usize = 256 * 1024;
-
-const TAG_NONE: u32 = 0;
-const TAG_PORT: u32 = 1;
-const TAG_OBJECT: u32 = 2;
+pub const PIPE_BYTES: usize = record::REQUESTED_PIPE_BYTES;
 
 /// The `COMM_EST` of one connection, as the burst carries it.
 pub fn comm_est() -> AsyncEvent {
     AsyncEvent::new(EventKind::CommEst.code(), Element::Object(ObjectHandle(7)))
 }
 
-/// One record in the sim's format.
-pub fn encode(event: &AsyncEvent) -> [u8; RECORD_LEN] {
-    let (tag, value) = match event.element {
-        Element::None => (TAG_NONE, 0),
-        Element::Port(p) => (TAG_PORT, u64::from(p)),
-        Element::Object(ObjectHandle(h)) => (TAG_OBJECT, h),
-    };
-    let mut rec = [0u8; RECORD_LEN];
-    rec[0..4].copy_from_slice(&event.code.to_ne_bytes());
-    rec[4..8].copy_from_slice(&tag.to_ne_bytes());
-    rec[8..16].copy_from_slice(&value.to_ne_bytes());
-    rec
-}
-
-/// Decodes one record, as the sim does.
-pub fn decode(rec: &[u8; RECORD_LEN]) -> io::Result<AsyncEvent> {
-    let word = |i: usize| u32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
-    let mut value = [0u8; 8];
-    value.copy_from_slice(&rec[8..16]);
-    let value = u64::from_ne_bytes(value);
-    let element = match word(4) {
-        TAG_NONE => Element::None,
-        TAG_PORT => Element::Port(u32::try_from(value).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?),
-        TAG_OBJECT => Element::Object(ObjectHandle(value)),
-        _ => return Err(io::ErrorKind::InvalidData.into()),
-    };
-    Ok(AsyncEvent::new(word(0), element))
-}
+/// The sim's record codec, shared with the floor and `RawPort` (each bench
+/// binary uses a different subset, as with `dead_code` above).
+#[allow(unused_imports)]
+pub use railwatch_sim_backend::record::{decode, encode};
 
 /// A non-blocking pipe of 16-byte records, sized like the sim's.
 pub struct RawPipe {
-    read: OwnedFd,
-    write: OwnedFd,
+    // Plain `File`s over the pipe's ends: `read`/`write` on them are single
+    // read(2)/write(2) calls, which is exactly the floor.
+    read: File,
+    write: File,
     /// What `F_GETPIPE_SZ` says.
     pub capacity: usize,
 }
 
 impl RawPipe {
-    /// Both ends `O_NONBLOCK | O_CLOEXEC`, enlarged to [`PIPE_BYTES`] where
-    /// allowed.
+    /// The sim's own record pipe (`O_NONBLOCK | O_CLOEXEC`, enlarged to
+    /// [`PIPE_BYTES`] where allowed), without the simulator around it.
     pub fn new() -> RawPipe {
-        let mut fds: [libc::c_int; 2] = [-1, -1];
-        // SAFETY: `fds` is a writable array of two ints, as pipe2 requires.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
-        assert_eq!(rc, 0, "pipe2: {}", io::Error::last_os_error());
-        // SAFETY: pipe2 succeeded: both fds are open and owned by nobody
-        // else; each is wrapped once.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: fcntl on an fd we own; F_SETPIPE_SZ takes an int. Failure
-        // leaves the default size, which `capacity` reports.
-        let _ = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES as libc::c_int) };
-        // SAFETY: fcntl on an fd we own; F_GETPIPE_SZ takes no argument.
-        let capacity = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
-        RawPipe { read, write, capacity: usize::try_from(capacity).unwrap_or(0) }
+        let (read, write, capacity) = record::record_pipe().expect("pipe2");
+        RawPipe { read: File::from(read), write: File::from(write), capacity }
     }
 
     /// The read end.
@@ -111,42 +74,32 @@ impl RawPipe {
         while left > 0 {
             let records = left.min(PER_WRITE);
             let bytes = records * RECORD_LEN;
-            // SAFETY: `buf[..bytes]` is initialised; the fd is open (owned).
-            let w = unsafe { libc::write(self.write.as_raw_fd(), buf.as_ptr().cast(), bytes) };
-            assert_eq!(w, bytes as isize, "the pipe holds {} bytes: {}", self.capacity, io::Error::last_os_error());
+            let w = (&self.write).write(&buf[..bytes]);
+            assert_eq!(w.ok(), Some(bytes), "the pipe holds {} bytes", self.capacity);
             left -= records;
         }
     }
 
     /// Writes one byte (the epoll floor's wake-up).
     pub fn poke(&self) {
-        // SAFETY: one initialised byte; the fd is open (owned).
-        let w = unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
-        assert_eq!(w, 1, "write: {}", io::Error::last_os_error());
+        let w = (&self.write).write(&[1u8]);
+        assert_eq!(w.ok(), Some(1), "write to the pipe");
     }
 
     /// Reads one record; `WouldBlock` when the pipe is empty.
     #[inline]
     pub fn read_record(&self) -> io::Result<[u8; RECORD_LEN]> {
         let mut rec = [0u8; RECORD_LEN];
-        // SAFETY: `rec` is a writable buffer of RECORD_LEN bytes; the fd is
-        // open (owned by self).
-        let n = unsafe { libc::read(self.read.as_raw_fd(), rec.as_mut_ptr().cast(), RECORD_LEN) };
-        if n == RECORD_LEN as isize {
-            Ok(rec)
-        } else if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Err(io::ErrorKind::UnexpectedEof.into())
+        match (&self.read).read(&mut rec)? {
+            RECORD_LEN => Ok(rec),
+            _ => Err(io::ErrorKind::UnexpectedEof.into()),
         }
     }
 
     /// Reads whatever is there (up to 64 bytes); `WouldBlock` when empty.
     pub fn read_some(&self) -> io::Result<usize> {
         let mut buf = [0u8; 64];
-        // SAFETY: `buf` is writable for 64 bytes; the fd is open (owned).
-        let n = unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+        (&self.read).read(&mut buf)
     }
 }
 
