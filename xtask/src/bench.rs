@@ -14,10 +14,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-use crate::run::{cargo, root, step};
+use crate::run::{cargo, step};
 
 /// Runs the benches and prints the table.
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -26,7 +26,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         [a] if a == "--table-only" => true,
         _ => return Err("usage: cargo xtask bench [--table-only]".into()),
     };
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let target = crate::run::target_dir();
     let out = target.join("railwatch-bench");
     if out.exists() {
         std::fs::remove_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;

@@ -40,7 +40,7 @@ fn tests() -> Result<(u64, u64), String> {
 /// all of its expectations (exit 0).
 fn builtins() -> Result<(), String> {
     step("build railwatch", cargo().args(["build", "-p", "railwatch"]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
+    let target = crate::run::target_dir();
     let bin = target.join("debug/railwatch");
     let list = Command::new(&bin).arg("scenarios").output().map_err(|e| format!("{}: {e}", bin.display()))?;
     if !list.status.success() {

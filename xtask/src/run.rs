@@ -9,6 +9,12 @@ pub fn root() -> PathBuf {
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` (a relative one is taken
+/// from the workspace root, where every `cargo` here runs) or `target/`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), |dir| root().join(dir))
+}
+
 /// A `cargo` command run from the workspace root.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));

@@ -52,7 +52,7 @@ pub fn run() -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let file = dir.join("scale-1m-64.toml");
     std::fs::write(&file, scenario()).map_err(|e| format!("{}: {e}", file.display()))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
+    let target = crate::run::target_dir();
     let bin = target.join("release/railwatch");
     measure(&bin, &file)
 }
