@@ -365,3 +365,23 @@ impl Fake {
         self.log(1)
     }
 }
+
+/// Defines a `#[test]` that re-runs itself under the fake library `lib`
+/// ([`rerun_under_fake`](crate::testing::rerun_under_fake)) and, in that child process, runs `body` with
+/// `fake` bound to [`Fake::get`](crate::testing::Fake::get):
+/// `fake_test!(name, FakeLib::Basic, |fake| { ... });`
+#[doc(hidden)]
+#[macro_export]
+macro_rules! fake_test {
+    ($(#[$meta:meta])* $name:ident, $lib:expr, |$fake:ident| $body:block) => {
+        $(#[$meta])*
+        #[test]
+        fn $name() {
+            if !$crate::testing::rerun_under_fake(stringify!($name), $lib) {
+                return;
+            }
+            let $fake = $crate::testing::Fake::get();
+            $body
+        }
+    };
+}

@@ -7,23 +7,9 @@ use std::io::{self, ErrorKind};
 use railwatch_core::{
     AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, ObjectHandle, PortState, SPEEDS, VerbsPort, WIDTHS,
 };
-use railwatch_verbs_backend::testing::{Fake, FakeLib, fd_is_nonblocking, rerun_under_fake};
+use railwatch_verbs_backend::fake_test;
+use railwatch_verbs_backend::testing::{Fake, FakeLib, fd_is_nonblocking};
 use railwatch_verbs_backend::{VerbsDevice, VerbsError, errno_of, event_name, has_effective_speed, list_devices};
-
-/// A test that runs its body in a child process under the fake library.
-macro_rules! fake_test {
-    ($(#[$meta:meta])* $name:ident, $lib:expr, |$fake:ident| $body:block) => {
-        $(#[$meta])*
-        #[test]
-        fn $name() {
-            if !rerun_under_fake(stringify!($name), $lib) {
-                return;
-            }
-            let $fake = Fake::get();
-            $body
-        }
-    };
-}
 
 const PORT_ACTIVE: u32 = 9;
 const PORT_ERR: u32 = 10;

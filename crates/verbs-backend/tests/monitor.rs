@@ -16,22 +16,8 @@ use railwatch_runtime::{
     BandwidthSelector, Cause, Config, DeviceMode, Happening, Monitor, Notification, RecoveredBy, Snapshot, SystemClock,
 };
 use railwatch_verbs_backend::VerbsDevice;
-use railwatch_verbs_backend::testing::{Fake, FakeLib, rerun_under_fake};
-
-/// A test that runs its body in a child process under the fake library.
-macro_rules! fake_test {
-    ($(#[$meta:meta])* $name:ident, |$fake:ident| $body:block) => {
-        $(#[$meta])*
-        #[test]
-        fn $name() {
-            if !rerun_under_fake(stringify!($name), FakeLib::Basic) {
-                return;
-            }
-            let $fake = Fake::get();
-            $body
-        }
-    };
-}
+use railwatch_verbs_backend::fake_test;
+use railwatch_verbs_backend::testing::{Fake, FakeLib};
 
 const CQ_ERR: u32 = 0;
 const COMM_EST: u32 = 4;
@@ -120,7 +106,7 @@ macro_rules! notes {
 
 // ---- pause and recovery -----------------------------------------------------
 
-fake_test!(attach_seeds_the_selector_and_opens_the_gate, |fake| {
+fake_test!(attach_seeds_the_selector_and_opens_the_gate, FakeLib::Basic, |fake| {
     fake.set_devices(2);
     fake.set_ports(1, 2);
     fake.set_port(1, 2, IBV_PORT_INIT, 64, 2, 64);
@@ -145,7 +131,7 @@ fake_test!(attach_seeds_the_selector_and_opens_the_gate, |fake| {
     assert_eq!(fake.counters().opens, 2);
 });
 
-fake_test!(port_err_pauses_the_rail_the_gate_refuses_and_port_active_resumes_it, |fake| {
+fake_test!(port_err_pauses_the_rail_the_gate_refuses_and_port_active_resumes_it, FakeLib::Basic, |fake| {
     let (mut monitor, selector) = one_device(&fake, NO_TICK_MS);
     let rx = monitor.notifications();
     let gate = monitor.gate(RAIL).unwrap();
@@ -194,7 +180,7 @@ fake_test!(port_err_pauses_the_rail_the_gate_refuses_and_port_active_resumes_it,
     assert_all_acked_once(&fake);
 });
 
-fake_test!(an_event_for_another_port_leaves_the_rail_alone, |fake| {
+fake_test!(an_event_for_another_port_leaves_the_rail_alone, FakeLib::Basic, |fake| {
     fake.set_devices(1);
     fake.set_ports(0, 2);
     let (mut monitor, selector) = monitor_with(Config { tick_ms: NO_TICK_MS, ..Config::default() }, &["mlx5_0"]);
@@ -206,36 +192,40 @@ fake_test!(an_event_for_another_port_leaves_the_rail_alone, |fake| {
     assert_eq!(selector.available(), [RAIL]);
 });
 
-fake_test!(a_port_that_turns_active_without_an_event_is_recovered_by_the_poll_within_one_tick, |fake| {
-    let (mut monitor, selector) = one_device(&fake, TICK_MS);
-    fake.set_port_state(0, 1, IBV_PORT_DOWN);
-    fake.push_event(0, PORT_ERR, 1);
-    poll_until(&mut monitor, "the PORT_ERR", |s| state_of(s, "mlx5_0/1") == RailState::Paused);
-    assert!(monitor.next_tick().is_some(), "a paused rail arms the tick");
+fake_test!(
+    a_port_that_turns_active_without_an_event_is_recovered_by_the_poll_within_one_tick,
+    FakeLib::Basic,
+    |fake| {
+        let (mut monitor, selector) = one_device(&fake, TICK_MS);
+        fake.set_port_state(0, 1, IBV_PORT_DOWN);
+        fake.push_event(0, PORT_ERR, 1);
+        poll_until(&mut monitor, "the PORT_ERR", |s| state_of(s, "mlx5_0/1") == RailState::Paused);
+        assert!(monitor.next_tick().is_some(), "a paused rail arms the tick");
 
-    // Down for a few ticks: the poll reads DOWN and leaves the rail paused.
-    let ticks = monitor.snapshot().ticks;
-    poll_until(&mut monitor, "three ticks", |s| s.ticks >= ticks + 3);
-    let snap = monitor.snapshot();
-    let rail = snap.rail("mlx5_0/1").unwrap();
-    assert_eq!((rail.state, rail.last_port_state), (RailState::Paused, Some(PortState::Down)));
+        // Down for a few ticks: the poll reads DOWN and leaves the rail paused.
+        let ticks = monitor.snapshot().ticks;
+        poll_until(&mut monitor, "three ticks", |s| s.ticks >= ticks + 3);
+        let snap = monitor.snapshot();
+        let rail = snap.rail("mlx5_0/1").unwrap();
+        assert_eq!((rail.state, rail.last_port_state), (RailState::Paused, Some(PortState::Down)));
 
-    // The port comes back; its PORT_ACTIVE is lost (never queued).
-    fake.set_port_state(0, 1, IBV_PORT_ACTIVE);
-    let ticks = monitor.snapshot().ticks;
-    poll_until(&mut monitor, "the poll to recover the rail", |s| state_of(s, "mlx5_0/1") == RailState::Active);
-    let snap = monitor.snapshot();
-    assert_eq!(snap.ticks, ticks + 1, "recovered by the first tick after the port came back");
-    let rail = snap.rail("mlx5_0/1").unwrap();
-    assert_eq!((rail.recovered_by, rail.available, rail.generation), (Some(RecoveredBy::Poll), true, 2));
-    assert!(monitor.gate(RAIL).unwrap().check().is_ok());
-    assert!(selector.is_available(RAIL));
-    assert_eq!(monitor.next_tick(), None, "nothing needs the tick any more");
-    assert_eq!(gets_and_acks(&fake), (2, 1), "the poll reads port state, never the event queue");
-    assert_all_acked_once(&fake);
-});
+        // The port comes back; its PORT_ACTIVE is lost (never queued).
+        fake.set_port_state(0, 1, IBV_PORT_ACTIVE);
+        let ticks = monitor.snapshot().ticks;
+        poll_until(&mut monitor, "the poll to recover the rail", |s| state_of(s, "mlx5_0/1") == RailState::Active);
+        let snap = monitor.snapshot();
+        assert_eq!(snap.ticks, ticks + 1, "recovered by the first tick after the port came back");
+        let rail = snap.rail("mlx5_0/1").unwrap();
+        assert_eq!((rail.recovered_by, rail.available, rail.generation), (Some(RecoveredBy::Poll), true, 2));
+        assert!(monitor.gate(RAIL).unwrap().check().is_ok());
+        assert!(selector.is_available(RAIL));
+        assert_eq!(monitor.next_tick(), None, "nothing needs the tick any more");
+        assert_eq!(gets_and_acks(&fake), (2, 1), "the poll reads port state, never the event queue");
+        assert_all_acked_once(&fake);
+    }
+);
 
-fake_test!(the_poll_leaves_init_armed_and_active_defer_paused, |fake| {
+fake_test!(the_poll_leaves_init_armed_and_active_defer_paused, FakeLib::Basic, |fake| {
     let (mut monitor, _selector) = one_device(&fake, TICK_MS);
     fake.set_port_state(0, 1, IBV_PORT_DOWN);
     fake.push_event(0, PORT_ERR, 1);
@@ -250,7 +240,7 @@ fake_test!(the_poll_leaves_init_armed_and_active_defer_paused, |fake| {
     }
 });
 
-fake_test!(a_renegotiated_link_is_reseeded_on_resume, |fake| {
+fake_test!(a_renegotiated_link_is_reseeded_on_resume, FakeLib::Basic, |fake| {
     let (mut monitor, selector) = one_device(&fake, TICK_MS);
     fake.set_port_state(0, 1, IBV_PORT_DOWN);
     fake.push_event(0, PORT_ERR, 1);
@@ -266,7 +256,7 @@ fake_test!(a_renegotiated_link_is_reseeded_on_resume, |fake| {
 
 // ---- the five drain cases, through the monitor -------------------------------
 
-fake_test!(a_burst_of_five_drains_with_six_gets_and_five_acks, |fake| {
+fake_test!(a_burst_of_five_drains_with_six_gets_and_five_acks, FakeLib::Basic, |fake| {
     let (mut monitor, _selector) = one_device(&fake, NO_TICK_MS);
     let rx = monitor.notifications();
     for qp in 1..=5u64 {
@@ -282,7 +272,7 @@ fake_test!(a_burst_of_five_drains_with_six_gets_and_five_acks, |fake| {
     assert!(notes!(rx).contains(&Happening::Drain { device: 0, events: 5, errno: None }), "one drain of 5");
 });
 
-fake_test!(a_port_active_behind_unhandled_events_is_handled_and_all_are_acked, |fake| {
+fake_test!(a_port_active_behind_unhandled_events_is_handled_and_all_are_acked, FakeLib::Basic, |fake| {
     fake.set_devices(1);
     fake.set_port_state(0, 1, IBV_PORT_DOWN);
     let (mut monitor, selector) = monitor_with(Config { tick_ms: NO_TICK_MS, ..Config::default() }, &["mlx5_0"]);
@@ -305,7 +295,7 @@ fake_test!(a_port_active_behind_unhandled_events_is_handled_and_all_are_acked, |
     assert_all_acked_once(&fake);
 });
 
-fake_test!(an_empty_queue_is_one_get_no_ack_and_not_an_error, |fake| {
+fake_test!(an_empty_queue_is_one_get_no_ack_and_not_an_error, FakeLib::Basic, |fake| {
     // A budget of exactly the queued events: the first service stops on the
     // budget with the device pending, the next one finds the queue empty.
     fake.set_devices(1);
@@ -328,7 +318,7 @@ fake_test!(an_empty_queue_is_one_get_no_ack_and_not_an_error, |fake| {
     assert_all_acked_once(&fake);
 });
 
-fake_test!(one_eintr_is_retried_within_the_drain, |fake| {
+fake_test!(one_eintr_is_retried_within_the_drain, FakeLib::Basic, |fake| {
     let (mut monitor, _selector) = one_device(&fake, NO_TICK_MS);
     fake.set_port_state(0, 1, IBV_PORT_DOWN);
     fake.push_event(0, PORT_ERR, 1);
@@ -341,7 +331,7 @@ fake_test!(one_eintr_is_retried_within_the_drain, |fake| {
     assert_all_acked_once(&fake);
 });
 
-fake_test!(eio_after_one_event_stops_the_drain_and_falls_back_to_bounded_polling, |fake| {
+fake_test!(eio_after_one_event_stops_the_drain_and_falls_back_to_bounded_polling, FakeLib::Basic, |fake| {
     let (mut monitor, selector) = one_device(&fake, TICK_MS);
     let rx = monitor.notifications();
     let _ = notes!(rx);
@@ -394,7 +384,7 @@ fake_test!(eio_after_one_event_stops_the_drain_and_falls_back_to_bounded_polling
 
 // ---- the device going away -------------------------------------------------------
 
-fake_test!(a_removed_device_goes_inert_and_is_reopened_with_backoff, |fake| {
+fake_test!(a_removed_device_goes_inert_and_is_reopened_with_backoff, FakeLib::Basic, |fake| {
     let config = Config { tick_ms: TICK_MS, reopen_initial_ms: 20, reopen_max_ms: 100, ..Config::default() };
     fake.set_devices(1);
     let (mut monitor, selector) = monitor_with(config, &["mlx5_0"]);
@@ -430,7 +420,7 @@ fake_test!(a_removed_device_goes_inert_and_is_reopened_with_backoff, |fake| {
     assert_all_acked_once(&fake);
 });
 
-fake_test!(device_fatal_closes_the_device_and_the_reopen_attaches_its_rails, |fake| {
+fake_test!(device_fatal_closes_the_device_and_the_reopen_attaches_its_rails, FakeLib::Basic, |fake| {
     let config = Config { tick_ms: TICK_MS, reopen_initial_ms: 20, ..Config::default() };
     fake.set_devices(1);
     fake.set_ports(0, 2);
