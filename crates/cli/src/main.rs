@@ -99,7 +99,7 @@ fn main() -> ExitCode {
 fn scenarios() -> ExitCode {
     let mut out = io::stdout().lock();
     for b in builtin::BUILTINS {
-        let description = match railwatch_sim_backend::scenario::Scenario::parse(b.text, b.name) {
+        let description = match railwatch_scenario::scenario::Scenario::parse(b.text, b.name) {
             Ok(s) => s.description.unwrap_or_default(),
             Err(e) => format!("(does not parse: {e})"),
         };

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use railwatch_core::LinkRate;
 use railwatch_runtime::{Cause, Happening, Notification};
-use railwatch_sim_backend::driver::{ExpectResult, Names, Record, RunSummary};
+use railwatch_scenario::driver::{ExpectResult, Names, Record, RunSummary};
 use serde_json::{Value, json};
 
 /// How to print.

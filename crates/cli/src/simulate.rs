@@ -4,8 +4,8 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use railwatch_sim_backend::driver::{self, Record, RunOptions};
-use railwatch_sim_backend::scenario::Scenario;
+use railwatch_scenario::driver::{self, Record, RunOptions};
+use railwatch_scenario::scenario::Scenario;
 
 use crate::output::{self, Style};
 use crate::{SimulateArgs, builtin, use_color};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use railwatch_core::{LinkAttrs, LinkRate, PortState, VerbsPort, speed_by_code, width_by_code};
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, Snapshot, SystemClock};
-use railwatch_sim_backend::driver::{Names, Record, RunSummary};
+use railwatch_scenario::driver::{Names, Record, RunSummary};
 use railwatch_verbs_backend::{VerbsDevice, VerbsError, errno_of, list_devices};
 use serde_json::{Value, json};
 
@@ -304,11 +304,11 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     let header: Vec<String> =
         opened.iter().map(|d| format!("{} ({})", d.name(), plural(d.ports().len(), "port", "ports"))).collect();
     let device_names: Vec<String> = opened.iter().map(|d| d.name().to_owned()).collect();
+    let rx = monitor.subscribe();
     for dev in opened {
         monitor.add_device(dev);
     }
     let table = Names::new(device_names, monitor.rails());
-    let rx = monitor.notifications();
     let stop = stop_flag();
 
     let mut out = io::stdout().lock();

@@ -44,23 +44,49 @@ impl Default for DampingConfig {
 
 impl DampingConfig {
     /// Checks that the parameters make sense: positive penalty and
-    /// half-life, `0 < reuse < suppress <= max_penalty`.
-    pub fn validate(&self) -> Result<(), String> {
+    /// half-life, `0 < reuse < suppress <= max_penalty`, and a longest hold
+    /// (`half_life × log2(max_penalty / reuse)`) of at most a week, so a
+    /// release time never overflows. The error names the key.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let ok = |v: f64| v.is_finite() && v > 0.0;
         if !ok(self.penalty_per_flap) {
-            return Err(format!("penalty_per_flap must be positive, not {}", self.penalty_per_flap));
+            return Err(("penalty_per_flap", format!("must be positive, not {}", self.penalty_per_flap)));
         }
         if self.half_life_ms == 0 {
-            return Err("half_life_ms must be positive".into());
+            return Err(("half_life_ms", "must be positive".into()));
         }
-        if !(ok(self.reuse) && self.reuse < self.suppress && self.suppress <= self.max_penalty && ok(self.max_penalty))
-        {
-            return Err(format!(
-                "need 0 < reuse ({}) < suppress ({}) <= max_penalty ({})",
-                self.reuse, self.suppress, self.max_penalty
+        if !(ok(self.max_penalty) && self.suppress <= self.max_penalty) {
+            return Err((
+                "max_penalty",
+                format!("must be positive and at least suppress ({}), not {}", self.suppress, self.max_penalty),
+            ));
+        }
+        if !ok(self.suppress) {
+            return Err(("suppress", format!("must be positive, not {}", self.suppress)));
+        }
+        if !(ok(self.reuse) && self.reuse < self.suppress) {
+            return Err((
+                "reuse",
+                format!("must be positive and less than suppress ({}), not {}", self.suppress, self.reuse),
+            ));
+        }
+        let hold = self.longest_hold_ms();
+        if hold > crate::machine::MAX_DELAY_MS as f64 {
+            return Err((
+                "half_life_ms",
+                format!(
+                    "a capped penalty would hold a rail for {:.0} s (half_life_ms × log2(max_penalty / reuse)); \
+                     the limit is one week",
+                    hold / 1000.0
+                ),
             ));
         }
         Ok(())
+    }
+
+    /// How long a rail at the maximum penalty stays suppressed.
+    pub fn longest_hold_ms(&self) -> f64 {
+        (self.max_penalty / self.reuse).log2().max(0.0) * self.half_life_ms as f64
     }
 }
 
@@ -114,7 +140,10 @@ impl FlapPenalty {
             return Some(self.at);
         }
         let half_lives = (self.value / cfg.reuse).log2();
-        Some(self.at.plus((half_lives * cfg.half_life_ms as f64).ceil() as u64 + 1))
+        // `as` saturates (and maps NaN to 0); the sum saturates too, so an
+        // unvalidated config gives a far deadline, never a wrapped one.
+        let wait = (half_lives * cfg.half_life_ms as f64).ceil() as u64;
+        Some(self.at.plus(wait.saturating_add(1)))
     }
 }
 
@@ -185,10 +214,21 @@ mod tests {
     fn validation() {
         assert!(DampingConfig::default().validate().is_ok());
         let bad = DampingConfig { reuse: 3000.0, ..Default::default() };
-        assert!(bad.validate().unwrap_err().contains("reuse"));
+        assert_eq!(bad.validate().unwrap_err().0, "reuse");
         let bad = DampingConfig { half_life_ms: 0, ..Default::default() };
         assert!(bad.validate().is_err());
         let bad = DampingConfig { penalty_per_flap: f64::NAN, ..Default::default() };
-        assert!(bad.validate().is_err());
+        assert_eq!(bad.validate().unwrap_err().0, "penalty_per_flap");
+        // Release times that would overflow are refused up front …
+        let bad = DampingConfig { half_life_ms: u64::MAX, ..Default::default() };
+        assert_eq!(bad.validate().unwrap_err().0, "half_life_ms");
+        let bad = DampingConfig { reuse: 1e-300, half_life_ms: 3_600_000, ..Default::default() };
+        assert_eq!(bad.validate().unwrap_err().0, "half_life_ms");
+        // … and an unvalidated one saturates instead of wrapping.
+        let mut p = FlapPenalty::default();
+        for t in 0..3 {
+            p.flap(&bad, Millis(t));
+        }
+        assert!(p.reuse_at(&bad).unwrap() > Millis(3));
     }
 }

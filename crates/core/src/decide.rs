@@ -22,8 +22,11 @@ pub enum RailDecision {
     Detach(PauseReason),
     /// CQ_ERR: bump the generation; availability unchanged.
     Restart,
-    /// LID/GID change: bump the generation and notify.
+    /// LID/GID change: bump the generation, notify, and re-read the port
+    /// state (a lost PORT_ERR is real).
     AddressChanged,
+    /// CLIENT_REREGISTER: re-read the port state.
+    Recheck,
     /// DEVICE_SPEED_CHANGE: re-read the link and re-seed if it changed.
     RefreshLink,
 }
@@ -51,6 +54,7 @@ pub const fn classify(kind: EventKind) -> EventClass {
         | EventKind::CqErr
         | EventKind::LidChange
         | EventKind::GidChange
+        | EventKind::ClientReregister
         | EventKind::DeviceSpeedChange => EventClass::Handled,
         EventKind::QpFatal | EventKind::QpReqErr | EventKind::QpAccessErr | EventKind::WqFatal => {
             EventClass::NotifyObject
@@ -74,6 +78,7 @@ pub fn decide_event(event: &AsyncEvent, rail_port: u8, state: RailState) -> Rail
         EventKind::PortErr if for_this_port => RailDecision::Pause(PauseReason::PortErr),
         EventKind::PortActive if for_this_port => RailDecision::Activate,
         EventKind::LidChange | EventKind::GidChange if for_this_port => RailDecision::AddressChanged,
+        EventKind::ClientReregister if for_this_port => RailDecision::Recheck,
         EventKind::DeviceFatal => RailDecision::Detach(PauseReason::DeviceFatal),
         EventKind::CqErr => RailDecision::Restart,
         EventKind::DeviceSpeedChange => RailDecision::RefreshLink,
@@ -139,6 +144,7 @@ mod tests {
             assert_eq!(decide_event(&port_ev(EventKind::PortActive, 1), 1, state), RailDecision::Activate);
             assert_eq!(decide_event(&port_ev(EventKind::LidChange, 1), 1, state), RailDecision::AddressChanged);
             assert_eq!(decide_event(&port_ev(EventKind::GidChange, 1), 1, state), RailDecision::AddressChanged);
+            assert_eq!(decide_event(&port_ev(EventKind::ClientReregister, 1), 1, state), RailDecision::Recheck);
         }
     }
 
@@ -176,7 +182,7 @@ mod tests {
 
     #[test]
     fn object_count_and_unknown_events_change_no_rail() {
-        for code in [1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 19, 21, 99] {
+        for code in [1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 15, 16, 19, 21, 99] {
             for element in [Element::Port(1), Element::Object(ObjectHandle(7))] {
                 for state in STATES {
                     assert_eq!(
@@ -210,7 +216,7 @@ mod tests {
             (14, Unhandled),
             (15, Unhandled),
             (16, Unhandled),
-            (17, Unhandled),
+            (17, Handled),
             (18, Handled),
             (19, NotifyObject),
             (20, Handled),

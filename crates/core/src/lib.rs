@@ -49,6 +49,7 @@
 mod damping;
 mod decide;
 mod event;
+mod machine;
 mod port;
 mod ports;
 mod rail;
@@ -58,10 +59,14 @@ mod time;
 pub use damping::{DampingConfig, FlapPenalty};
 pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
+pub use machine::{
+    Action, Cause, ConfigError, DeviceMode, DeviceStats, DeviceView, Errno, Happening, Log, MAX_DELAY_MS, Machine,
+    MachineConfig, Notification, RailView, RecoveredBy,
+};
 pub use port::{
     LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name, width_by_code,
     width_by_name,
 };
 pub use ports::{NoSelector, RailId, Selector, VerbsPort};
 pub use rail::{Gate, Outcome, PauseReason, RailCell, RailState, RailWord, Rejection, Ticket};
-pub use time::Millis;
+pub use time::{Clock, Millis};

@@ -302,6 +302,21 @@ impl RailCell {
         })
     }
 
+    /// inert → paused with `reason`, bumping the generation: the device was
+    /// re-opened and the port reads `port`, but the rail is held (flap
+    /// damping, the settle delay). Refused from any other state.
+    pub fn attach_paused(&self, port: PortState, reason: PauseReason, now: Millis) -> Outcome {
+        self.transition(Some(now), |w| match w.state {
+            RailState::Inert => Ok(RailWord {
+                state: RailState::Paused,
+                reason,
+                last_port_state: Some(port),
+                generation: w.generation + 1,
+            }),
+            from => Err(Outcome::Refused { from }),
+        })
+    }
+
     /// A CQ_ERR restart or a LID/GID change: bump the generation, state
     /// unchanged. Refused on an inert rail (there is nothing to rebuild).
     pub fn bump_generation(&self) -> Outcome {

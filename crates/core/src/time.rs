@@ -31,3 +31,11 @@ impl fmt::Display for Millis {
         write!(f, "{}ms", self.0)
     }
 }
+
+/// A monotonic millisecond clock, for drivers: the machine itself is handed
+/// the time, a driver reads it from one of these (the system's in
+/// production, a virtual one in the simulator).
+pub trait Clock: Send {
+    /// Now, in milliseconds since the clock's own origin.
+    fn now(&self) -> Millis;
+}

@@ -122,7 +122,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             })
             .collect(),
     );
-    let notes = monitor.notifications();
+    let notes = monitor.subscribe();
     let names: HashMap<RailId, String> = rails.iter().map(|r| (r.id, r.name.clone())).collect();
     let devices: Vec<String> = (0..).map_while(|d| monitor.device_name(d)).map(String::from).collect();
     let started = Instant::now();

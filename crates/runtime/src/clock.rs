@@ -1,18 +1,13 @@
 //! Where the monitor's time comes from.
 //!
-//! The monitor never reads a clock directly: the simulator passes a virtual
-//! one, so a ten-minute scenario runs in milliseconds and the same file gives
-//! the same timeline every time.
+//! The monitor reads a [`Clock`] (the trait lives in core) and hands the
+//! time to the machine: the simulator passes a virtual one, so a ten-minute
+//! scenario runs in milliseconds and the same file gives the same timeline
+//! every time.
 
 use std::time::Instant;
 
-use railwatch_core::Millis;
-
-/// A monotonic millisecond clock.
-pub trait Clock: Send {
-    /// Now, in milliseconds since the clock's own origin.
-    fn now(&self) -> Millis;
-}
+use railwatch_core::{Clock, Millis};
 
 /// The real monotonic clock, counting from its creation.
 #[derive(Debug, Clone, Copy)]

@@ -1,40 +1,10 @@
-//! The monitor's record of one device: the backend, how its events reach
-//! us (its mode) and its counters.
+//! The driver's record of one device: the backend, whether its fd is in the
+//! poll set, and the I/O counters only the driver sees.
 
-use std::collections::HashSet;
+use railwatch_core::{DeviceStats, VerbsPort};
 
-use railwatch_core::{Millis, VerbsPort};
-
-/// How the monitor learns about a device's ports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceMode {
-    /// Its async fd is in the poll set; events are drained on wake-up.
-    Events,
-    /// Its fd failed but port queries work: the tick polls every rail of
-    /// the device, active ones too, so a `PORT_ERR` is still seen.
-    PollOnly,
-    /// Gone (DEVICE_FATAL, or a read error confirmed by a failing port
-    /// query): closed, its rails inert; re-opened with backoff (its own timer, not the tick).
-    Gone {
-        /// When the next re-open is attempted.
-        next_reopen: Millis,
-        /// The delay that led to `next_reopen`, doubled after a failure.
-        backoff_ms: u64,
-    },
-}
-
-impl DeviceMode {
-    /// Lower-case name (`"poll_only"`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            DeviceMode::Events => "events",
-            DeviceMode::PollOnly => "poll_only",
-            DeviceMode::Gone { .. } => "gone",
-        }
-    }
-}
-
-/// Counters of one device.
+/// Counters of one device: what the machine counted and what the driver's
+/// reads did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceCounters {
     /// Events read (each acknowledged once by the backend).
@@ -52,26 +22,51 @@ pub struct DeviceCounters {
     pub read_errors: u64,
     /// Drains that hit the per-wake-up budget.
     pub budget_hits: u64,
-    /// Port queries made by the recovery tick and the activation path.
+    /// Port-state queries made.
     pub port_queries: u64,
-    /// Re-open attempts, and how many succeeded.
+    /// Link reads made.
+    pub link_reads: u64,
+    /// Re-open attempts.
     pub reopen_attempts: u64,
-    /// Successful re-opens.
+    /// Re-opens that ended with every rail attached.
     pub reopens: u64,
+}
+
+/// What the driver's reads did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct IoCounters {
+    pub(crate) gets: u64,
+    pub(crate) interrupted: u64,
+    pub(crate) budget_hits: u64,
+}
+
+impl DeviceCounters {
+    pub(crate) fn new(m: DeviceStats, io: IoCounters) -> DeviceCounters {
+        DeviceCounters {
+            events: m.events,
+            comm_est: m.comm_est,
+            unhandled: m.unhandled,
+            gets: io.gets,
+            interrupted: io.interrupted,
+            read_errors: m.read_errors,
+            budget_hits: io.budget_hits,
+            port_queries: m.port_queries,
+            link_reads: m.link_reads,
+            reopen_attempts: m.reopen_attempts,
+            reopens: m.reopens,
+        }
+    }
 }
 
 /// One device under the monitor.
 pub(crate) struct DeviceSlot<P> {
     pub(crate) port: P,
     pub(crate) name: String,
-    pub(crate) mode: DeviceMode,
-    /// Indices into the monitor's rail list.
-    pub(crate) rails: Vec<usize>,
-    pub(crate) counters: DeviceCounters,
-    /// Codes already warned about (once per device and code).
-    pub(crate) warned_codes: HashSet<u32>,
-    /// Readiness said error or hang-up: confirm the device with a port query.
-    pub(crate) suspect: bool,
+    /// Its fd is in the poll set.
+    pub(crate) reading: bool,
+    pub(crate) io: IoCounters,
+    /// Readiness said error or hang-up: the machine is told after the drain.
+    pub(crate) hung_up: bool,
     /// The budget ran out: service again before the next blocking wait.
     pub(crate) pending: bool,
     /// Events read so far by a drain that hit its budget.
@@ -83,11 +78,9 @@ impl<P: VerbsPort> DeviceSlot<P> {
         DeviceSlot {
             name: port.name().to_string(),
             port,
-            mode: DeviceMode::Events,
-            rails: Vec::new(),
-            counters: DeviceCounters::default(),
-            warned_codes: HashSet::new(),
-            suspect: false,
+            reading: false,
+            io: IoCounters::default(),
+            hung_up: false,
             pending: false,
             drained_in_progress: 0,
         }

@@ -1,20 +1,19 @@
 //! # railwatch-runtime
 //!
-//! The monitor that keeps rails usable. It owns every device's async-event
-//! fd in one mio `Poll` (edge-triggered), drains each to `EAGAIN` on every
-//! wake-up, retries `EINTR`, stops reading an fd that fails (falling back to
-//! polling its ports) instead of spinning, runs a recovery tick that re-reads
-//! the port state of paused rails, and drives one activation path: resume →
-//! re-seed bandwidth if changed → mark available.
+//! The monitor that keeps rails usable: the driver of core's
+//! [`Machine`]. It owns every device's async-event fd in one mio `Poll`
+//! (edge-triggered), drains each to `EAGAIN` on every wake-up, retries
+//! `EINTR`, reads the clock, and carries out what the machine decides:
+//! port queries, link reads, closing and re-opening devices, the engine's
+//! [`Selector`], [`Gate`]s for worker threads, [`Notification`]s to
+//! subscribers and a [`Snapshot`] of every rail and counter.
 //!
-//! Outputs: the engine's [`Selector`](railwatch_core::Selector), [`Gate`]s
-//! for worker threads, a bounded channel of [`Notification`]s, and a
-//! [`Snapshot`] of every rail and counter.
+//! Everything an engine needs is re-exported here, so one `use` does.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use railwatch_runtime::{BandwidthSelector, Config, Monitor, SystemClock};
-//! # use railwatch_core::{AsyncEvent, LinkAttrs, PortState, VerbsPort};
+//! # use railwatch_runtime::{AsyncEvent, LinkAttrs, PortState, VerbsPort};
 //! # struct NoDevice;
 //! # impl VerbsPort for NoDevice {
 //! #     fn name(&self) -> &str { "none" }
@@ -31,12 +30,15 @@
 //! let mut monitor: Monitor<NoDevice, _, _> =
 //!     Monitor::new(Config::default(), selector.clone(), SystemClock::new())?;
 //! // monitor.add_device(device) for each opened device (the verbs backend,
-//! // or the simulator in tests); then either drive it from your loop…
+//! // or the simulator in tests); subscribe if you want notifications;
+//! let notes = monitor.subscribe();
+//! // then either drive it from your loop…
 //! monitor.poll_once(Some(std::time::Duration::ZERO))?;
-//! // …or give it a thread.
+//! // …or give it a thread, and ask the handle for snapshots and gates.
 //! let handle = monitor.spawn()?;
-//! let monitor = handle.shutdown()?;
-//! assert_eq!(monitor.snapshot().rails.len(), 0);
+//! assert_eq!(handle.snapshot()?.rails.len(), 0);
+//! drop(handle); // stops and joins the thread
+//! assert!(notes.try_recv().is_err());
 //! assert_eq!(selector.aggregate_gbps(), None);
 //! # Ok::<(), std::io::Error>(())
 //! ```
@@ -50,18 +52,22 @@ mod device;
 mod drain;
 mod monitor;
 mod notify;
-mod rail;
 mod selector;
 mod snapshot;
 mod spawn;
 
-pub use clock::{Clock, SystemClock};
+pub use clock::SystemClock;
 pub use config::Config;
-pub use device::{DeviceCounters, DeviceMode};
+pub use device::DeviceCounters;
 pub use drain::{DrainEnd, DrainReport, drain};
 pub use monitor::Monitor;
-pub use notify::{Cause, Happening, Notification, RecoveredBy};
-pub use railwatch_core::Gate;
 pub use selector::BandwidthSelector;
 pub use snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
 pub use spawn::MonitorHandle;
+
+// The engine-facing types of core, so an engine needs one `use`.
+pub use railwatch_core::{
+    AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Happening,
+    LinkAttrs, LinkRate, Machine, MachineConfig, Millis, NoSelector, Notification, ObjectHandle, PauseReason,
+    PortState, RailId, RailState, RailWord, RecoveredBy, Rejection, Selector, Ticket, VerbsPort,
+};

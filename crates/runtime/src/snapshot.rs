@@ -1,9 +1,8 @@
 //! A point-in-time copy of every rail and counter.
 
-use railwatch_core::{LinkRate, Millis, PauseReason, PortState, RailId, RailState};
+use railwatch_core::{DeviceMode, LinkRate, Millis, PauseReason, PortState, RailId, RailState, RecoveredBy};
 
-use crate::device::{DeviceCounters, DeviceMode};
-use crate::notify::RecoveredBy;
+use crate::device::DeviceCounters;
 
 /// One rail as it is now.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +53,7 @@ pub struct Snapshot {
     pub wakeups: u64,
     /// Recovery ticks run.
     pub ticks: u64,
-    /// Notifications dropped because the channel was full.
+    /// Notifications dropped because a subscriber's channel was full.
     pub notifications_dropped: u64,
 }
 

@@ -1,23 +1,35 @@
-//! Running the monitor on its own thread.
+//! Running the monitor on its own thread, and the handle an engine keeps.
 
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
+use crossbeam_channel::{Receiver, Sender};
 use log::error;
 use mio::Waker;
-use railwatch_core::{Selector, VerbsPort};
+use railwatch_core::{Clock, Gate, Notification, Selector, VerbsPort};
 
-use crate::clock::Clock;
 use crate::monitor::{Monitor, WAKER};
+use crate::snapshot::Snapshot;
 
-/// A monitor running on its own thread. Dropping the handle without
-/// [`shutdown`](Self::shutdown) leaves the thread running detached.
+/// A request from the handle, served by the monitor thread between waits.
+pub(crate) enum Command {
+    Snapshot(Sender<Snapshot>),
+    Gate(String, Sender<Option<Gate>>),
+    Subscribe(Sender<Receiver<Notification>>),
+}
+
+type Joined<P, S, C> = (Monitor<P, S, C>, io::Result<()>);
+
+/// A monitor running on its own thread: snapshots, gates and subscriptions
+/// on request. Dropping the handle stops and joins the thread;
+/// [`shutdown`](Self::shutdown) does the same and gives the monitor back.
 pub struct MonitorHandle<P, S, C> {
     waker: Arc<Waker>,
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<(Monitor<P, S, C>, io::Result<()>)>,
+    commands: Sender<Command>,
+    thread: Option<JoinHandle<Joined<P, S, C>>>,
 }
 
 impl<P, S, C> Monitor<P, S, C>
@@ -27,13 +39,14 @@ where
     C: Clock + 'static,
 {
     /// Moves the monitor to a thread named `railwatch-monitor` that blocks
-    /// in [`poll_once`](Self::poll_once) until shut down. Take gates and the
-    /// notification receiver before spawning.
+    /// in [`poll_once`](Self::poll_once) until stopped.
     pub fn spawn(self) -> io::Result<MonitorHandle<P, S, C>> {
         let waker = Arc::new(Waker::new(self.poll_registry(), WAKER)?);
         let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = crossbeam_channel::unbounded();
         let thread_stop = stop.clone();
         let mut monitor = self;
+        monitor.commands = Some(rx);
         let thread = std::thread::Builder::new().name("railwatch-monitor".into()).spawn(move || {
             while !thread_stop.load(Ordering::Acquire) {
                 if let Err(e) = monitor.poll_once(None) {
@@ -41,23 +54,77 @@ where
                     return (monitor, Err(e));
                 }
             }
+            monitor.commands = None;
             (monitor, Ok(()))
         })?;
-        Ok(MonitorHandle { waker, stop, thread })
+        Ok(MonitorHandle { waker, stop, commands: tx, thread: Some(thread) })
     }
 }
 
-impl<P, S, C> MonitorHandle<P, S, C> {
-    /// Stops the thread (waking it through the mio `Waker`) and returns the
-    /// monitor, for a final snapshot. An error is the one that stopped the
-    /// thread early, if any.
-    pub fn shutdown(self) -> io::Result<Monitor<P, S, C>> {
-        self.stop.store(true, Ordering::Release);
-        self.waker.wake()?;
-        match self.thread.join() {
-            Ok((monitor, Ok(()))) => Ok(monitor),
-            Ok((_, Err(e))) => Err(e),
-            Err(_) => Err(io::Error::other("the monitor thread panicked")),
+impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
+    pub(crate) fn serve_commands(&mut self) {
+        let Some(rx) = self.commands.take() else { return };
+        for cmd in rx.try_iter() {
+            // A requester that went away is not an error.
+            match cmd {
+                Command::Snapshot(reply) => drop(reply.send(self.snapshot())),
+                Command::Gate(name, reply) => drop(reply.send(self.gate_of(&name))),
+                Command::Subscribe(reply) => drop(reply.send(self.subscribe())),
+            }
         }
+        self.commands = Some(rx);
+    }
+}
+
+fn stopped() -> io::Error {
+    io::Error::other("the monitor thread has stopped")
+}
+
+impl<P, S, C> MonitorHandle<P, S, C> {
+    fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> Command) -> io::Result<T> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.commands.send(make(tx)).map_err(|_| stopped())?;
+        self.waker.wake()?;
+        rx.recv().map_err(|_| stopped())
+    }
+
+    /// A copy of every rail and counter, taken by the monitor thread.
+    pub fn snapshot(&self) -> io::Result<Snapshot> {
+        self.ask(Command::Snapshot)
+    }
+
+    /// A gate for the rail called `name` (`"mlx5_0/1"`).
+    pub fn gate(&self, name: &str) -> io::Result<Option<Gate>> {
+        self.ask(|tx| Command::Gate(name.to_string(), tx))
+    }
+
+    /// Subscribes to notifications from now on (see
+    /// [`Monitor::subscribe`]).
+    pub fn subscribe(&self) -> io::Result<Receiver<Notification>> {
+        self.ask(Command::Subscribe)
+    }
+
+    fn stop_and_join(&mut self) -> Option<std::thread::Result<Joined<P, S, C>>> {
+        self.stop.store(true, Ordering::Release);
+        // If the wake fails the thread is already gone; join tells.
+        let _ = self.waker.wake();
+        self.thread.take().map(JoinHandle::join)
+    }
+
+    /// Stops the thread and returns the monitor, for a final snapshot. An
+    /// error is the one that stopped the thread early, if any.
+    pub fn shutdown(mut self) -> io::Result<Monitor<P, S, C>> {
+        match self.stop_and_join() {
+            Some(Ok((monitor, Ok(())))) => Ok(monitor),
+            Some(Ok((_, Err(e)))) => Err(e),
+            Some(Err(_)) => Err(io::Error::other("the monitor thread panicked")),
+            None => Err(stopped()),
+        }
+    }
+}
+
+impl<P, S, C> Drop for MonitorHandle<P, S, C> {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
     }
 }

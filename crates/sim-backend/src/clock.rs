@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use railwatch_core::Clock;
 use railwatch_core::Millis;
-use railwatch_runtime::Clock;
 
 /// A virtual millisecond clock: it moves only when told to.
 ///
@@ -13,7 +13,7 @@ use railwatch_runtime::Clock;
 ///
 /// ```
 /// use railwatch_core::Millis;
-/// use railwatch_runtime::Clock;
+/// use railwatch_core::Clock;
 /// use railwatch_sim_backend::SimClock;
 ///
 /// let clock = SimClock::new();

@@ -10,10 +10,7 @@
 //!   device without blocking or losing any), change port states and link
 //!   attributes silently or with an event, inject faults (`EINTR`, `EIO`,
 //!   `EBADF`, removal, restore) and read the [`SimCounters`].
-//! - [`SimClock`] is a virtual clock for the monitor
-//!   ([`Clock`](railwatch_runtime::Clock)).
-//! - [`Scenario`] parses and validates scenario files (docs/SCENARIOS.md),
-//!   builds their devices and applies their steps.
+//! - [`SimClock`] is a virtual clock ([`Clock`](railwatch_core::Clock)).
 //!
 //! ```
 //! use std::io;
@@ -36,42 +33,15 @@
 //! # Ok::<(), io::Error>(())
 //! ```
 //!
-//! A scenario file, parsed, with its devices built and its first step
-//! applied:
-//!
-//! ```
-//! use railwatch_core::{EventKind, VerbsPort};
-//! use railwatch_sim_backend::Scenario;
-//!
-//! let text = r#"
-//! duration_ms = 2000
-//!
-//! [[device]]
-//! name = "mlx5_0"
-//! ports = [ { port = 1, state = "active", speed = "ndr", width = "4x" } ]
-//!
-//! [[step]]
-//! at_ms = 100
-//! device = "mlx5_0"
-//! event = "comm_est"
-//! object = 7
-//! repeat = 5
-//! "#;
-//! let scenario = Scenario::parse(text, "burst.toml").unwrap();
-//! assert_eq!(scenario.name, "burst");
-//! let (mut devices, handles) = scenario.build_devices().unwrap();
-//! assert_eq!(scenario.apply_step(&scenario.steps[0], &handles), 5);
-//! assert_eq!(devices[0].get_event().unwrap().kind(), EventKind::CommEst);
-//! ```
+//! Scenario files and the deterministic driver that steps a monitor over
+//! these devices live in `railwatch-scenario`.
 
 #![cfg_attr(not(test), deny(missing_docs))]
 
 mod clock;
 mod device;
-pub mod driver;
 #[allow(unsafe_code)]
 mod fd;
-pub mod scenario;
 
 /// The simulator's wire format: one 16-byte record per event in a
 /// non-blocking pipe. Public for benchmarks and tools that need the same
@@ -82,4 +52,3 @@ pub mod record {
 
 pub use clock::SimClock;
 pub use device::{PortSpec, SimCounters, SimDevice, SimHandle};
-pub use scenario::{Scenario, ScenarioError};

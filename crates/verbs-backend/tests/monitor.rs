@@ -133,7 +133,7 @@ fake_test!(attach_seeds_the_selector_and_opens_the_gate, FakeLib::Basic, |fake| 
 
 fake_test!(port_err_pauses_the_rail_the_gate_refuses_and_port_active_resumes_it, FakeLib::Basic, |fake| {
     let (mut monitor, selector) = one_device(&fake, NO_TICK_MS);
-    let rx = monitor.notifications();
+    let rx = monitor.subscribe();
     let gate = monitor.gate(RAIL).unwrap();
     let before = gate.check().expect("active at attach").generation;
     assert!(selector.is_available(RAIL));
@@ -258,7 +258,7 @@ fake_test!(a_renegotiated_link_is_reseeded_on_resume, FakeLib::Basic, |fake| {
 
 fake_test!(a_burst_of_five_drains_with_six_gets_and_five_acks, FakeLib::Basic, |fake| {
     let (mut monitor, _selector) = one_device(&fake, NO_TICK_MS);
-    let rx = monitor.notifications();
+    let rx = monitor.subscribe();
     for qp in 1..=5u64 {
         fake.push_event(0, COMM_EST, 0x7f00_0000_1000 * qp);
     }
@@ -301,7 +301,7 @@ fake_test!(an_empty_queue_is_one_get_no_ack_and_not_an_error, FakeLib::Basic, |f
     fake.set_devices(1);
     let config = Config { tick_ms: NO_TICK_MS, drain_budget: 3, ..Config::default() };
     let (mut monitor, _selector) = monitor_with(config, &["mlx5_0"]);
-    let rx = monitor.notifications();
+    let rx = monitor.subscribe();
     for qp in 1..=3u64 {
         fake.push_event(0, COMM_EST, 0x9000 + qp);
     }
@@ -333,7 +333,7 @@ fake_test!(one_eintr_is_retried_within_the_drain, FakeLib::Basic, |fake| {
 
 fake_test!(eio_after_one_event_stops_the_drain_and_falls_back_to_bounded_polling, FakeLib::Basic, |fake| {
     let (mut monitor, selector) = one_device(&fake, TICK_MS);
-    let rx = monitor.notifications();
+    let rx = monitor.subscribe();
     let _ = notes!(rx);
     fake.set_port_state(0, 1, IBV_PORT_DOWN);
     fake.push_event(0, PORT_ERR, 1);

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use railwatch_core::{LinkRate, Millis, RailId};
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, RailSnapshot, Snapshot};
 
-use crate::clock::SimClock;
-use crate::device::{SimDevice, SimHandle};
+use railwatch_sim_backend::{SimClock, SimDevice, SimHandle};
+
 use crate::scenario::{Expect, Scenario};
 
 /// How to run a scenario.
@@ -156,16 +156,16 @@ impl<'s> Run<'s> {
             damping: scenario.damping,
             // Re-open jitter is drawn from a fixed seed: same file, same
             // timeline.
-            seed: 1,
+            seed: Some(1),
             ..Config::default()
         };
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone())?;
+        let rx = monitor.subscribe();
         let (devices, handles) = scenario.build_devices()?;
         let n = devices.len();
         for dev in devices {
             monitor.add_device(dev);
         }
-        let rx = monitor.notifications();
         let names = Names::of(&monitor, n);
         Ok(Run {
             scenario,

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use railwatch_core::{AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, PortState, RailState};
 
-use crate::device::{PortSpec, SimDevice, SimHandle};
+use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 
 /// Largest `repeat` a step may ask for (each queued copy costs memory until
 /// it is read).
@@ -195,7 +195,7 @@ impl fmt::Display for RailRef {
 
 /// How a rail's last activation happened (`recovered_by`): the runtime's
 /// own type, so an expectation compares like with like.
-pub use railwatch_runtime::RecoveredBy;
+pub use railwatch_core::RecoveredBy;
 
 /// One `[[expect]]`: what must hold for one rail at one virtual time. Only
 /// the fields that are `Some` are checked.

@@ -321,12 +321,13 @@ impl Soak {
             tick_ms: TICK_MS,
             reopen_initial_ms: REOPEN_INITIAL_MS,
             reopen_max_ms: REOPEN_MAX_MS,
-            seed,
+            seed: Some(seed),
             settle_ms: hardening.settle_ms,
             damping: hardening.damping,
             ..Config::default()
         };
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone()).expect("monitor");
+        let rx = monitor.subscribe();
         let mut handles = Vec::new();
         for d in 0..DEVICES {
             let ports: Vec<PortSpec> = (1..=PORTS).map(PortSpec::active).collect();
@@ -334,7 +335,6 @@ impl Soak {
             handles.push(dev.handle());
             monitor.add_device(dev);
         }
-        let rx = monitor.notifications();
         let rails = monitor
             .rails()
             .into_iter()

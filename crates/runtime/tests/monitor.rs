@@ -47,7 +47,7 @@ struct Bench<P: VerbsPort = SimDevice> {
 /// Re-open jitter from a fixed seed, as the scenario driver does: every run
 /// is the same run.
 fn config() -> Config {
-    Config { tick_ms: 1000, notify_capacity: 1 << 16, seed: 1, ..Config::default() }
+    Config { tick_ms: 1000, notify_capacity: 1 << 16, seed: Some(1), ..Config::default() }
 }
 
 impl Bench<SimDevice> {
@@ -66,10 +66,10 @@ impl<P: VerbsPort> Bench<P> {
         let clock = SimClock::new();
         let selector = Arc::new(BandwidthSelector::new());
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone()).unwrap();
+        let rx = monitor.subscribe();
         for dev in devices {
             monitor.add_device(dev);
         }
-        let rx = monitor.notifications();
         let mut bench = Bench { monitor, clock, selector, handles, rx, notes: Vec::new() };
         bench.collect();
         bench
@@ -124,7 +124,7 @@ impl<P: VerbsPort> Bench<P> {
     fn rail_notes(&self, rail: RailId, from: usize) -> Vec<Happening> {
         self.notes[from..]
             .iter()
-            .map(|n| n.what.clone())
+            .map(|n| n.what)
             .filter(|w| match w {
                 Happening::Transition { rail: r, .. }
                 | Happening::Reseed { rail: r, .. }

@@ -15,8 +15,8 @@ use super::{
     DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, LinkChange, MAX_REPEAT, PortStateChange, RailRef, RecoveredBy,
     Scenario, ScenarioError, Step, StepEvent,
 };
-use crate::device::PortSpec;
-use railwatch_core::DampingConfig;
+use railwatch_core::{DampingConfig, MachineConfig};
+use railwatch_sim_backend::PortSpec;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -279,10 +279,21 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
                 half_life_ms: r.half_life_ms.unwrap_or(def.half_life_ms),
                 max_penalty: r.max_penalty.unwrap_or(def.max_penalty),
             };
-            cfg.validate().map_err(|e| cx.err(d.span(), format!("damping: {e}")))?;
+            cfg.validate().map_err(|(key, e)| cx.err(d.span(), format!("damping.{key}: {e}")))?;
             Some(cfg)
         }
     };
+
+    // The limits the machine enforces, refused here with the line.
+    let machine = MachineConfig { tick_ms, settle_ms, damping, ..MachineConfig::default() };
+    if let Err(e) = machine.validate() {
+        let span = match e.key {
+            "tick_ms" => raw.tick_ms.as_ref().map(Spanned::span),
+            "settle_ms" => raw.settle_ms.as_ref().map(Spanned::span),
+            _ => raw.damping.as_ref().map(Spanned::span),
+        };
+        return Err(cx.err(span.unwrap_or(0..0), e.to_string()));
+    }
 
     let devices = parse_devices(&cx, &raw.device)?;
     let index: HashMap<&str, usize> = devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use railwatch_core::{
     AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, ObjectHandle, PortState, RailState, VerbsPort,
 };
-use railwatch_sim_backend::scenario::{Expect, Fault, LinkChange, PortStateChange, RecoveredBy, Step, StepEvent};
-use railwatch_sim_backend::{PortSpec, Scenario, ScenarioError};
+use railwatch_scenario::scenario::{Expect, Fault, LinkChange, PortStateChange, RecoveredBy, Step, StepEvent};
+use railwatch_scenario::{Scenario, ScenarioError};
+use railwatch_sim_backend::PortSpec;
 
 const DOC: &str = include_str!("../../../docs/SCENARIOS.md");
 

@@ -1,0 +1,598 @@
+//! The rail machine: every device and rail of a host and all of their
+//! policy, sans-I/O.
+//!
+//! In the style of quinn-proto's `Connection`: inputs are `handle_*` calls
+//! with the time passed in (an event read from a device, a read error or
+//! hang-up on its fd, the answer to a port-state or link query, the result
+//! of a re-open, a timeout); outputs are polled ([`Machine::poll_action`]
+//! and [`Machine::poll_timeout`]). The machine never reads a clock, an fd or
+//! a device: the driver (the runtime's `Monitor`, the scenario driver, an
+//! engine's own loop, the C API) carries out its [`Action`]s and feeds the
+//! answers back.
+//!
+//! docs/STATE-MACHINE.md describes the inputs, outputs, timers and
+//! invariants; the pure decision tables it applies are in `decide.rs`.
+
+mod config;
+mod output;
+mod policy;
+mod timers;
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+pub use config::{ConfigError, MAX_DELAY_MS, MachineConfig};
+pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
+
+use crate::damping::FlapPenalty;
+use crate::decide::{EventClass, RailDecision, classify, decide_event};
+use crate::event::{AsyncEvent, Element, EventKind};
+use crate::port::{LinkAttrs, LinkRate, PortState};
+use crate::ports::RailId;
+use crate::rail::{Gate, PauseReason, RailCell, RailState, RailWord};
+use crate::time::Millis;
+
+/// Distinct unhandled codes warned about per device; past this they are
+/// only counted, so a device spraying codes cannot grow memory.
+const MAX_WARNED_CODES: usize = 64;
+
+/// How the machine learns about a device's ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceMode {
+    /// Its async fd is read; events arrive as they happen.
+    Events,
+    /// Its fd failed but port queries work: the tick polls every rail of the
+    /// device, active ones too, and reads their links.
+    PollOnly,
+    /// Closed (DEVICE_FATAL, a hang-up, a failing port query, or it never
+    /// opened): its rails are inert; re-opened with backoff.
+    Gone {
+        /// When the next re-open is attempted.
+        next_reopen: Millis,
+        /// The delay that led to `next_reopen`, doubled after a failure.
+        backoff_ms: u64,
+    },
+}
+
+impl DeviceMode {
+    /// Lower-case name (`"poll_only"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            DeviceMode::Events => "events",
+            DeviceMode::PollOnly => "poll_only",
+            DeviceMode::Gone { .. } => "gone",
+        }
+    }
+}
+
+/// What the machine counted for one device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Events handed in.
+    pub events: u64,
+    /// `COMM_EST` events among them.
+    pub comm_est: u64,
+    /// Events with a code nothing acts on (unknown codes included).
+    pub unhandled: u64,
+    /// Read errors handed in.
+    pub read_errors: u64,
+    /// Port-state queries asked for.
+    pub port_queries: u64,
+    /// Link reads asked for.
+    pub link_reads: u64,
+    /// Re-open attempts asked for.
+    pub reopen_attempts: u64,
+    /// Re-opens that ended with every rail attached.
+    pub reopens: u64,
+}
+
+/// An attach in progress: every port is queried, and the rails attach
+/// together once all answered, or not at all (a failing port query means
+/// the device is not usable after all).
+#[derive(Debug, Clone, Copy)]
+struct Attach {
+    /// Answers still missing.
+    left: usize,
+}
+
+struct Device {
+    name: String,
+    rails: Range<usize>,
+    mode: DeviceMode,
+    /// A `Reopen` was asked for and not answered yet.
+    reopening: bool,
+    /// The delay of the last re-open scheduled (doubled after a failure).
+    backoff_ms: u64,
+    attach: Option<Attach>,
+    /// Its rails were attached once: a later attach is a re-attach, which
+    /// goes through damping and the settle delay.
+    attached_before: bool,
+    stats: DeviceStats,
+    /// Codes already warned about, at most [`MAX_WARNED_CODES`] (capacity
+    /// reserved up front: the event path does not allocate).
+    warned: Vec<u32>,
+}
+
+/// A settle delay in progress.
+#[derive(Debug, Clone, Copy)]
+struct Settle {
+    until: Millis,
+    /// What made the port read ACTIVE, for the activation that follows.
+    by: RecoveredBy,
+    /// The confirming query was asked for; its answer decides.
+    confirming: bool,
+}
+
+struct Rail {
+    id: RailId,
+    name: String,
+    cell: Arc<RailCell>,
+    /// The rate last seeded into the selector.
+    seeded: Option<LinkRate>,
+    /// Seed on the next link answer even if the rate is the same (the
+    /// device was (re)attached: the selector hears about it again).
+    must_seed: bool,
+    /// What the selector was last told.
+    available: bool,
+    recovered_by: Option<RecoveredBy>,
+    explained_at: Option<Millis>,
+    /// The machine's last knowledge of the port: read ACTIVE (and not
+    /// reported down since). A change from up to down is a flap.
+    port_up: bool,
+    /// An event asked for the pending port query (the activation it leads
+    /// to is "by event", not "by poll").
+    wake_by: Option<RecoveredBy>,
+    settle: Option<Settle>,
+    penalty: FlapPenalty,
+    /// Held by damping until then.
+    damped_until: Option<Millis>,
+    /// Resumed; waiting for the link answer before it is made available.
+    activating: bool,
+    /// The answer of an attach in progress.
+    attach_answer: Option<PortState>,
+}
+
+/// One rail as the machine sees it now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RailView<'a> {
+    /// Its id.
+    pub id: RailId,
+    /// `"mlx5_0/1"`.
+    pub name: &'a str,
+    /// The state word.
+    pub word: RailWord,
+    /// When the state last changed.
+    pub since: Millis,
+    /// Whether the selector may pick it.
+    pub available: bool,
+    /// The rate last seeded into the selector.
+    pub rate: Option<LinkRate>,
+    /// How its last activation happened.
+    pub recovered_by: Option<RecoveredBy>,
+    /// Held by flap damping until then.
+    pub damped_until: Option<Millis>,
+    /// Waiting out the settle delay until then.
+    pub settling_until: Option<Millis>,
+}
+
+/// One device as the machine sees it now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceView<'a> {
+    /// Its index (the `device` of its rails' ids).
+    pub index: u32,
+    /// Its name.
+    pub name: &'a str,
+    /// How it is watched.
+    pub mode: DeviceMode,
+    /// What the machine counted.
+    pub stats: DeviceStats,
+}
+
+/// Every device and rail of a host, and all of their policy.
+///
+/// ```
+/// use railwatch_core::{Action, AsyncEvent, EventKind, Machine, MachineConfig, Millis, PortState, RailState};
+///
+/// let mut m = Machine::new(MachineConfig::default()).unwrap();
+/// let dev = m.add_device("mlx5_0", &[1], Millis(0));
+/// // The driver carries out what the machine asks: here, answer the
+/// // attach query and the link read, ignore the rest.
+/// fn serve(m: &mut Machine, port_state: PortState, now: Millis) {
+///     while let Some(action) = m.poll_action() {
+///         match action {
+///             Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(port_state), now),
+///             Action::ReadLink { device, port } => m.handle_link(device, port, Ok(Default::default()), now),
+///             _ => {}
+///         }
+///     }
+/// }
+/// serve(&mut m, PortState::Active, Millis(0));
+/// let gate = m.gate_of("mlx5_0/1").unwrap();
+/// assert!(gate.check().is_ok());
+///
+/// // PORT_ERR pauses; the tick is armed to recover a lost PORT_ACTIVE.
+/// m.handle_event(dev, AsyncEvent::port(EventKind::PortErr, 1), Millis(100));
+/// serve(&mut m, PortState::Down, Millis(100));
+/// assert_eq!(gate.word().state, RailState::Paused);
+/// assert_eq!(m.poll_timeout(), Some(Millis(1100)));
+///
+/// // The PORT_ACTIVE is lost; the tick's query finds the port ACTIVE.
+/// m.handle_timeout(Millis(1100));
+/// serve(&mut m, PortState::Active, Millis(1100));
+/// assert_eq!(gate.word().state, RailState::Active);
+/// assert_eq!(m.poll_timeout(), None, "a healthy host has no deadline");
+/// ```
+pub struct Machine {
+    config: MachineConfig,
+    devices: Vec<Device>,
+    rails: Vec<Rail>,
+    actions: VecDeque<Action>,
+    /// Devices with time-driven work (a paused or activating rail, a timer,
+    /// poll-only, gone), in index order: the tick and the timers visit
+    /// these, so their cost follows the paused rails, not every rail.
+    watched: Vec<u32>,
+    next_tick: Option<Millis>,
+    next_audit: Option<Millis>,
+    /// State of the re-open jitter generator.
+    rng: u64,
+    /// The latest time handed in: time never goes backwards in here.
+    now: Millis,
+    ticks: u64,
+    stray: u64,
+}
+
+impl Machine {
+    /// A machine with no devices yet; refuses a config that
+    /// [`MachineConfig::validate`] refuses.
+    pub fn new(config: MachineConfig) -> Result<Machine, ConfigError> {
+        config.validate()?;
+        Ok(Machine {
+            rng: config.seed | 1,
+            config,
+            devices: Vec::new(),
+            rails: Vec::new(),
+            actions: VecDeque::with_capacity(64),
+            watched: Vec::new(),
+            next_tick: None,
+            next_audit: None,
+            now: Millis::ZERO,
+            ticks: 0,
+            stray: 0,
+        })
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &MachineConfig {
+        &self.config
+    }
+
+    /// Adds an opened device with these ports: asks to start reading its
+    /// fd and to query every port; its rails attach together once every
+    /// query is answered. Returns the device's index.
+    pub fn add_device(&mut self, name: &str, ports: &[u8], now: Millis) -> u32 {
+        let now = self.at(now);
+        let idx = self.devices.len() as u32;
+        let first = self.rails.len();
+        for &port in ports {
+            let id = RailId { device: idx, port };
+            self.rails.push(Rail {
+                id,
+                name: format!("{name}/{port}"),
+                cell: Arc::new(RailCell::new(now)),
+                seeded: None,
+                must_seed: true,
+                available: false,
+                recovered_by: None,
+                explained_at: None,
+                port_up: false,
+                wake_by: None,
+                settle: None,
+                penalty: FlapPenalty::default(),
+                damped_until: None,
+                activating: false,
+                attach_answer: None,
+            });
+        }
+        self.devices.push(Device {
+            name: name.to_string(),
+            rails: first..self.rails.len(),
+            mode: DeviceMode::Events,
+            reopening: false,
+            backoff_ms: 0,
+            attach: None,
+            attached_before: false,
+            stats: DeviceStats::default(),
+            warned: Vec::with_capacity(MAX_WARNED_CODES),
+        });
+        if let Some(audit) = self.config.audit_ms {
+            self.next_audit.get_or_insert(now.plus(audit));
+        }
+        self.push(Action::StartReading { device: idx });
+        self.begin_attach(idx as usize, now);
+        idx
+    }
+
+    /// An event read from device `device` (already acknowledged).
+    pub fn handle_event(&mut self, device: u32, event: AsyncEvent, now: Millis) {
+        let now = self.at(now);
+        let Some(dev) = self.devices.get_mut(device as usize) else { return self.stray() };
+        dev.stats.events += 1;
+        let kind = event.kind();
+        let class = classify(kind);
+        match class {
+            EventClass::CountOnly => {
+                dev.stats.comm_est += 1;
+                return;
+            }
+            EventClass::Unhandled => {
+                dev.stats.unhandled += 1;
+                if dev.warned.len() < MAX_WARNED_CODES && !dev.warned.contains(&event.code) {
+                    dev.warned.push(event.code);
+                    let capped = dev.warned.len() == MAX_WARNED_CODES;
+                    self.push(Action::Log(Log::Unhandled { device, code: event.code, capped }));
+                }
+            }
+            EventClass::NotifyObject => {
+                let handle = match event.element {
+                    Element::Object(h) => Some(h),
+                    _ => None,
+                };
+                self.notify(now, Happening::ObjectError { device, kind, handle });
+            }
+            EventClass::Handled => {}
+        }
+        self.notify(now, Happening::Event { device, port: event.port_num(), kind });
+        let idx = device as usize;
+        if class != EventClass::Handled || matches!(self.devices[idx].mode, DeviceMode::Gone { .. }) {
+            return;
+        }
+        for ri in self.devices[idx].rails.clone() {
+            let state = self.rails[ri].cell.load().state;
+            match decide_event(&event, self.rails[ri].id.port, state) {
+                RailDecision::Leave | RailDecision::Detach(_) => {}
+                RailDecision::Pause(reason) => self.pause_rail(ri, reason, now),
+                // A duplicate PORT_ACTIVE for an active rail is harmless.
+                RailDecision::Activate if state == RailState::Active => {}
+                // Activation from an event is confirmed by one port query
+                // reading exactly ACTIVE.
+                RailDecision::Activate | RailDecision::Recheck => self.recheck(ri),
+                RailDecision::Restart => self.bump(ri, kind, now),
+                RailDecision::AddressChanged => {
+                    // A lost PORT_ERR is real (a deleted netdev under
+                    // Soft-RoCE delivers only GID_CHANGE): re-read the port.
+                    self.bump(ri, kind, now);
+                    self.recheck(ri);
+                }
+                RailDecision::RefreshLink => self.read_link(ri),
+            }
+        }
+        if kind == EventKind::DeviceFatal {
+            self.device_gone(idx, PauseReason::DeviceFatal, now);
+        }
+    }
+
+    /// Reading device `device`'s fd failed with `errno` (not `EAGAIN`, not
+    /// `EINTR`): it is no longer read and its ports are polled every tick.
+    /// An `EIO` may mean the device is gone: one port query decides.
+    pub fn handle_read_error(&mut self, device: u32, errno: Errno, now: Millis) {
+        let now = self.at(now);
+        let idx = device as usize;
+        let Some(dev) = self.devices.get_mut(idx) else { return self.stray() };
+        if dev.mode != DeviceMode::Events {
+            return;
+        }
+        dev.stats.read_errors += 1;
+        dev.mode = DeviceMode::PollOnly;
+        let attaching = dev.attach.is_some();
+        let first = dev.rails.start;
+        let has_rails = !dev.rails.is_empty();
+        self.push(Action::Log(Log::ReadFailed { device, errno }));
+        self.push(Action::StopReading { device });
+        self.watch(idx);
+        self.arm_tick(now);
+        if errno == Errno::EIO && has_rails && !attaching {
+            self.query(first);
+        }
+    }
+
+    /// Device `device`'s fd hung up (or reported an error): its context is
+    /// gone, whatever port queries still say. The device is closed and
+    /// re-opened with backoff.
+    pub fn handle_hangup(&mut self, device: u32, now: Millis) {
+        let now = self.at(now);
+        let idx = device as usize;
+        let Some(dev) = self.devices.get(idx) else { return self.stray() };
+        if matches!(dev.mode, DeviceMode::Gone { .. }) {
+            return;
+        }
+        self.push(Action::Log(Log::HungUp { device }));
+        self.device_gone(idx, PauseReason::DeviceRemoved, now);
+    }
+
+    /// The answer to a [`Action::QueryPort`] (or any fresh reading of the
+    /// port: an answer is an observation, whoever asked). A failure means
+    /// the device is gone.
+    pub fn handle_port_state(&mut self, device: u32, port: u8, answer: Result<PortState, Errno>, now: Millis) {
+        let now = self.at(now);
+        let Some(ri) = self.rail_index(device, port) else { return self.stray() };
+        let idx = device as usize;
+        if matches!(self.devices[idx].mode, DeviceMode::Gone { .. }) {
+            // A late answer from before the device was closed.
+            return;
+        }
+        if self.devices[idx].attach.is_some() {
+            return self.attach_answer(idx, ri, answer, now);
+        }
+        let state = match answer {
+            Ok(state) => state,
+            Err(errno) => {
+                self.push(Action::Log(Log::QueryFailed { rail: self.rails[ri].id, errno }));
+                return self.device_gone(idx, PauseReason::DeviceRemoved, now);
+            }
+        };
+        self.observe(ri, state, now);
+    }
+
+    /// The answer to a [`Action::ReadLink`]: re-seeds the selector if the
+    /// rate changed or was never seeded, then finishes an activation
+    /// (available last).
+    pub fn handle_link(&mut self, device: u32, port: u8, answer: Result<LinkAttrs, Errno>, now: Millis) {
+        let now = self.at(now);
+        let Some(ri) = self.rail_index(device, port) else { return self.stray() };
+        if matches!(self.devices[device as usize].mode, DeviceMode::Gone { .. })
+            || self.rails[ri].cell.load().state == RailState::Inert
+        {
+            return;
+        }
+        self.link_answer(ri, answer, now);
+    }
+
+    /// The result of a [`Action::Reopen`]. On success the device is read
+    /// again and its rails re-attached (through damping and the settle
+    /// delay); on failure the next attempt waits twice as long.
+    pub fn handle_reopen(&mut self, device: u32, result: Result<(), Errno>, now: Millis) {
+        let now = self.at(now);
+        let idx = device as usize;
+        let Some(dev) = self.devices.get_mut(idx) else { return self.stray() };
+        let DeviceMode::Gone { backoff_ms, .. } = dev.mode else { return self.stray() };
+        if !dev.reopening {
+            return self.stray();
+        }
+        dev.reopening = false;
+        match result {
+            Ok(()) => {
+                dev.mode = DeviceMode::Events;
+                self.push(Action::StartReading { device });
+                self.begin_attach(idx, now);
+            }
+            Err(errno) => {
+                let retry_at = self.schedule_reopen(idx, self.next_backoff(backoff_ms), now);
+                self.push(Action::Log(Log::ReopenFailed { device, errno: Some(errno), retry_at }));
+            }
+        }
+    }
+
+    /// Runs whatever is due at `now`: re-opens, settle and damping timers,
+    /// the recovery tick and the audit. Call it when
+    /// [`poll_timeout`](Self::poll_timeout) is reached (calling it early
+    /// does nothing that is not due).
+    pub fn handle_timeout(&mut self, now: Millis) {
+        let now = self.at(now);
+        self.run_due(now);
+    }
+
+    /// The next action for the driver, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Whether actions are waiting.
+    pub fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
+    // ---- views ----------------------------------------------------------
+
+    /// A gate for `rail`, to clone into worker threads.
+    pub fn gate(&self, rail: RailId) -> Option<Gate> {
+        let ri = self.rail_index(rail.device, rail.port)?;
+        Some(Gate::new(self.rails[ri].cell.clone()))
+    }
+
+    /// A gate for the rail called `name` (`"mlx5_0/1"`).
+    pub fn gate_of(&self, name: &str) -> Option<Gate> {
+        self.rails.iter().find(|r| r.name == name).map(|r| Gate::new(r.cell.clone()))
+    }
+
+    /// Every rail, in the order devices and ports were added.
+    pub fn rails(&self) -> impl ExactSizeIterator<Item = RailView<'_>> {
+        self.rails.iter().map(|r| RailView {
+            id: r.id,
+            name: &r.name,
+            word: r.cell.load(),
+            since: r.cell.since(),
+            available: r.available,
+            rate: r.seeded,
+            recovered_by: r.recovered_by,
+            damped_until: r.damped_until,
+            settling_until: r.settle.map(|s| s.until),
+        })
+    }
+
+    /// One rail.
+    pub fn rail(&self, rail: RailId) -> Option<RailView<'_>> {
+        let ri = self.rail_index(rail.device, rail.port)?;
+        self.rails().nth(ri)
+    }
+
+    /// Every device, in the order added.
+    pub fn devices(&self) -> impl ExactSizeIterator<Item = DeviceView<'_>> {
+        self.devices.iter().enumerate().map(|(i, d)| DeviceView {
+            index: i as u32,
+            name: &d.name,
+            mode: d.mode,
+            stats: d.stats,
+        })
+    }
+
+    /// One device.
+    pub fn device(&self, device: u32) -> Option<DeviceView<'_>> {
+        self.devices().nth(device as usize)
+    }
+
+    /// Recovery ticks run.
+    pub fn ticks(&self) -> u64 {
+        self.ticks
+    }
+
+    /// Inputs that named no device or rail the machine has, or answered
+    /// nothing it asked (counted, otherwise ignored).
+    pub fn stray_inputs(&self) -> u64 {
+        self.stray
+    }
+
+    // ---- plumbing -------------------------------------------------------
+
+    fn at(&mut self, now: Millis) -> Millis {
+        self.now = self.now.max(now);
+        self.now
+    }
+
+    fn stray(&mut self) {
+        self.stray += 1;
+    }
+
+    fn push(&mut self, action: Action) {
+        self.actions.push_back(action);
+    }
+
+    fn notify(&mut self, t: Millis, what: Happening) {
+        self.push(Action::Notify(Notification { t, what }));
+    }
+
+    fn rail_index(&self, device: u32, port: u8) -> Option<usize> {
+        let dev = self.devices.get(device as usize)?;
+        dev.rails.clone().find(|&ri| self.rails[ri].id.port == port)
+    }
+
+    /// Asks for a port query of rail `ri`.
+    fn query(&mut self, ri: usize) {
+        let id = self.rails[ri].id;
+        self.devices[id.device as usize].stats.port_queries += 1;
+        self.push(Action::QueryPort { device: id.device, port: id.port });
+    }
+
+    /// Asks for a port query on behalf of an event.
+    fn recheck(&mut self, ri: usize) {
+        self.rails[ri].wake_by = Some(RecoveredBy::Event);
+        self.query(ri);
+    }
+
+    /// Asks for a link read of rail `ri`.
+    fn read_link(&mut self, ri: usize) {
+        let id = self.rails[ri].id;
+        self.devices[id.device as usize].stats.link_reads += 1;
+        self.push(Action::ReadLink { device: id.device, port: id.port });
+    }
+}

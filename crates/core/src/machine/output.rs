@@ -1,0 +1,310 @@
+//! What the machine asks of its driver ([`Action`]) and tells the engine
+//! ([`Notification`]), as plain values.
+//!
+//! Nothing here owns heap memory: an action is produced and consumed on the
+//! event path, which must not allocate.
+
+use std::fmt;
+
+use crate::event::{EventKind, ObjectHandle};
+use crate::port::{LinkRate, PortState};
+use crate::ports::RailId;
+use crate::rail::{PauseReason, RailState};
+use crate::time::Millis;
+
+/// How a rail came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecoveredBy {
+    /// An async event (`PORT_ACTIVE`, or a port event whose re-read found
+    /// the port ACTIVE).
+    Event,
+    /// The recovery tick read the port ACTIVE (the event was missed).
+    Poll,
+    /// The device was (re)opened with the port ACTIVE.
+    Attach,
+}
+
+impl RecoveredBy {
+    /// Lower-case name (`"poll"`), as in scenario files and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RecoveredBy::Event => "event",
+            RecoveredBy::Poll => "poll",
+            RecoveredBy::Attach => "attach",
+        }
+    }
+}
+
+impl fmt::Display for RecoveredBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a transition happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// A pause or detach, or a change of pause reason, for this reason.
+    Reason(PauseReason),
+    /// An activation, by this path.
+    By(RecoveredBy),
+    /// A generation bump without a state change (`cq_err`, `lid_change`,
+    /// `gid_change`).
+    Bump(EventKind),
+}
+
+/// One thing that happened, for the engine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Happening {
+    /// An async event was read (and acknowledged).
+    Event {
+        /// Device index.
+        device: u32,
+        /// The port, for port events.
+        port: Option<u32>,
+        /// What it was.
+        kind: EventKind,
+    },
+    /// A rail's state word changed.
+    Transition {
+        /// The rail.
+        rail: RailId,
+        /// State before.
+        from: RailState,
+        /// State after.
+        to: RailState,
+        /// Why.
+        cause: Cause,
+        /// Generation after.
+        generation: u64,
+    },
+    /// The selector's bandwidth for a rail was (re)seeded.
+    Reseed {
+        /// The rail.
+        rail: RailId,
+        /// Previous rate (`None`: never seeded).
+        from: Option<LinkRate>,
+        /// New rate.
+        to: LinkRate,
+    },
+    /// The selector was told a rail is (un)available.
+    Available {
+        /// The rail.
+        rail: RailId,
+        /// Its availability now.
+        available: bool,
+    },
+    /// A QP/WQ error the engine must handle.
+    ObjectError {
+        /// Device index.
+        device: u32,
+        /// Which error.
+        kind: EventKind,
+        /// The object, as an opaque handle.
+        handle: Option<ObjectHandle>,
+    },
+    /// A drain finished (reported by the driver, which does the reading).
+    Drain {
+        /// Device index.
+        device: u32,
+        /// Events read by this drain.
+        events: usize,
+        /// `None` when the queue was emptied; the errno (or -1 when unknown)
+        /// when a read failed.
+        errno: Option<i32>,
+    },
+}
+
+/// A happening and when it happened.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Notification {
+    /// The caller's clock at the input that caused it.
+    pub t: Millis,
+    /// What happened.
+    pub what: Happening,
+}
+
+/// An errno value from a failed call (`-1` when the caller has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// Linux `EIO`: the device may be gone (a port query decides).
+    pub const EIO: Errno = Errno(5);
+    /// No errno known.
+    pub const UNKNOWN: Errno = Errno(-1);
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 < 0 { f.write_str("unknown error") } else { write!(f, "errno {}", self.0) }
+    }
+}
+
+/// Something worth a log line. The machine decides *that* and *when*
+/// (once per device and code, at most every `explain_every_ms`, …); the
+/// driver decides how to print it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Log {
+    /// An event code that is not acted on, seen for the first time on this
+    /// device (`capped`: the per-device set of warned codes is full; further
+    /// new codes are only counted).
+    Unhandled {
+        /// Device index.
+        device: u32,
+        /// The raw code.
+        code: u32,
+        /// The set of warned codes just filled up.
+        capped: bool,
+    },
+    /// A rail is still paused (said at a low rate).
+    StillPaused {
+        /// The rail.
+        rail: RailId,
+        /// Why.
+        reason: PauseReason,
+        /// Since when.
+        since: Millis,
+        /// The port state last read.
+        port: Option<PortState>,
+    },
+    /// The port reads ACTIVE but flap damping holds the rail.
+    Damped {
+        /// The rail.
+        rail: RailId,
+        /// The penalty now.
+        penalty: f64,
+        /// When it will be released (if the port still reads ACTIVE).
+        until: Millis,
+    },
+    /// The port reads ACTIVE; the rail waits out the settle delay.
+    Settling {
+        /// The rail.
+        rail: RailId,
+        /// Until when.
+        until: Millis,
+    },
+    /// The port went down during the settle delay; activation cancelled.
+    SettleCancelled {
+        /// The rail.
+        rail: RailId,
+    },
+    /// Reading the device's event fd failed: no longer read, its ports are
+    /// polled every tick instead.
+    ReadFailed {
+        /// Device index.
+        device: u32,
+        /// Why.
+        errno: Errno,
+    },
+    /// The event fd hung up: the device context is gone.
+    HungUp {
+        /// Device index.
+        device: u32,
+    },
+    /// A port query failed: the device is gone.
+    QueryFailed {
+        /// The rail whose port was queried.
+        rail: RailId,
+        /// Why.
+        errno: Errno,
+    },
+    /// Reading a port's link attributes failed; the cached rate is kept
+    /// (an unknown rate is seeded if there was none).
+    LinkUnreadable {
+        /// The rail.
+        rail: RailId,
+        /// Why.
+        errno: Errno,
+    },
+    /// The device is closed and will be re-opened with backoff.
+    DeviceGone {
+        /// Device index.
+        device: u32,
+        /// Why its rails went inert.
+        reason: PauseReason,
+        /// When the next re-open is attempted.
+        retry_at: Millis,
+    },
+    /// A re-open failed (`errno`), or its ports could not be queried
+    /// (`None`); retried at `retry_at`.
+    ReopenFailed {
+        /// Device index.
+        device: u32,
+        /// Why, when the open itself failed.
+        errno: Option<Errno>,
+        /// When the next attempt is.
+        retry_at: Millis,
+    },
+    /// A device was (re)opened and its rails attached.
+    Attached {
+        /// Device index.
+        device: u32,
+    },
+}
+
+/// What the driver must do, in the order polled.
+///
+/// Each `QueryPort`, `ReadLink` and `Reopen` must be answered (with
+/// [`Machine::handle_port_state`](super::Machine::handle_port_state),
+/// [`handle_link`](super::Machine::handle_link) and
+/// [`handle_reopen`](super::Machine::handle_reopen)); answering at once,
+/// before the next input, gives the documented activation order. An answer
+/// never given is recovered from by the next tick, never by spinning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// Register the device's async fd (edge-triggered) and read it after
+    /// every wake-up. A failure is reported as a read error.
+    StartReading {
+        /// Device index.
+        device: u32,
+    },
+    /// Stop reading the device's fd (take it out of the poll set).
+    StopReading {
+        /// Device index.
+        device: u32,
+    },
+    /// Close the device.
+    Close {
+        /// Device index.
+        device: u32,
+    },
+    /// Open the device again.
+    Reopen {
+        /// Device index.
+        device: u32,
+    },
+    /// Query one port's state.
+    QueryPort {
+        /// Device index.
+        device: u32,
+        /// The port.
+        port: u8,
+    },
+    /// Read one port's link attributes.
+    ReadLink {
+        /// Device index.
+        device: u32,
+        /// The port.
+        port: u8,
+    },
+    /// Tell the selector the rail may (or may no longer) be picked.
+    SetAvailable {
+        /// The rail.
+        rail: RailId,
+        /// Whether.
+        available: bool,
+    },
+    /// Tell the selector the rail's rate (always before it is made
+    /// available).
+    Reseed {
+        /// The rail.
+        rail: RailId,
+        /// The rate.
+        rate: LinkRate,
+    },
+    /// Hand this to the engine's subscribers.
+    Notify(Notification),
+    /// Write this to the log.
+    Log(Log),
+}

@@ -1,0 +1,383 @@
+//! The rail and device paths: attach, the observation of a port state, the
+//! one activation path with its settle delay and flap damping, the pause
+//! path, re-seeding and device loss.
+//!
+//! Every side effect (an action for the driver, a notification) follows a
+//! `Changed` outcome of the rail's CAS transition; `AlreadyThere` and
+//! `Refused` do nothing, so a double activation is a no-op.
+
+use super::{Action, Attach, Cause, DeviceMode, Errno, Happening, Log, Machine, RecoveredBy, Settle};
+use crate::decide::decide_reseed;
+use crate::event::EventKind;
+use crate::port::{LinkAttrs, LinkRate, PortState};
+use crate::rail::{Outcome, PauseReason, RailState};
+use crate::time::Millis;
+
+impl Machine {
+    // ---- attach ---------------------------------------------------------
+
+    /// Queries every port of a freshly (re)opened device.
+    pub(super) fn begin_attach(&mut self, idx: usize, now: Millis) {
+        let rails = self.devices[idx].rails.clone();
+        self.devices[idx].attach = Some(Attach { left: rails.len() });
+        for ri in rails {
+            self.rails[ri].attach_answer = None;
+            self.query(ri);
+        }
+        if self.devices[idx].rails.is_empty() {
+            self.finish_attach(idx, now);
+        }
+    }
+
+    pub(super) fn attach_answer(&mut self, idx: usize, ri: usize, answer: Result<PortState, Errno>, now: Millis) {
+        if self.rails[ri].attach_answer.is_some() {
+            return self.stray();
+        }
+        match answer {
+            Ok(state) => {
+                self.rails[ri].attach_answer = Some(state);
+                let Some(att) = self.devices[idx].attach.as_mut() else { return };
+                att.left = att.left.saturating_sub(1);
+                if att.left == 0 {
+                    self.finish_attach(idx, now);
+                }
+            }
+            Err(errno) => {
+                // Nothing was attached yet: no rail is ever active on a
+                // device that could not be queried.
+                self.push(Action::Log(Log::QueryFailed { rail: self.rails[ri].id, errno }));
+                self.device_gone(idx, PauseReason::NotOpened, now);
+            }
+        }
+    }
+
+    /// Every port answered: attach the rails, active or paused by their port
+    /// state, generation bumped, bandwidth (re-)seeded. A re-attach goes
+    /// through flap damping and the settle delay like any activation.
+    fn finish_attach(&mut self, idx: usize, now: Millis) {
+        let reattach = self.devices[idx].attached_before;
+        self.devices[idx].attach = None;
+        self.devices[idx].attached_before = true;
+        if reattach {
+            self.devices[idx].stats.reopens += 1;
+        }
+        for ri in self.devices[idx].rails.clone() {
+            let Some(state) = self.rails[ri].attach_answer.take() else { continue };
+            let rail = &mut self.rails[ri];
+            rail.port_up = state.is_usable();
+            rail.must_seed = true;
+            let held = match (state.is_usable(), reattach) {
+                (true, true) if self.suppressed(ri, now) => Some(PauseReason::Damped),
+                (true, true) if self.config.settle_ms > 0 => Some(PauseReason::Settling),
+                _ => None,
+            };
+            let rail = &mut self.rails[ri];
+            let outcome = match held {
+                Some(reason) => rail.cell.attach_paused(state, reason, now),
+                None => rail.cell.attach(state, now),
+            };
+            if outcome != Outcome::Changed {
+                continue;
+            }
+            let w = rail.cell.load();
+            let cause = match w.state {
+                RailState::Active => Cause::By(RecoveredBy::Attach),
+                _ => Cause::Reason(w.reason),
+            };
+            self.transition(ri, RailState::Inert, cause, now);
+            match held {
+                Some(PauseReason::Damped) => self.hold_damped(ri, now),
+                Some(_) => self.start_settle(ri, RecoveredBy::Attach, now),
+                None => {}
+            }
+            if w.state == RailState::Active {
+                self.rails[ri].recovered_by = Some(RecoveredBy::Attach);
+                self.rails[ri].activating = true;
+            } else {
+                self.rails[ri].explained_at = Some(now);
+                self.watch(idx);
+                self.arm_tick(now);
+            }
+            self.read_link(ri);
+        }
+        self.push(Action::Log(Log::Attached { device: idx as u32 }));
+    }
+
+    // ---- observing a port ---------------------------------------------
+
+    /// A fresh reading of rail `ri`'s port, whoever asked for it.
+    pub(super) fn observe(&mut self, ri: usize, state: PortState, now: Millis) {
+        let by = self.rails[ri].wake_by.take().unwrap_or(RecoveredBy::Poll);
+        let word = self.rails[ri].cell.load();
+        if word.state == RailState::Inert {
+            return;
+        }
+        self.rails[ri].cell.observe_port(state);
+        match (word.state, state.is_usable()) {
+            (RailState::Active, true) => self.rails[ri].port_up = true,
+            // The PORT_ERR was lost (or the fd is not read): pause.
+            (RailState::Active, false) => self.pause_rail(ri, PauseReason::PortNotActive, now),
+            (_, true) => {
+                self.rails[ri].port_up = true;
+                self.request_activation(ri, by, now);
+            }
+            (_, false) => {
+                // Went down while held or settling: a flap, and a settle
+                // in progress is cancelled.
+                self.flap_if_up(ri, now);
+                self.rails[ri].damped_until = None;
+                if self.rails[ri].settle.take().is_some() {
+                    self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
+                }
+                if matches!(word.reason, PauseReason::Settling | PauseReason::Damped) {
+                    self.set_reason(ri, PauseReason::PortNotActive, now);
+                }
+                self.explain(ri, now);
+            }
+        }
+    }
+
+    /// The port reads ACTIVE: activate, unless flap damping holds the rail
+    /// or a settle delay must pass first.
+    fn request_activation(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
+        if self.rails[ri].cell.load().state != RailState::Paused {
+            return;
+        }
+        if self.suppressed(ri, now) {
+            self.rails[ri].settle = None;
+            return self.hold_damped(ri, now);
+        }
+        self.rails[ri].damped_until = None;
+        let mut by = by;
+        if self.config.settle_ms > 0 {
+            match self.rails[ri].settle {
+                None => return self.start_settle(ri, by, now),
+                Some(s) if now < s.until => return,
+                Some(s) => by = s.by,
+            }
+        }
+        self.activate(ri, by, now);
+    }
+
+    fn suppressed(&mut self, ri: usize, now: Millis) -> bool {
+        match self.config.damping {
+            Some(cfg) => self.rails[ri].penalty.suppressed(&cfg, now),
+            None => false,
+        }
+    }
+
+    /// Holds a suppressed rail (reason `damped`) until its penalty decays;
+    /// the release timer is always in the future.
+    fn hold_damped(&mut self, ri: usize, now: Millis) {
+        let Some(cfg) = self.config.damping else { return };
+        let rail = &mut self.rails[ri];
+        let until = rail.penalty.reuse_at(&cfg).unwrap_or(now).max(now.plus(1));
+        if rail.damped_until != Some(until) {
+            rail.damped_until = Some(until);
+            let penalty = rail.penalty.value(&cfg, now);
+            self.push(Action::Log(Log::Damped { rail: self.rails[ri].id, penalty, until }));
+        }
+        self.set_reason(ri, PauseReason::Damped, now);
+        self.watch(self.rails[ri].id.device as usize);
+    }
+
+    fn start_settle(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
+        let until = now.plus(self.config.settle_ms);
+        self.rails[ri].settle = Some(Settle { until, by, confirming: false });
+        self.push(Action::Log(Log::Settling { rail: self.rails[ri].id, until }));
+        self.set_reason(ri, PauseReason::Settling, now);
+        self.watch(self.rails[ri].id.device as usize);
+    }
+
+    /// The one activation path, for the event, the poll and the end of a
+    /// hold: resume → read the link → re-seed if changed or never seeded →
+    /// available last (in [`link_answer`](Self::link_answer)), so no worker
+    /// scores the rail on the old rate.
+    fn activate(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
+        let rail = &mut self.rails[ri];
+        rail.settle = None;
+        rail.damped_until = None;
+        if rail.cell.resume(now) != Outcome::Changed {
+            return;
+        }
+        rail.recovered_by = Some(by);
+        rail.explained_at = None;
+        rail.activating = true;
+        self.transition(ri, RailState::Paused, Cause::By(by), now);
+        self.read_link(ri);
+    }
+
+    /// The answer to a link read.
+    pub(super) fn link_answer(&mut self, ri: usize, answer: Result<LinkAttrs, Errno>, now: Millis) {
+        let rail = &mut self.rails[ri];
+        let to = match answer {
+            Ok(attrs) if rail.must_seed => Some(attrs.rate()),
+            Ok(attrs) => decide_reseed(attrs.rate(), rail.seeded),
+            Err(errno) => {
+                let id = rail.id;
+                let to = rail.seeded.is_none().then_some(LinkRate::Unknown);
+                self.push(Action::Log(Log::LinkUnreadable { rail: id, errno }));
+                to
+            }
+        };
+        let rail = &mut self.rails[ri];
+        rail.must_seed = false;
+        if let Some(to) = to {
+            let from = rail.seeded.replace(to);
+            let id = rail.id;
+            self.push(Action::Reseed { rail: id, rate: to });
+            self.notify(now, Happening::Reseed { rail: id, from, to });
+        }
+        let rail = &mut self.rails[ri];
+        if rail.activating && rail.cell.load().state == RailState::Active {
+            rail.activating = false;
+            self.set_available(ri, true, now);
+        }
+    }
+
+    // ---- pausing ------------------------------------------------------
+
+    /// Pause: the state first, then unavailable. Cancels a settle or a
+    /// damping hold in progress (the port is down again) and charges a flap
+    /// if the port was up, also while the rail is held (RFC 2439 keeps
+    /// charging a suppressed route).
+    pub(super) fn pause_rail(&mut self, ri: usize, reason: PauseReason, now: Millis) {
+        self.flap_if_up(ri, now);
+        let rail = &mut self.rails[ri];
+        rail.activating = false;
+        rail.damped_until = None;
+        if rail.settle.take().is_some() {
+            self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
+        }
+        let word = self.rails[ri].cell.load();
+        match self.rails[ri].cell.pause(reason, now) {
+            Outcome::Changed => {
+                self.rails[ri].explained_at = Some(now);
+                self.transition(ri, RailState::Active, Cause::Reason(reason), now);
+                self.set_available(ri, false, now);
+            }
+            // Already paused: the first reason is kept, except a hold's.
+            Outcome::AlreadyThere if matches!(word.reason, PauseReason::Settling | PauseReason::Damped) => {
+                self.set_reason(ri, reason, now);
+            }
+            Outcome::AlreadyThere => {}
+            Outcome::Refused { .. } => return,
+        }
+        self.watch(self.rails[ri].id.device as usize);
+        self.arm_tick(now);
+    }
+
+    fn flap_if_up(&mut self, ri: usize, now: Millis) {
+        let rail = &mut self.rails[ri];
+        if !std::mem::replace(&mut rail.port_up, false) {
+            return;
+        }
+        if let Some(cfg) = self.config.damping {
+            rail.penalty.flap(&cfg, now);
+        }
+    }
+
+    /// Says, at a low rate, why a rail is still paused.
+    fn explain(&mut self, ri: usize, now: Millis) {
+        let rail = &mut self.rails[ri];
+        if rail.explained_at.is_some_and(|t| now.since(t) < self.config.explain_every_ms) {
+            return;
+        }
+        rail.explained_at = Some(now);
+        let w = rail.cell.load();
+        let log =
+            Log::StillPaused { rail: rail.id, reason: w.reason, since: rail.cell.since(), port: w.last_port_state };
+        self.push(Action::Log(log));
+    }
+
+    // ---- other transitions ----------------------------------------------
+
+    pub(super) fn transition(&mut self, ri: usize, from: RailState, cause: Cause, now: Millis) {
+        let rail = &self.rails[ri];
+        let w = rail.cell.load();
+        let what = Happening::Transition { rail: rail.id, from, to: w.state, cause, generation: w.generation };
+        self.notify(now, what);
+    }
+
+    fn set_available(&mut self, ri: usize, available: bool, now: Millis) {
+        let rail = &mut self.rails[ri];
+        if rail.available == available {
+            return;
+        }
+        rail.available = available;
+        let id = rail.id;
+        self.push(Action::SetAvailable { rail: id, available });
+        self.notify(now, Happening::Available { rail: id, available });
+    }
+
+    /// Changes why a paused rail is paused, and says so.
+    fn set_reason(&mut self, ri: usize, reason: PauseReason, now: Millis) {
+        if self.rails[ri].cell.set_reason(reason) == Outcome::Changed {
+            self.transition(ri, RailState::Paused, Cause::Reason(reason), now);
+        }
+    }
+
+    /// A CQ_ERR restart or an address change: generation bump, state kept.
+    pub(super) fn bump(&mut self, ri: usize, kind: EventKind, now: Millis) {
+        if self.rails[ri].cell.bump_generation() != Outcome::Changed {
+            return;
+        }
+        let state = self.rails[ri].cell.load().state;
+        self.transition(ri, state, Cause::Bump(kind), now);
+    }
+
+    // ---- devices --------------------------------------------------------
+
+    /// Every rail of the device goes inert and unavailable; the device is
+    /// closed and re-opened later with backoff (longer if it was a
+    /// re-attach that failed).
+    pub(super) fn device_gone(&mut self, idx: usize, reason: PauseReason, now: Millis) {
+        let failed_reattach = self.devices[idx].attach.is_some() && self.devices[idx].attached_before;
+        self.devices[idx].attach = None;
+        for ri in self.devices[idx].rails.clone() {
+            self.flap_if_up(ri, now);
+            let rail = &mut self.rails[ri];
+            rail.attach_answer = None;
+            rail.settle = None;
+            rail.damped_until = None;
+            rail.activating = false;
+            rail.wake_by = None;
+            let from = rail.cell.load().state;
+            if rail.cell.detach(reason, now) == Outcome::Changed {
+                self.transition(ri, from, Cause::Reason(reason), now);
+                self.set_available(ri, false, now);
+            }
+        }
+        let device = idx as u32;
+        self.push(Action::StopReading { device });
+        self.push(Action::Close { device });
+        let backoff = if failed_reattach {
+            self.next_backoff(self.devices[idx].backoff_ms)
+        } else {
+            self.config.reopen_initial_ms.max(1)
+        };
+        let retry_at = self.schedule_reopen(idx, backoff, now);
+        if failed_reattach {
+            self.push(Action::Log(Log::ReopenFailed { device, errno: None, retry_at }));
+        } else {
+            self.push(Action::Log(Log::DeviceGone { device, reason, retry_at }));
+        }
+    }
+
+    /// Twice `backoff_ms`, capped.
+    pub(super) fn next_backoff(&self, backoff_ms: u64) -> u64 {
+        backoff_ms.saturating_mul(2).min(self.config.reopen_max_ms).max(1)
+    }
+
+    /// Marks the device gone with a re-open due after `backoff_ms` plus
+    /// jitter; returns when.
+    pub(super) fn schedule_reopen(&mut self, idx: usize, backoff_ms: u64, now: Millis) -> Millis {
+        let next_reopen = now.plus(self.with_jitter(backoff_ms));
+        let dev = &mut self.devices[idx];
+        dev.mode = DeviceMode::Gone { next_reopen, backoff_ms };
+        dev.backoff_ms = backoff_ms;
+        dev.reopening = false;
+        self.watch(idx);
+        next_reopen
+    }
+}

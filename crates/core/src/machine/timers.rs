@@ -1,0 +1,187 @@
+//! Time-driven work: the recovery tick (armed only while something needs
+//! it), the opt-in audit, settle and damping timers, and re-opening gone
+//! devices with exponential backoff and jitter.
+//!
+//! Every deadline the machine returns is finite and, once
+//! [`Machine::handle_timeout`] has run for a time, later than that time: no
+//! timer is ever due forever, so no driver spins.
+
+use super::{Action, DeviceMode, Machine};
+use crate::rail::RailState;
+use crate::time::Millis;
+
+impl Machine {
+    /// When the machine next has time-driven work; `None` while nothing is
+    /// scheduled, so an idle driver blocks until a device event.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        [self.next_tick(), self.next_audit, self.next_timer()].into_iter().flatten().min()
+    }
+
+    /// When the recovery tick runs next; `None` while nothing needs it.
+    pub fn next_tick(&self) -> Option<Millis> {
+        self.next_tick.filter(|_| self.tick_needed())
+    }
+
+    /// Arms the tick (a rail paused, a device went poll-only).
+    pub(super) fn arm_tick(&mut self, now: Millis) {
+        // A tick left armed from an earlier need that has passed is stale.
+        if self.next_tick.is_none_or(|t| t <= now) {
+            self.next_tick = Some(now.plus(self.config.tick_ms));
+        }
+    }
+
+    /// Adds device `idx` to the devices with time-driven work.
+    pub(super) fn watch(&mut self, idx: usize) {
+        let idx = idx as u32;
+        if let Err(pos) = self.watched.binary_search(&idx) {
+            self.watched.insert(pos, idx);
+        }
+    }
+
+    /// Whether device `idx` still has time-driven work.
+    fn has_timed_work(&self, idx: usize) -> bool {
+        let d = &self.devices[idx];
+        d.mode != DeviceMode::Events
+            || self.rails[d.rails.clone()].iter().any(|r| {
+                r.settle.is_some()
+                    || r.damped_until.is_some()
+                    || r.activating
+                    || r.cell.load().state == RailState::Paused
+            })
+    }
+
+    /// Something needs the tick: a paused or activating rail, or a
+    /// poll-only device with a rail to poll. A healthy host never wakes.
+    fn tick_needed(&self) -> bool {
+        self.watched.iter().any(|&idx| {
+            let d = &self.devices[idx as usize];
+            let rails = &self.rails[d.rails.clone()];
+            match d.mode {
+                DeviceMode::Events => rails.iter().any(|r| r.activating || r.cell.load().state == RailState::Paused),
+                DeviceMode::PollOnly => rails.iter().any(|r| r.cell.load().state != RailState::Inert),
+                DeviceMode::Gone { .. } => false,
+            }
+        })
+    }
+
+    /// The earliest settle, damping or re-open timer.
+    fn next_timer(&self) -> Option<Millis> {
+        self.watched
+            .iter()
+            .filter_map(|&idx| {
+                let d = &self.devices[idx as usize];
+                let reopen = match d.mode {
+                    DeviceMode::Gone { next_reopen, .. } if !d.reopening => Some(next_reopen),
+                    _ => None,
+                };
+                let rails = self.rails[d.rails.clone()]
+                    .iter()
+                    .filter_map(|r| {
+                        let settle = r.settle.filter(|s| !s.confirming).map(|s| s.until);
+                        [settle, r.damped_until].into_iter().flatten().min()
+                    })
+                    .min();
+                [reopen, rails].into_iter().flatten().min()
+            })
+            .min()
+    }
+
+    /// Runs whatever is due at `now`: re-opens, settle and damping timers
+    /// first, then the tick and the audit.
+    pub(super) fn run_due(&mut self, now: Millis) {
+        for k in 0..self.watched.len() {
+            let idx = self.watched[k] as usize;
+            if let DeviceMode::Gone { next_reopen, .. } = self.devices[idx].mode {
+                if next_reopen <= now && !self.devices[idx].reopening {
+                    self.devices[idx].reopening = true;
+                    self.devices[idx].stats.reopen_attempts += 1;
+                    self.push(Action::Reopen { device: idx as u32 });
+                }
+                continue;
+            }
+            for ri in self.devices[idx].rails.clone() {
+                let rail = &mut self.rails[ri];
+                if let Some(s) = rail.settle.as_mut().filter(|s| !s.confirming && s.until <= now) {
+                    // The settle delay is over: one query confirms the port
+                    // still reads ACTIVE.
+                    s.confirming = true;
+                    self.query(ri);
+                } else if rail.damped_until.is_some_and(|t| t <= now) {
+                    // The penalty has decayed: release if the port reads
+                    // ACTIVE (through the settle delay, if any).
+                    rail.damped_until = None;
+                    self.query(ri);
+                }
+            }
+        }
+        if self.next_tick.is_some_and(|t| t <= now) {
+            self.next_tick = None;
+            if self.tick_needed() {
+                self.tick(now);
+            }
+        }
+        if self.next_audit.is_some_and(|t| t <= now) {
+            self.audit(now);
+        }
+        let mut watched = std::mem::take(&mut self.watched);
+        watched.retain(|&idx| self.has_timed_work(idx as usize));
+        self.watched = watched;
+    }
+
+    /// Reads the port state of every paused rail (and of every rail of a
+    /// poll-only device, whose links are read too: no event will say the
+    /// rate changed); retries the link read of a rail still activating.
+    fn tick(&mut self, now: Millis) {
+        self.ticks += 1;
+        for k in 0..self.watched.len() {
+            let idx = self.watched[k] as usize;
+            let mode = self.devices[idx].mode;
+            for ri in self.devices[idx].rails.clone() {
+                let state = self.rails[ri].cell.load().state;
+                match (mode, state) {
+                    (DeviceMode::Gone { .. }, _) | (_, RailState::Inert) => {}
+                    (DeviceMode::PollOnly, _) => {
+                        self.query(ri);
+                        if state == RailState::Active {
+                            self.read_link(ri);
+                        }
+                    }
+                    (DeviceMode::Events, RailState::Paused) => self.query(ri),
+                    (DeviceMode::Events, RailState::Active) if self.rails[ri].activating => self.read_link(ri),
+                    (DeviceMode::Events, RailState::Active) => {}
+                }
+            }
+        }
+        self.next_tick = Some(now.plus(self.config.tick_ms));
+    }
+
+    /// The opt-in audit: re-reads every active rail of a device that is
+    /// read for events (a port that went down with no event at all).
+    fn audit(&mut self, now: Millis) {
+        for ri in 0..self.rails.len() {
+            let device = self.rails[ri].id.device as usize;
+            if self.devices[device].mode == DeviceMode::Events
+                && self.devices[device].attach.is_none()
+                && self.rails[ri].cell.load().state == RailState::Active
+            {
+                self.query(ri);
+            }
+        }
+        self.next_audit = self.config.audit_ms.map(|a| now.plus(a));
+    }
+
+    /// The delay before a re-open attempt: `backoff_ms` plus up to
+    /// `reopen_jitter_pct` percent of it, so hosts that lost a device in
+    /// the same fabric event do not all re-open it in the same instant.
+    pub(super) fn with_jitter(&mut self, backoff_ms: u64) -> u64 {
+        // xorshift64*: tiny, seeded from the config, reproducible.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        let span = backoff_ms.saturating_mul(u64::from(self.config.reopen_jitter_pct.min(100))) / 100;
+        backoff_ms.saturating_add(if span == 0 { 0 } else { r % (span + 1) }).max(1)
+    }
+}

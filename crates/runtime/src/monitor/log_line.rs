@@ -1,0 +1,97 @@
+//! How the machine's log requests and notifications read in the log. Only
+//! wording lives here: the machine decided that (and when) each is said.
+
+use log::{debug, error, info, warn};
+use railwatch_core::{Cause, Happening, Log, Machine, Notification, RailId, RailState, RecoveredBy};
+
+fn rail(m: &Machine, id: RailId) -> &str {
+    m.rail(id).map_or("?", |r| r.name)
+}
+
+fn device(m: &Machine, idx: u32) -> &str {
+    m.device(idx).map_or("?", |d| d.name)
+}
+
+/// A log line for a notification worth one.
+pub(super) fn note(m: &Machine, note: &Notification) {
+    match note.what {
+        Happening::Transition { rail: id, from, to, cause, .. } => match (from, to, cause) {
+            (RailState::Active, RailState::Paused, Cause::Reason(reason)) => {
+                warn!("{} down: {reason}; paused, the gate refuses until the port is ACTIVE again", rail(m, id))
+            }
+            (_, RailState::Active, Cause::By(RecoveredBy::Poll)) => {
+                warn!("{} up: the port reads ACTIVE but no event said so; recovered by the poll", rail(m, id))
+            }
+            (_, RailState::Active, Cause::By(by)) => info!("{} up ({by})", rail(m, id)),
+            (_, RailState::Inert, Cause::Reason(reason)) => warn!("{} inert: {reason}", rail(m, id)),
+            (RailState::Inert, RailState::Paused, Cause::Reason(reason)) => {
+                info!("{}: attached paused ({reason}); waiting until the port reads ACTIVE", rail(m, id))
+            }
+            (_, _, Cause::Bump(kind)) => {
+                info!("{}: {kind}: generation bumped, endpoints built before are stale", rail(m, id))
+            }
+            _ => {}
+        },
+        Happening::Reseed { rail: id, from: Some(from), to } => {
+            info!("{}: link rate {from} → {to}; re-seeded", rail(m, id))
+        }
+        Happening::ObjectError { device: d, kind, handle } => {
+            warn!("{}: {} on object {handle:?}; the engine is notified", device(m, d), kind.ibv_str())
+        }
+        Happening::Event { device: d, kind, .. } => debug!("{}: {kind}", device(m, d)),
+        _ => {}
+    }
+}
+
+/// The line the machine asked for.
+pub(super) fn log(m: &Machine, line: &Log) {
+    match *line {
+        Log::Unhandled { device: d, code, capped } => {
+            warn!(
+                "{}: async event {} (code {code}) is not acted on; counted and acknowledged \
+                 (warned once per device and code)",
+                device(m, d),
+                railwatch_core::EventKind::from_code(code)
+            );
+            if capped {
+                warn!("{}: too many distinct unhandled codes; further new codes are only counted", device(m, d));
+            }
+        }
+        Log::StillPaused { rail: id, reason, since, port } => info!(
+            "{} still paused: {reason} since {since}, port reads {}",
+            rail(m, id),
+            port.map_or("unknown", |p| p.ibv_str())
+        ),
+        Log::Damped { rail: id, penalty, until } => {
+            info!("{}: port is ACTIVE but the rail is damped (penalty {penalty:.0}); held until {until}", rail(m, id))
+        }
+        Log::Settling { rail: id, until } => {
+            info!("{}: port is ACTIVE; settling until {until} before activating", rail(m, id))
+        }
+        Log::SettleCancelled { rail: id } => {
+            warn!("{} went down again while settling; activation cancelled", rail(m, id))
+        }
+        Log::ReadFailed { device: d, errno } => error!(
+            "{}: reading async events failed ({errno}); no longer reading this fd, polling its ports every tick \
+             instead",
+            device(m, d)
+        ),
+        Log::HungUp { device: d } => {
+            error!("{}: the async event fd hung up: the device context is gone", device(m, d))
+        }
+        Log::QueryFailed { rail: id, errno } => {
+            error!("{}: port query failed ({errno}): the device is gone", rail(m, id))
+        }
+        Log::LinkUnreadable { rail: id, errno } => {
+            warn!("{}: reading the link rate failed ({errno}); keeping the cached rate", rail(m, id))
+        }
+        Log::DeviceGone { device: d, reason, retry_at } => {
+            error!("{}: closed ({reason}); re-opening at {retry_at}", device(m, d))
+        }
+        Log::ReopenFailed { device: d, errno, retry_at } => match errno {
+            Some(e) => debug!("{}: re-open failed ({e}); next attempt at {retry_at}", device(m, d)),
+            None => debug!("{}: re-opened but its ports cannot be queried; next attempt at {retry_at}", device(m, d)),
+        },
+        Log::Attached { device: d } => info!("{}: opened; rails attached", device(m, d)),
+    }
+}
