@@ -12,8 +12,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use railwatch_sim_backend::Scenario;
-use railwatch_sim_backend::scenario::MAX_REPEAT;
+use railwatch_scenario::Scenario;
+use railwatch_scenario::scenario::MAX_REPEAT;
 
 const FILE: &str = "fuzz.toml";
 
