@@ -282,15 +282,24 @@ fn table(v: &BTreeMap<String, f64>) -> Result<String, String> {
         goal: "0".into(),
         pass: Some(sim == 0.0 && raw == 0.0),
     });
+    let port = get("allocs_per_port_event")?;
     rows.push(Row {
         target: "6",
-        what: "  (context) heap allocations per port event (PORT_ERR / PORT_ACTIVE)".into(),
-        value: format!("{}", get("allocs_per_port_event")?),
+        what: "heap allocations per port event (PORT_ERR / PORT_ACTIVE, with the query and link read)".into(),
+        value: format!("{port}"),
         baseline: "—".into(),
         ratio: "—".into(),
-        goal: "—".into(),
-        pass: None,
+        goal: "0".into(),
+        pass: Some(port == 0.0),
     });
+    rows.push(ratio_row(
+        "7",
+        "(context) a flap's events through the monitor (pipe, drain, actions) vs fed to the machine directly, per event",
+        get("machine_monitor_ns")?,
+        get("machine_direct_ns")?,
+        get("machine_monitor_ratio")?,
+        Goal::Info,
+    ));
 
     let mut s = String::new();
     let _ = writeln!(s, "| # | measurement | value | baseline | ratio | target | result |");

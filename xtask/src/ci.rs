@@ -78,6 +78,8 @@ pub fn run() -> Result<(), String> {
     )?;
     builtins()?;
     step("engine example", cargo().args(["run", "-p", "railwatch-runtime", "--example", "engine"]))?;
+    // An engine that keeps its own epoll loop and drives only the machine.
+    step("own-loop example", cargo().args(["run", "-p", "railwatch-sim-backend", "--example", "own_loop"]))?;
     step(
         "docs",
         cargo().args(["doc", "--workspace", "--no-deps", "--all-features"]).env("RUSTDOCFLAGS", "-D warnings"),

@@ -6,6 +6,7 @@
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
 //! - `soak`: ten million simulated events with faults and flaps, checked.
+//! - `props`: the machine's and the monitor's property tests, long.
 
 use std::process::ExitCode;
 
@@ -13,6 +14,7 @@ mod bench;
 mod ci;
 mod deps;
 mod fuzz;
+mod props;
 mod run;
 mod scale;
 mod soak;
@@ -26,14 +28,16 @@ fn main() -> ExitCode {
         Some("scale") => scale::run(),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
+        Some("props") => props::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|scale|fuzz|soak>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|scale|fuzz|soak|props>");
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
             eprintln!("  scale time a 1,000,000-event, 64-device scenario and its peak memory");
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
             eprintln!("  soak  [--events N] [--seed S] 10,000,000 simulated events with faults and flaps, checked");
+            eprintln!("  props [--cases N] the machine's and the monitor's property tests (default 100,000 cases)");
             return ExitCode::from(2);
         }
     };

@@ -1,5 +1,5 @@
 //! `cargo xtask soak [--events N] [--seed S]`: the soak test
-//! (`crates/sim-backend/tests/soak.rs`) in release mode, 10,000,000
+//! (`crates/runtime/tests/soak.rs`) in release mode, 10,000,000
 //! simulated events by default, with random faults and flaps against the
 //! real runtime monitor over simulated devices, in virtual time. It checks
 //! that nothing is lost, no rail is stranded and memory stays flat, and
@@ -38,7 +38,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let mut cmd = cargo();
-    cmd.args(["test", "--release", "-p", "railwatch-sim-backend", "--test", "soak", "--", "--nocapture"])
+    cmd.args(["test", "--release", "-p", "railwatch-runtime", "--test", "soak", "--", "--nocapture"])
         .env("RAILWATCH_SOAK_EVENTS", events.to_string());
     if let Some(seed) = &seed {
         cmd.env("RAILWATCH_SOAK_SEED", seed);

@@ -35,7 +35,10 @@ use common::{
 };
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use railwatch_core::{Gate, Millis, NoSelector, PortState, RailCell, RailId, VerbsPort};
+use railwatch_core::{
+    Action, AsyncEvent, EventKind, Gate, LinkAttrs, Machine, MachineConfig, Millis, NoSelector, PortState, RailCell,
+    RailId, VerbsPort,
+};
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, SystemClock};
 use railwatch_sim_backend::{PortSpec, SimClock, SimDevice};
 
@@ -232,6 +235,64 @@ fn drain_pairs() {
     drop(cases);
     assert_eq!(mraw.snapshot().devices[0].counters.comm_est, (5 + DRAIN_ROUNDS as u64) * BURST);
     record_pairs("drain", &["bare", "sim_only", "monitor_sim", "monitor_raw"], BURST as f64, &times);
+}
+
+/// 7: the machine's cost per event driven directly vs through the monitor:
+/// the same flaps (PORT_ERR, then PORT_ACTIVE with its query and link
+/// read), fed to a bare `Machine` that answers its own questions, and
+/// written into a raw pipe the monitor drains.
+fn machine_pairs() {
+    const FLAPS: u64 = 2_000;
+    let mut machine = Machine::new(MachineConfig::default()).expect("machine");
+    let dev = machine.add_device("raw", &[1], Millis(0));
+    let serve = |m: &mut Machine| {
+        while let Some(a) = m.poll_action() {
+            match a {
+                Action::QueryPort { device, port } => {
+                    m.handle_port_state(device, port, Ok(PortState::Active), Millis(0))
+                }
+                Action::ReadLink { device, port } => {
+                    m.handle_link(device, port, Ok(LinkAttrs::new(PortSpec::NDR, PortSpec::WIDTH_4X)), Millis(0))
+                }
+                other => drop(black_box(other)),
+            }
+        }
+    };
+    serve(&mut machine);
+    let raw = Arc::new(RawPipe::new());
+    let mut monitor = Monitor::new(Config::default(), NoSelector, SimClock::new()).expect("monitor");
+    monitor.add_device(RawPort::new(raw.clone()));
+    let (err, active) = (AsyncEvent::port(EventKind::PortErr, 1), AsyncEvent::port(EventKind::PortActive, 1));
+    let mut cases: Vec<Case<'_>> = vec![
+        Box::new(|| {
+            let t = Instant::now();
+            for _ in 0..FLAPS {
+                machine.handle_event(dev, err, Millis(0));
+                serve(&mut machine);
+                machine.handle_event(dev, active, Millis(0));
+                serve(&mut machine);
+            }
+            t.elapsed()
+        }),
+        Box::new(|| {
+            let mut total = Duration::ZERO;
+            // In chunks the pipe holds.
+            for _ in 0..FLAPS / 500 {
+                for _ in 0..500 {
+                    raw.fill(&encode(&err), 1);
+                    raw.fill(&encode(&active), 1);
+                }
+                let t = Instant::now();
+                drain_monitor(&mut monitor);
+                total += t.elapsed();
+            }
+            total
+        }),
+    ];
+    let times = interleave(3, 30, &mut cases);
+    drop(cases);
+    assert!(monitor.snapshot().rails[0].generation > FLAPS, "the monitor resumed the rail on every flap");
+    record_pairs("machine", &["direct", "monitor"], (2 * FLAPS) as f64, &times);
 }
 
 /// 5c: the same burst on one device among 1, 64, 1024 and 4096.
@@ -731,6 +792,7 @@ fn main() {
     record("pipe_capacity_bytes", pipe.capacity as f64);
     drop(pipe);
     drain_pairs();
+    machine_pairs();
     device_pairs();
     gate_pairs();
     tick_pairs();

@@ -513,8 +513,14 @@ impl World {
     }
 }
 
+/// 96 cases in `cargo test`; `PROPTEST_CASES` (set by `cargo xtask props`)
+/// for a long run.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn random_scenarios_keep_every_invariant(case in case()) {

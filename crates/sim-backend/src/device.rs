@@ -216,6 +216,13 @@ impl SimDevice {
     pub fn counters(&self) -> SimCounters {
         self.inner.lock().counters
     }
+
+    /// A duplicate of the async fd (same pipe, same readiness), for an
+    /// engine that waits on it with its own epoll and reads events through
+    /// [`get_event`](VerbsPort::get_event). `EBADF` while closed.
+    pub fn try_clone_async_fd(&self) -> io::Result<std::os::fd::OwnedFd> {
+        self.inner.lock().pipe.as_ref().ok_or_else(|| os_err(libc::EBADF))?.try_clone_read()
+    }
 }
 
 impl VerbsPort for SimDevice {

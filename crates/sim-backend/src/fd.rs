@@ -129,6 +129,12 @@ impl EventPipe {
     }
 
     /// The read end, for epoll.
+    /// A second descriptor for the read end (`dup`): same pipe, same
+    /// readiness, for a caller that waits on it with its own epoll.
+    pub(crate) fn try_clone_read(&self) -> io::Result<OwnedFd> {
+        self.read.try_clone()
+    }
+
     pub(crate) fn read_fd(&self) -> RawFd {
         self.read.as_raw_fd()
     }
