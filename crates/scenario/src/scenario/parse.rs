@@ -38,11 +38,25 @@ struct RawScenario {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDamping {
-    penalty_per_flap: Option<f64>,
-    suppress: Option<f64>,
-    reuse: Option<f64>,
-    half_life_ms: Option<u64>,
-    max_penalty: Option<f64>,
+    penalty_per_flap: Option<Spanned<f64>>,
+    suppress: Option<Spanned<f64>>,
+    reuse: Option<Spanned<f64>>,
+    half_life_ms: Option<Spanned<u64>>,
+    max_penalty: Option<Spanned<f64>>,
+}
+
+impl RawDamping {
+    /// Where `key` was written, if it was.
+    fn span_of(&self, key: &str) -> Option<Range<usize>> {
+        match key {
+            "penalty_per_flap" => self.penalty_per_flap.as_ref().map(Spanned::span),
+            "suppress" => self.suppress.as_ref().map(Spanned::span),
+            "reuse" => self.reuse.as_ref().map(Spanned::span),
+            "half_life_ms" => self.half_life_ms.as_ref().map(Spanned::span),
+            "max_penalty" => self.max_penalty.as_ref().map(Spanned::span),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -273,13 +287,15 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
             let r = d.get_ref();
             let def = DampingConfig::default();
             let cfg = DampingConfig {
-                penalty_per_flap: r.penalty_per_flap.unwrap_or(def.penalty_per_flap),
-                suppress: r.suppress.unwrap_or(def.suppress),
-                reuse: r.reuse.unwrap_or(def.reuse),
-                half_life_ms: r.half_life_ms.unwrap_or(def.half_life_ms),
-                max_penalty: r.max_penalty.unwrap_or(def.max_penalty),
+                penalty_per_flap: r.penalty_per_flap.as_ref().map_or(def.penalty_per_flap, |v| *v.get_ref()),
+                suppress: r.suppress.as_ref().map_or(def.suppress, |v| *v.get_ref()),
+                reuse: r.reuse.as_ref().map_or(def.reuse, |v| *v.get_ref()),
+                half_life_ms: r.half_life_ms.as_ref().map_or(def.half_life_ms, |v| *v.get_ref()),
+                max_penalty: r.max_penalty.as_ref().map_or(def.max_penalty, |v| *v.get_ref()),
             };
-            cfg.validate().map_err(|(key, e)| cx.err(d.span(), format!("damping.{key}: {e}")))?;
+            // Named at the key when it was written, else at `[damping]`.
+            cfg.validate()
+                .map_err(|(key, e)| cx.err(r.span_of(key).unwrap_or(d.span()), format!("damping.{key}: {e}")))?;
             Some(cfg)
         }
     };

@@ -1,0 +1,203 @@
+//! Scenario files that showed policy defects in the monitor before the
+//! policy moved into core's machine, run end to end through the driver
+//! (the real monitor over simulated devices, in virtual time). Each file's
+//! expectations are the corrected behaviour; the numbers in the names are
+//! the defect list of the machine issue.
+
+use railwatch_scenario::driver::{self, RunOptions};
+use railwatch_scenario::{Scenario, ScenarioError};
+
+const ONE_PORT: &str = r#"
+[[device]]
+name = "mlx5_0"
+ports = [ { port = 1, state = "active", speed = "ndr", width = "4x" } ]
+"#;
+
+/// Runs `body` (with the one-port device) and returns every failed
+/// expectation's detail.
+fn run(head: &str, body: &str) -> Vec<String> {
+    let text = format!("{head}\n{ONE_PORT}\n{body}");
+    let scenario = Scenario::parse(&text, "defect.toml").unwrap_or_else(|e| panic!("{e}"));
+    let started = std::time::Instant::now();
+    let summary = driver::run(&scenario, &RunOptions::default(), |_, _| {}).expect("the run");
+    assert!(started.elapsed().as_secs() < 10, "a short scenario ran long");
+    assert!(!summary.expectations.is_empty(), "the file checks something");
+    summary
+        .expectations
+        .into_iter()
+        .filter(|e| !e.passed)
+        .map(|e| format!("{} ms {}: {}", e.at_ms, e.rail, e.detail))
+        .collect()
+}
+
+fn refused(head: &str) -> ScenarioError {
+    Scenario::parse(&format!("{head}\n{ONE_PORT}"), "defect.toml").expect_err("refused")
+}
+
+#[test]
+fn d1_a_damping_hold_that_would_overflow_is_refused_with_its_line() {
+    // Before: a valid file whose release time overflowed never ended.
+    let e = refused("duration_ms = 5000\n[damping]\nhalf_life_ms = 9223372036854775807\nreuse = 1.0");
+    assert_eq!(e.line(), Some(3), "{e}");
+    assert!(e.to_string().contains("damping.half_life_ms"), "{e}");
+    let e = refused("duration_ms = 5000\ntick_ms = 99999999999");
+    assert!(e.to_string().contains("tick_ms"), "{e}");
+}
+
+#[test]
+fn d3_a_reattached_device_goes_through_the_settle_delay() {
+    // DEVICE_FATAL at 100: closed, re-opened at 1.1–1.3 s with the port
+    // ACTIVE. With a 1 s settle delay it is paused (settling) first.
+    let failed = run(
+        "duration_ms = 4000\nsettle_ms = 1000",
+        r#"
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+event = "device_fatal"
+
+[[expect]]
+at_ms = 1400
+rail = "mlx5_0/1"
+state = "paused"
+available = false
+
+[[expect]]
+at_ms = 2400
+rail = "mlx5_0/1"
+state = "active"
+available = true
+recovered_by = "attach"
+"#,
+    );
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[test]
+fn d5_a_bounce_during_the_settle_on_a_poll_only_device_is_noticed() {
+    // The fd fails (poll-only); the port goes down at 500 and is found by
+    // the tick at 1000; it reads ACTIVE again at 1500 (tick at 2000 starts a
+    // settle until 5000); it bounces at 2500 (tick at 3000 sees it down,
+    // cancelling the settle) and is back at 3500: the settle restarts at
+    // 4000 and ends at 7000, not at the original 5000.
+    let failed = run(
+        "duration_ms = 9000\nsettle_ms = 3000",
+        r#"
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+fault = "ebadf"
+event = "comm_est"
+
+[[step]]
+at_ms = 500
+device = "mlx5_0"
+port_state = { port = 1, state = "down" }
+
+[[step]]
+at_ms = 1500
+device = "mlx5_0"
+port_state = { port = 1, state = "active" }
+
+[[step]]
+at_ms = 2500
+device = "mlx5_0"
+port_state = { port = 1, state = "down" }
+
+[[step]]
+at_ms = 3500
+device = "mlx5_0"
+port_state = { port = 1, state = "active" }
+
+[[expect]]
+at_ms = 5500
+rail = "mlx5_0/1"
+state = "paused"
+
+[[expect]]
+at_ms = 7500
+rail = "mlx5_0/1"
+state = "active"
+recovered_by = "poll"
+"#,
+    );
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[test]
+fn d6_a_poll_only_device_learns_a_link_rate_change() {
+    let failed = run(
+        "duration_ms = 3000",
+        r#"
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+fault = "ebadf"
+event = "comm_est"
+
+[[step]]
+at_ms = 500
+device = "mlx5_0"
+link = { port = 1, speed = "hdr", width = "4x" }
+
+[[expect]]
+at_ms = 1600
+rail = "mlx5_0/1"
+state = "active"
+bandwidth_gbps = 200
+"#,
+    );
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[test]
+fn d8_port_active_on_a_port_that_reads_down_does_not_activate() {
+    let failed = run(
+        "duration_ms = 3000",
+        r#"
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+port_state = { port = 1, state = "down" }
+event = "port_err"
+port = 1
+
+[[step]]
+at_ms = 200
+device = "mlx5_0"
+event = "port_active"
+port = 1
+
+[[expect]]
+at_ms = 300
+rail = "mlx5_0/1"
+state = "paused"
+available = false
+"#,
+    );
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[test]
+fn d8_a_gid_change_alone_re_reads_the_port() {
+    // A deleted netdev under Soft-RoCE loses the PORT_ERR and delivers only
+    // GID_CHANGE: the re-read finds the port down.
+    let failed = run(
+        "duration_ms = 3000",
+        r#"
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+port_state = { port = 1, state = "down" }
+event = "gid_change"
+port = 1
+
+[[expect]]
+at_ms = 150
+rail = "mlx5_0/1"
+state = "paused"
+available = false
+"#,
+    );
+    assert!(failed.is_empty(), "{failed:#?}");
+}
