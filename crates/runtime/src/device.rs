@@ -1,7 +1,7 @@
 //! The driver's record of one device: the backend, whether its fd is in the
 //! poll set, and the I/O counters only the driver sees.
 
-use railwatch_core::{DeviceStats, VerbsPort};
+use railwatch_core::DeviceStats;
 
 /// Counters of one device: what the machine counted and what the driver's
 /// reads did.
@@ -61,7 +61,6 @@ impl DeviceCounters {
 /// One device under the monitor.
 pub(crate) struct DeviceSlot<P> {
     pub(crate) port: P,
-    pub(crate) name: String,
     /// Its fd is in the poll set.
     pub(crate) reading: bool,
     pub(crate) io: IoCounters,
@@ -73,10 +72,9 @@ pub(crate) struct DeviceSlot<P> {
     pub(crate) drained_in_progress: u64,
 }
 
-impl<P: VerbsPort> DeviceSlot<P> {
+impl<P> DeviceSlot<P> {
     pub(crate) fn new(port: P) -> DeviceSlot<P> {
         DeviceSlot {
-            name: port.name().to_string(),
             port,
             reading: false,
             io: IoCounters::default(),

@@ -109,8 +109,8 @@ struct Device {
     /// goes through damping and the settle delay.
     attached_before: bool,
     stats: DeviceStats,
-    /// Codes already warned about, at most [`MAX_WARNED_CODES`] (capacity
-    /// reserved up front: the event path does not allocate).
+    /// Codes already warned about, at most [`MAX_WARNED_CODES`] (grown only
+    /// when a new unhandled code first shows up; most devices never see one).
     warned: Vec<u32>,
 }
 
@@ -151,6 +151,28 @@ struct Rail {
     activating: bool,
     /// The answer of an attach in progress.
     attach_answer: Option<PortState>,
+}
+
+impl Rail {
+    fn view(&self) -> RailView<'_> {
+        RailView {
+            id: self.id,
+            name: &self.name,
+            word: self.cell.load(),
+            since: self.cell.since(),
+            available: self.available,
+            rate: self.seeded,
+            recovered_by: self.recovered_by,
+            damped_until: self.damped_until,
+            settling_until: self.settle.map(|s| s.until),
+        }
+    }
+}
+
+impl Device {
+    fn view(&self, index: u32) -> DeviceView<'_> {
+        DeviceView { index, name: &self.name, mode: self.mode, stats: self.stats }
+    }
 }
 
 /// One rail as the machine sees it now.
@@ -303,7 +325,7 @@ impl Machine {
             attach: None,
             attached_before: false,
             stats: DeviceStats::default(),
-            warned: Vec::with_capacity(MAX_WARNED_CODES),
+            warned: Vec::new(),
         });
         if let Some(audit) = self.config.audit_ms {
             self.next_audit.get_or_insert(now.plus(audit));
@@ -507,38 +529,22 @@ impl Machine {
 
     /// Every rail, in the order devices and ports were added.
     pub fn rails(&self) -> impl ExactSizeIterator<Item = RailView<'_>> {
-        self.rails.iter().map(|r| RailView {
-            id: r.id,
-            name: &r.name,
-            word: r.cell.load(),
-            since: r.cell.since(),
-            available: r.available,
-            rate: r.seeded,
-            recovered_by: r.recovered_by,
-            damped_until: r.damped_until,
-            settling_until: r.settle.map(|s| s.until),
-        })
+        self.rails.iter().map(Rail::view)
     }
 
     /// One rail.
     pub fn rail(&self, rail: RailId) -> Option<RailView<'_>> {
-        let ri = self.rail_index(rail.device, rail.port)?;
-        self.rails().nth(ri)
+        self.rail_index(rail.device, rail.port).map(|ri| self.rails[ri].view())
     }
 
     /// Every device, in the order added.
     pub fn devices(&self) -> impl ExactSizeIterator<Item = DeviceView<'_>> {
-        self.devices.iter().enumerate().map(|(i, d)| DeviceView {
-            index: i as u32,
-            name: &d.name,
-            mode: d.mode,
-            stats: d.stats,
-        })
+        self.devices.iter().enumerate().map(|(i, d)| d.view(i as u32))
     }
 
     /// One device.
     pub fn device(&self, device: u32) -> Option<DeviceView<'_>> {
-        self.devices().nth(device as usize)
+        self.devices.get(device as usize).map(|d| d.view(device))
     }
 
     /// Recovery ticks run.

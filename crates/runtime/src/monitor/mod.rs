@@ -88,8 +88,10 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     pub fn add_device(&mut self, port: P) -> u32 {
         let now = self.clock.now();
         let ports = port.ports();
+        // The slot first: the machine's first actions are for it.
+        let name = port.name().to_string();
         self.devices.push(DeviceSlot::new(port));
-        let idx = self.machine.add_device(&self.devices[self.devices.len() - 1].name, &ports, now);
+        let idx = self.machine.add_device(&name, &ports, now);
         self.carry_out(now);
         idx
     }
@@ -121,7 +123,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
 
     /// The name of device `device`.
     pub fn device_name(&self, device: u32) -> Option<&str> {
-        self.devices.get(device as usize).map(|d| d.name.as_str())
+        self.machine.device(device).map(|d| d.name)
     }
 
     /// The backend of device `device`.
