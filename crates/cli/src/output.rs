@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use railwatch_core::LinkRate;
+use railwatch_core::{EventKind, LinkRate, Scope};
 use railwatch_runtime::{Cause, Happening, Notification};
 use railwatch_scenario::driver::{ExpectResult, Names, Record, RunSummary};
 use serde_json::{Value, json};
@@ -18,6 +18,25 @@ pub enum Style {
         /// Use ANSI colours.
         color: bool,
     },
+}
+
+/// The subject of an `event` line: its rail for a port event (a known
+/// port-scoped code) whose port has one, else its device. An unknown code's
+/// element is not trusted to be a port.
+fn event_rail(names: &Names, device: u32, port: Option<u32>, kind: EventKind) -> Option<&str> {
+    if kind.scope() != Scope::Port {
+        return None;
+    }
+    port.and_then(|p| u8::try_from(p).ok()).and_then(|p| names.rail_of(device, p))
+}
+
+/// `text` safe for a terminal: control characters (escape sequences
+/// included) are shown escaped, never sent raw.
+pub fn escaped(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 fn gbps(rate: Option<LinkRate>) -> Value {
@@ -41,7 +60,7 @@ pub fn json_record(names: &Names, record: &Record<'_>) -> Option<Value> {
             match what {
                 Happening::Event { device, port, kind } => {
                     let mut v = json!({"t_ms": t_ms, "kind": "event", "event": kind.name(), "code": kind.code()});
-                    match port.and_then(|p| u8::try_from(p).ok()).and_then(|p| names.rail_of(*device, p)) {
+                    match event_rail(names, *device, *port, *kind) {
                         Some(rail) => v["rail"] = json!(rail),
                         None => v["device"] = json!(names.device(*device)),
                     }
@@ -130,8 +149,7 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
         Record::Note(Notification { t, what }) => {
             let (subject, text) = match what {
                 Happening::Event { device, port, kind } => {
-                    let subject = match port.and_then(|p| u8::try_from(p).ok()).and_then(|p| names.rail_of(*device, p))
-                    {
+                    let subject = match event_rail(names, *device, *port, *kind) {
                         Some(rail) => rail.to_string(),
                         None => names.device(*device).to_string(),
                     };
@@ -179,7 +197,7 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
             (e.at_ms, e.rail.clone(), format!("expect {verdict}: {}", e.detail))
         }
     };
-    Some(format!("{}  {:<12} {}", time(t), subject, what))
+    Some(format!("{}  {:<12} {}", time(t), escaped(&subject), what))
 }
 
 /// The closing table for people.
@@ -192,7 +210,7 @@ pub fn human_summary(out: &mut impl Write, summary: &RunSummary, color: bool) ->
         writeln!(
             out,
             "{:<12} {} {:<10} {:>10} {:>10}  {}",
-            r.name,
+            escaped(&r.name),
             p.state(&state),
             if r.available { "yes" } else { "no" },
             r.rate.and_then(|r| r.as_gbps()).map_or("-".into(), |g| g.to_string()),
@@ -214,6 +232,6 @@ pub fn human_summary(out: &mut impl Write, summary: &RunSummary, color: bool) ->
 /// Prints the failed expectations on stderr.
 pub fn report_failures(failures: &[&ExpectResult]) {
     for e in failures {
-        eprintln!("railwatch: expectation failed at {} ms on {}: {}", e.at_ms, e.rail, e.detail);
+        eprintln!("railwatch: expectation failed at {} ms on {}: {}", e.at_ms, escaped(&e.rail), escaped(&e.detail));
     }
 }

@@ -24,6 +24,14 @@ impl Notifier {
         rx
     }
 
+    /// A new subscriber's receiver with no bound: for a reader that empties
+    /// it after every `poll_once` (a simulator), so nothing is ever lost.
+    pub(crate) fn subscribe_unbounded(&mut self) -> Receiver<Notification> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.subscribers.push(tx);
+        rx
+    }
+
     pub(crate) fn send(&mut self, note: Notification) {
         let dropped = &mut self.dropped;
         // A dropped receiver unsubscribes.

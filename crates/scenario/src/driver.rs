@@ -2,11 +2,20 @@
 //! [`Scenario`] on a virtual clock.
 //!
 //! Time only moves when nothing is left to do at the current instant: the
-//! driver sets the clock to the next step, tick or expectation, applies the
-//! steps due then (their events go into the devices' real pipes), polls the
-//! monitor with a zero timeout until no device is pending, and checks the
-//! expectations due then. A ten-minute scenario runs in milliseconds, and
-//! the same file gives the same timeline every time.
+//! driver sets the clock to the next step, timer or expectation, applies
+//! the steps due then (their events go into the devices' real pipes), polls
+//! the monitor with a zero timeout until no device is pending, and checks
+//! the expectations due then. A ten-minute scenario runs in milliseconds,
+//! and the same file gives the same timeline every time.
+//!
+//! Idle virtual time is skipped: once a recovery tick changed nothing and
+//! no step came since, the ticks before the next step, expectation or other
+//! timer would read the same ports and change nothing either, so the driver
+//! goes straight to the last of them. A week of virtual time with a rail
+//! that never recovers costs a handful of ticks, not millions.
+//!
+//! Every notification reaches the sink: the driver subscribes without a
+//! bound and empties the channel after every poll.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -27,6 +36,9 @@ pub struct RunOptions {
     pub realtime: bool,
     /// Overrides the scenario's `tick_ms`.
     pub tick_ms: Option<u64>,
+    /// Stop with an error after this many instants (a fuzzer's budget);
+    /// `None`: no limit (the scenario's own limits bound the run).
+    pub max_instants: Option<u64>,
 }
 
 /// The verdict on one `[[expect]]`.
@@ -138,20 +150,22 @@ pub struct Run<'s> {
     rx: crossbeam_channel::Receiver<Notification>,
     next_step: usize,
     checked: Vec<bool>,
+    tick_ms: u64,
+    /// The last instant applied no step, checked no expectation and made no
+    /// notification: the world and the monitor are at rest.
+    at_rest: bool,
 }
 
 impl<'s> Run<'s> {
     /// Builds the scenario's devices and a monitor over them, at virtual
-    /// time 0. The notification channel is sized so the driver (which
-    /// empties it after every poll) never loses one.
+    /// time 0, subscribed without a bound (the driver empties the channel
+    /// after every poll, so it never loses one).
     pub fn new(scenario: &'s Scenario, opts: &RunOptions) -> io::Result<Run<'s>> {
         let clock = SimClock::new();
         let selector = Arc::new(BandwidthSelector::new());
+        let tick_ms = opts.tick_ms.unwrap_or(scenario.tick_ms);
         let config = Config {
-            tick_ms: opts.tick_ms.unwrap_or(scenario.tick_ms),
-            // A drain pass reads at most the budget per device, and every
-            // event makes a bounded number of notifications.
-            notify_capacity: 1 << 16,
+            tick_ms,
             settle_ms: scenario.settle_ms,
             damping: scenario.damping,
             // Re-open jitter is drawn from a fixed seed: same file, same
@@ -160,7 +174,7 @@ impl<'s> Run<'s> {
             ..Config::default()
         };
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone())?;
-        let rx = monitor.subscribe();
+        let rx = monitor.subscribe_unbounded();
         let (devices, handles) = scenario.build_devices()?;
         let n = devices.len();
         for dev in devices {
@@ -177,6 +191,8 @@ impl<'s> Run<'s> {
             rx,
             next_step: 0,
             checked: vec![false; scenario.expects.len()],
+            tick_ms,
+            at_rest: false,
         })
     }
 
@@ -185,46 +201,68 @@ impl<'s> Run<'s> {
         &self.names
     }
 
-    /// The next instant something is due: a step, an expectation or the
-    /// monitor's tick, capped at the scenario's end. `None` when the run is
-    /// over.
+    /// The next instant something is due: a step, an expectation or a
+    /// monitor timer, capped at the scenario's end (idle ticks skipped, see
+    /// the module docs). `None` when the run is over.
     pub fn next_instant(&self) -> Option<u64> {
         let now = railwatch_runtime::Clock::now(&self.clock).0;
+        let end = self.scenario.duration_ms;
         let step = self.scenario.steps.get(self.next_step).map(|s| s.at_ms);
         let expect =
             self.scenario.expects.iter().zip(&self.checked).filter(|(_, done)| !**done).map(|(e, _)| e.at_ms).min();
-        let tick = self.monitor.next_deadline().map(|t| t.0);
-        let next = [step, expect, tick].into_iter().flatten().min();
+        let timer = self.monitor.machine().next_timer().map(|t| t.0);
+        let tick = self.monitor.next_tick().map(|t| t.0);
+        let others = [step, expect, timer].into_iter().flatten().min();
+        let next = match (tick, others) {
+            // Only ticks before the next thing: at rest, they would change
+            // nothing; go to the last of them.
+            (Some(tick), others) if self.at_rest && others.is_none_or(|o| tick < o) => {
+                let horizon = others.unwrap_or(u64::MAX).min(end.saturating_add(1));
+                let skip = horizon.saturating_sub(1).saturating_sub(tick) / self.tick_ms.max(1);
+                Some(tick.saturating_add(skip.saturating_mul(self.tick_ms)))
+            }
+            (tick, others) => [tick, others].into_iter().flatten().min(),
+        };
         match next {
-            Some(t) if t <= self.scenario.duration_ms => Some(t.max(now)),
-            _ if now < self.scenario.duration_ms => Some(self.scenario.duration_ms),
+            Some(t) if t <= end => Some(t.max(now)),
+            _ if now < end => Some(end),
             _ => None,
+        }
+    }
+
+    /// Polls the monitor (zero timeout) until no device is pending, handing
+    /// every notification to `sink`; returns how many there were.
+    fn drain_notes(&mut self, sink: &mut impl FnMut(&Names, Record<'_>)) -> io::Result<usize> {
+        let mut notes = 0;
+        loop {
+            self.monitor.poll_once(Some(Duration::ZERO))?;
+            for note in self.rx.try_iter() {
+                notes += 1;
+                sink(&self.names, Record::Note(&note));
+            }
+            if !self.monitor.has_pending() {
+                return Ok(notes);
+            }
         }
     }
 
     /// Polls the monitor (zero timeout) until no device is pending, handing
     /// every notification to `sink`.
     pub fn settle(&mut self, sink: &mut impl FnMut(&Names, Record<'_>)) -> io::Result<()> {
-        loop {
-            self.monitor.poll_once(Some(Duration::ZERO))?;
-            for note in self.rx.try_iter() {
-                sink(&self.names, Record::Note(&note));
-            }
-            if !self.monitor.has_pending() {
-                return Ok(());
-            }
-        }
+        self.drain_notes(sink).map(|_| ())
     }
 
     /// Moves the clock to `t`, applies the steps due, lets the monitor
-    /// settle (running its tick if due) and checks the expectations due.
+    /// settle (running its timers if due) and checks the expectations due.
     pub fn advance_to(&mut self, t: u64, sink: &mut impl FnMut(&Names, Record<'_>)) -> io::Result<Vec<ExpectResult>> {
         self.clock.set(Millis(t));
+        let mut applied = false;
         while let Some(step) = self.scenario.steps.get(self.next_step).filter(|s| s.at_ms <= t) {
             step.apply(&self.handles);
             self.next_step += 1;
+            applied = true;
         }
-        self.settle(sink)?;
+        let notes = self.drain_notes(sink)?;
         let snapshot = self.monitor.snapshot();
         let mut results = Vec::new();
         for (i, expect) in self.scenario.expects.iter().enumerate() {
@@ -236,6 +274,7 @@ impl<'s> Run<'s> {
             sink(&self.names, Record::Expect(&result));
             results.push(result);
         }
+        self.at_rest = !applied && notes == 0 && results.is_empty();
         Ok(results)
     }
 
@@ -256,7 +295,15 @@ pub fn run(scenario: &Scenario, opts: &RunOptions, mut sink: impl FnMut(&Names, 
     let mut expectations = Vec::new();
     // Attaching the devices at time 0 already produced notifications.
     run.settle(&mut sink)?;
+    let mut instants = 0u64;
     while let Some(t) = run.next_instant() {
+        instants += 1;
+        if opts.max_instants.is_some_and(|max| instants > max) {
+            return Err(io::Error::other(format!(
+                "the run passed its budget of {} instants at {t} ms",
+                opts.max_instants.unwrap_or(0)
+            )));
+        }
         if opts.realtime {
             let due = started + Duration::from_millis(t);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {

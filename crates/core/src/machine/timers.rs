@@ -14,7 +14,7 @@ impl Machine {
     /// When the machine next has time-driven work; `None` while nothing is
     /// scheduled, so an idle driver blocks until a device event.
     pub fn poll_timeout(&self) -> Option<Millis> {
-        [self.next_tick(), self.next_audit, self.next_timer()].into_iter().flatten().min()
+        [self.next_tick(), self.next_timer()].into_iter().flatten().min()
     }
 
     /// When the recovery tick runs next; `None` while nothing needs it.
@@ -64,8 +64,16 @@ impl Machine {
         })
     }
 
+    /// The earliest deadline other than the recovery tick (a settle,
+    /// damping, re-open or audit timer). A driver that knows nothing
+    /// changed since the last tick (a simulator) may skip the idle ticks
+    /// before it.
+    pub fn next_timer(&self) -> Option<Millis> {
+        [self.next_audit, self.next_rail_or_device_timer()].into_iter().flatten().min()
+    }
+
     /// The earliest settle, damping or re-open timer.
-    fn next_timer(&self) -> Option<Millis> {
+    fn next_rail_or_device_timer(&self) -> Option<Millis> {
         self.watched
             .iter()
             .filter_map(|&idx| {

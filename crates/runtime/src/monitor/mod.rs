@@ -144,6 +144,13 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.notifier.subscribe(self.config.notify_capacity)
     }
 
+    /// Subscribes without a bound: nothing is ever dropped, so the reader
+    /// must empty the receiver after every [`poll_once`](Self::poll_once)
+    /// (as the scenario driver does), or memory grows with what it leaves.
+    pub fn subscribe_unbounded(&mut self) -> Receiver<Notification> {
+        self.notifier.subscribe_unbounded()
+    }
+
     /// The selector the monitor drives.
     pub fn selector(&self) -> &S {
         &self.selector
@@ -292,7 +299,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let slot = &mut self.devices[idx];
         slot.io.gets += report.gets as u64;
         slot.io.interrupted += report.interrupted as u64;
-        slot.drained_in_progress += report.events as u64;
+        // Events of this drain so far, counted before handling them: an
+        // event in the batch (DEVICE_FATAL) may close the device.
+        let events = (std::mem::take(&mut slot.drained_in_progress) + report.events as u64) as usize;
         let now = self.clock.now();
         let device = idx as u32;
         for ev in scratch.drain(..) {
@@ -302,22 +311,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.scratch = scratch;
         let slot = &mut self.devices[idx];
         match report.end {
-            DrainEnd::Budget => {
+            DrainEnd::Budget if slot.reading => {
                 slot.io.budget_hits += 1;
-                slot.pending = slot.reading;
-                if !slot.reading {
-                    let events = std::mem::take(&mut slot.drained_in_progress) as usize;
-                    self.notify(now, Happening::Drain { device, events, errno: None });
-                }
+                slot.pending = true;
+                slot.drained_in_progress = events as u64;
             }
-            DrainEnd::Empty => {
+            DrainEnd::Budget | DrainEnd::Empty => {
                 slot.pending = false;
-                let events = std::mem::take(&mut slot.drained_in_progress) as usize;
                 self.notify(now, Happening::Drain { device, events, errno: None });
             }
             DrainEnd::Failed(e) => {
                 slot.pending = false;
-                let events = std::mem::take(&mut slot.drained_in_progress) as usize;
                 let errno = errno_of(&e);
                 self.notify(now, Happening::Drain { device, events, errno: Some(errno.0) });
                 self.machine.handle_read_error(device, errno, now);

@@ -22,6 +22,19 @@ use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 /// it is read).
 pub const MAX_REPEAT: u64 = 10_000_000;
 
+/// Most events (all `repeat`s) and scripted EINTRs (all `count`s) a whole
+/// scenario may queue.
+pub const MAX_TOTAL_EVENTS: u64 = 10_000_000;
+
+/// Longest `duration_ms`: seven days of virtual time.
+pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// Most `[[device]]`s in one scenario (each is a pipe, two fds).
+pub const MAX_DEVICES: usize = 4096;
+
+/// Largest scenario file `Scenario::load` reads: 16 MiB.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
 /// Default recovery tick period (`tick_ms`).
 pub const DEFAULT_TICK_MS: u64 = 1000;
 
@@ -283,7 +296,23 @@ impl Scenario {
         if meta.is_dir() {
             return Err(fail("is a directory, not a scenario file".to_owned()));
         }
-        let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+        // Before opening it: a FIFO with no writer would block the open, a
+        // device like /dev/zero would be read until memory runs out.
+        if !meta.is_file() {
+            return Err(fail(
+                "not a regular file (a FIFO, socket or device); scenario files are plain files".to_owned(),
+            ));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(fail(format!("{} bytes is more than the limit of {MAX_FILE_BYTES} (16 MiB)", meta.len())));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| io::Read::read_to_end(&mut io::Read::take(f, MAX_FILE_BYTES + 1), &mut bytes))
+            .map_err(|e| fail(format!("cannot read: {e}")))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(fail(format!("grew past the limit of {MAX_FILE_BYTES} bytes while being read")));
+        }
         if let Some(at) = bytes.iter().position(|&b| b == 0) {
             return Err(fail(format!("not a text file (NUL byte at offset {at})")));
         }

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use super::{
-    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, LinkChange, MAX_REPEAT, PortStateChange, RailRef, RecoveredBy,
-    Scenario, ScenarioError, Step, StepEvent,
+    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_REPEAT, MAX_TOTAL_EVENTS,
+    PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
 };
 use railwatch_core::{DampingConfig, MachineConfig};
 use railwatch_sim_backend::PortSpec;
@@ -273,6 +273,11 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
         }
         Some(v) => match cx.non_negative(v, "duration_ms")? {
             0 => return Err(cx.err(v.span(), "duration_ms must be at least 1")),
+            d if d > MAX_DURATION_MS => {
+                return Err(
+                    cx.err(v.span(), format!("duration_ms {d} is more than the limit of {MAX_DURATION_MS} (7 days)"))
+                );
+            }
             d => d,
         },
     };
@@ -314,6 +319,26 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     let devices = parse_devices(&cx, &raw.device)?;
     let index: HashMap<&str, usize> = devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();
     let steps = parse_steps(&cx, &raw.step, &devices, &index, duration_ms)?;
+    // What the whole run queues is bounded, not only each step: every
+    // queued event (and every scripted EINTR) costs memory or time.
+    let mut total: u64 = 0;
+    for step in &steps {
+        let eintr = match step.fault {
+            Some(Fault::Eintr { count }) => count,
+            _ => 0,
+        };
+        total = total.saturating_add(step.event.map_or(0, |e| e.repeat)).saturating_add(eintr);
+        if total > MAX_TOTAL_EVENTS {
+            return Err(ScenarioError::new(
+                file_name,
+                Some(step.line),
+                format!(
+                    "step {}: the scenario queues more than {MAX_TOTAL_EVENTS} events and EINTRs in all",
+                    step.index
+                ),
+            ));
+        }
+    }
     let expects = parse_expects(&cx, &raw.expect, &devices, &index, duration_ms)?;
 
     Ok(Scenario {
@@ -334,7 +359,12 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
     if raw.is_empty() {
         return Err(ScenarioError::new(cx.file, Some(1), "no devices: declare at least one [[device]]"));
     }
+    if raw.len() > MAX_DEVICES {
+        let span = raw[MAX_DEVICES].span();
+        return Err(cx.err(span, format!("more than {MAX_DEVICES} devices")));
+    }
     let mut devices: Vec<DeviceDecl> = Vec::with_capacity(raw.len());
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(raw.len());
     for d in raw {
         let d = d.get_ref();
         let name = d.name.get_ref();
@@ -343,12 +373,13 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
                 cx.err(d.name.span(), format!("invalid device name \"{name}\" (empty, or contains '/' or space)"))
             );
         }
-        if let Some(first) = devices.iter().find(|x| &x.name == name) {
+        if let Some(&first) = seen.get(name.as_str()) {
             return Err(cx.err(
                 d.name.span(),
-                format!("duplicate device name \"{name}\" (first declared on line {})", first.line),
+                format!("duplicate device name \"{name}\" (first declared on line {})", devices[first].line),
             ));
         }
+        seen.insert(name, devices.len());
         let ports_raw = d.ports.get_ref();
         if ports_raw.is_empty() {
             return Err(cx.err(d.ports.span(), format!("device {name} declares no ports")));
@@ -459,6 +490,9 @@ fn parse_fault(cx: &Ctx<'_>, s: &RawStep, pre: &str) -> Res<Option<Fault>> {
             };
             match cx.non_negative(c, &format!("{pre}count"))? {
                 0 => return Err(cx.err(c.span(), format!("{pre}count must be at least 1"))),
+                n if n > MAX_REPEAT => {
+                    return Err(cx.err(c.span(), format!("{pre}count {n} is more than the maximum {MAX_REPEAT}")));
+                }
                 count => Fault::Eintr { count },
             }
         }
@@ -622,6 +656,11 @@ fn parse_rail(
     let text = v.get_ref();
     let bad_form = || cx.err(v.span(), format!("{pre}rail \"{text}\" must be \"device/port\" (like \"mlx5_0/1\")"));
     let (device, port) = text.rsplit_once('/').ok_or_else(bad_form)?;
+    // Plain decimal digits, no sign and no leading zero: "d/+1" and "d/01"
+    // are typos, refused like any other.
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || (port.len() > 1 && port.starts_with('0')) {
+        return Err(bad_form());
+    }
     let port: u64 = port.parse().map_err(|_| bad_form())?;
     let port = match u8::try_from(port) {
         Ok(p) if p >= 1 => p,
