@@ -8,6 +8,9 @@
 //!   round-trip through `to_toml()`. Seeded from the built-in scenarios
 //!   (`crates/cli/scenarios/*.toml`, copied into the corpus at run time) and
 //!   guided by `fuzz/scenario_parse.dict`.
+//! - `scenario_run`: the same bytes parsed and, when valid, run whole
+//!   (the real monitor over simulated devices, in virtual time) with an
+//!   instants budget: never panics, never hangs, loses no output line.
 //! - `event_decode`: arbitrary codes and elements through `EventKind`,
 //!   `PortState`, `LinkAttrs` rate math, `decide_event`/`decide_poll` on
 //!   every state, and a `RailCell` driven by the decisions.
@@ -34,7 +37,7 @@ use std::time::Instant;
 use crate::run::{cargo, root, step};
 
 /// The targets, in the order they run.
-pub const TARGETS: [&str; 2] = ["scenario_parse", "event_decode"];
+pub const TARGETS: [&str; 3] = ["scenario_parse", "scenario_run", "event_decode"];
 /// Seconds per target for `cargo xtask fuzz`.
 pub const DEFAULT_SECONDS: u64 = 300;
 /// Seconds per target for the bounded run in `cargo xtask ci`.
@@ -161,7 +164,7 @@ fn run_target(fuzz_dir: &Path, target: &'static str, seconds: u64) -> Result<Out
         "-timeout=10".to_string(),
         "-print_final_stats=1".to_string(),
     ];
-    if target == "scenario_parse" {
+    if target.starts_with("scenario_") {
         let seeds = seed_scenarios(&corpus)?;
         eprintln!("==> fuzz {target}: {seeds} built-in scenarios seeded into {}", corpus.display());
         libfuzzer.push(format!("-dict={}", fuzz_dir.join("scenario_parse.dict").display()));
