@@ -90,6 +90,19 @@ fn the_whole_run_queues_a_bounded_number_of_events() {
 }
 
 #[test]
+fn a_device_wide_event_counts_once_per_port_toward_the_limit() {
+    let ports: Vec<String> = (1..=255).map(|p| format!("{{ port = {p} }}")).collect();
+    let f = scenario_file(&format!(
+        "duration_ms = 100\n[[device]]\nname = \"big\"\nports = [{}]\n\
+         [[step]]\nat_ms = 10\ndevice = \"big\"\nevent = \"cq_err\"\nobject = 1\nrepeat = 40000\n",
+        ports.join(", ")
+    ));
+    let out = railwatch_within(&["simulate", f.path().to_str().unwrap()], SECONDS);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(":5: step 1: the scenario queues more than 10000000"), "{}", stderr(&out));
+}
+
+#[test]
 fn a_week_of_virtual_time_with_a_rail_that_never_recovers_ends_quickly() {
     // The largest duration allowed, a 1 ms tick and a port that stays down:
     // 6e8 ticks if every one ran; idle ticks are skipped.

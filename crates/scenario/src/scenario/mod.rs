@@ -22,8 +22,8 @@ use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 /// it is read).
 pub const MAX_REPEAT: u64 = 10_000_000;
 
-/// Most events (all `repeat`s) and scripted EINTRs (all `count`s) a whole
-/// scenario may queue.
+/// Most events (all `repeat`s, a device-wide event counted once per port of
+/// its device) and scripted EINTRs (all `count`s) a whole scenario may queue.
 pub const MAX_TOTAL_EVENTS: u64 = 10_000_000;
 
 /// Longest `duration_ms`: seven days of virtual time.
@@ -31,6 +31,9 @@ pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
 
 /// Most `[[device]]`s in one scenario (each is a pipe, two fds).
 pub const MAX_DEVICES: usize = 4096;
+
+/// Most ports (rails) over all devices of one scenario.
+pub const MAX_RAILS: usize = 65_536;
 
 /// Largest scenario file `Scenario::load` reads: 16 MiB.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;

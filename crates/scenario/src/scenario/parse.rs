@@ -12,10 +12,10 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use super::{
-    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_REPEAT, MAX_TOTAL_EVENTS,
-    PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
+    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS, MAX_REPEAT,
+    MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
 };
-use railwatch_core::{DampingConfig, MachineConfig};
+use railwatch_core::{DampingConfig, EventClass, MachineConfig, classify};
 use railwatch_sim_backend::PortSpec;
 
 #[derive(Deserialize)]
@@ -320,20 +320,29 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     let index: HashMap<&str, usize> = devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();
     let steps = parse_steps(&cx, &raw.step, &devices, &index, duration_ms)?;
     // What the whole run queues is bounded, not only each step: every
-    // queued event (and every scripted EINTR) costs memory or time.
+    // queued event (and every scripted EINTR) costs time, and an event every
+    // rail of its device acts on (CQ_ERR, DEVICE_SPEED_CHANGE) costs it once
+    // per rail, with a line each.
     let mut total: u64 = 0;
     for step in &steps {
         let eintr = match step.fault {
             Some(Fault::Eintr { count }) => count,
             _ => 0,
         };
-        total = total.saturating_add(step.event.map_or(0, |e| e.repeat)).saturating_add(eintr);
+        let events = step.event.map_or(0, |e| {
+            let kind = e.event.kind();
+            let per_rail = classify(kind) == EventClass::Handled && kind.scope() != Scope::Port;
+            let weight = if per_rail { devices[step.device_index].ports.len() as u64 } else { 1 };
+            e.repeat.saturating_mul(weight)
+        });
+        total = total.saturating_add(events).saturating_add(eintr);
         if total > MAX_TOTAL_EVENTS {
             return Err(ScenarioError::new(
                 file_name,
                 Some(step.line),
                 format!(
-                    "step {}: the scenario queues more than {MAX_TOTAL_EVENTS} events and EINTRs in all",
+                    "step {}: the scenario queues more than {MAX_TOTAL_EVENTS} events and EINTRs in all \
+                     (a device-wide event counts once per port of its device)",
                     step.index
                 ),
             ));
@@ -362,6 +371,10 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
     if raw.len() > MAX_DEVICES {
         let span = raw[MAX_DEVICES].span();
         return Err(cx.err(span, format!("more than {MAX_DEVICES} devices")));
+    }
+    let ports: usize = raw.iter().map(|d| d.get_ref().ports.get_ref().len()).sum();
+    if ports > MAX_RAILS {
+        return Err(ScenarioError::new(cx.file, Some(1), format!("{ports} ports in all; at most {MAX_RAILS}")));
     }
     let mut devices: Vec<DeviceDecl> = Vec::with_capacity(raw.len());
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(raw.len());
