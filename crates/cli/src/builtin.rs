@@ -30,6 +30,7 @@ builtins!(
     "busy-host",
     "flap-damping",
     "settle-delay",
+    "softroce-hotplug",
 );
 
 /// The scenario `simulate` runs without a file.

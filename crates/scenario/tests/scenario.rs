@@ -599,7 +599,7 @@ fn step_fault_rules() {
     assert_refused(
         &f("fault = \"explode\"\n"),
         10,
-        "step 1: unknown fault \"explode\" (expected eintr, eio, ebadf, remove or restore)",
+        "step 1: unknown fault \"explode\" (expected eintr, eio, ebadf, remove, restore, unplug or plug)",
     );
     for (name, fault) in
         [("eio", Fault::Eio), ("ebadf", Fault::Ebadf), ("remove", Fault::Remove), ("restore", Fault::Restore)]

@@ -89,6 +89,14 @@ struct Shared {
     eintr_pending: u64,
     read_fault: Option<ReadFault>,
     counters: SimCounters,
+    /// In the host's device list ([`SimHandle::unplug`] takes it out).
+    listed: bool,
+    /// Bumped each time a [`SimHost`](crate::SimHost) opens the device
+    /// anew: a `SimDevice` of an older epoch is stale and its close does
+    /// nothing to the new one.
+    epoch: u64,
+    /// The host's notification pipe (its uevent twin), once it has one.
+    notify: Option<Arc<std::fs::File>>,
 }
 
 impl Shared {
@@ -146,6 +154,7 @@ impl Inner {
 /// (`WouldBlock` when it is empty).
 pub struct SimDevice {
     inner: Arc<Inner>,
+    epoch: u64,
 }
 
 /// The script's side of a [`SimDevice`]: cheap to clone, shares the
@@ -203,8 +212,11 @@ impl SimDevice {
             eintr_pending: 0,
             read_fault: None,
             counters: SimCounters::default(),
+            listed: true,
+            epoch: 0,
+            notify: None,
         };
-        Ok(SimDevice { inner: Arc::new(Inner { name, state: Mutex::new(shared) }) })
+        Ok(SimDevice { inner: Arc::new(Inner { name, state: Mutex::new(shared) }), epoch: 0 })
     }
 
     /// A handle to script this device.
@@ -281,9 +293,13 @@ impl VerbsPort for SimDevice {
         Ok(s.ports[&port].1)
     }
 
-    /// Closes the fd; events still queued are dropped. Idempotent.
+    /// Closes the fd; events still queued are dropped. Idempotent, and a
+    /// no-op on a stale device (the host opened the device anew since).
     fn close(&mut self) {
         let mut s = self.inner.lock();
+        if s.epoch != self.epoch {
+            return;
+        }
         if let Some(mut pipe) = s.pipe.take() {
             s.counters.dropped += pipe.discard();
         }
@@ -314,6 +330,14 @@ impl Drop for SimDevice {
     /// while handles live on (they then see a closed device).
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// Wakes the host (one byte into its notification pipe; a full pipe
+/// already says "something changed").
+fn notify(s: &Shared) {
+    if let Some(pipe) = &s.notify {
+        let _ = std::io::Write::write(&mut &**pipe, &[1]);
     }
 }
 
@@ -471,6 +495,52 @@ impl SimHandle {
             let dropped = pipe.close_write();
             s.counters.dropped += dropped;
         }
+    }
+
+    /// The device leaves the host's device list, silently, as a Soft-RoCE
+    /// device does on `rdma link delete` while a handle is open: its fd says
+    /// nothing, port queries keep answering, and only the list (and the
+    /// host's notification, the twin of the kernel's uevent) tells.
+    pub fn unplug(&self) {
+        let mut s = self.inner.lock();
+        s.listed = false;
+        notify(&s);
+    }
+
+    /// The device is in the host's device list again: a new device of the
+    /// same name, which the host opens with a fresh fd.
+    pub fn plug(&self) {
+        let mut s = self.inner.lock();
+        s.listed = true;
+        s.removed = false;
+        notify(&s);
+    }
+
+    /// Whether the device is in the host's device list.
+    pub fn is_listed(&self) -> bool {
+        self.inner.lock().listed
+    }
+
+    /// Opens the device anew for a host: a fresh pipe, a new epoch (older
+    /// `SimDevice`s of it become stale), faults cleared.
+    pub(crate) fn open_anew(&self) -> io::Result<SimDevice> {
+        let mut s = self.inner.lock();
+        if !s.listed || s.removed {
+            return Err(os_err(libc::ENODEV));
+        }
+        let fresh = EventPipe::new()?;
+        if let Some(mut old) = s.pipe.replace(fresh) {
+            s.counters.dropped += old.discard();
+        }
+        s.epoch += 1;
+        s.eintr_pending = 0;
+        s.read_fault = None;
+        Ok(SimDevice { inner: self.inner.clone(), epoch: s.epoch })
+    }
+
+    /// Hands the device the host's notification pipe.
+    pub(crate) fn set_notify(&self, pipe: Arc<std::fs::File>) {
+        self.inner.lock().notify = Some(pipe);
     }
 
     /// The device can be opened again: port queries work and the next

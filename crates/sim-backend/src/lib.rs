@@ -11,6 +11,8 @@
 //!   attributes silently or with an event, inject faults (`EINTR`, `EIO`,
 //!   `EBADF`, removal, restore) and read the [`SimCounters`].
 //! - [`SimClock`] is a virtual clock ([`Clock`](railwatch_core::Clock)).
+//! - [`SimHost`] is the host's device list and the twin of the kernel's
+//!   device uevents: devices unplugged and plugged back by the script.
 //!
 //! ```
 //! use std::io;
@@ -42,6 +44,7 @@ mod clock;
 mod device;
 #[allow(unsafe_code)]
 mod fd;
+mod host;
 
 /// The simulator's wire format: one 16-byte record per event in a
 /// non-blocking pipe. Public for benchmarks and tools that need the same
@@ -52,3 +55,4 @@ pub mod record {
 
 pub use clock::SimClock;
 pub use device::{PortSpec, SimCounters, SimDevice, SimHandle};
+pub use host::SimHost;

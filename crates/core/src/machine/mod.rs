@@ -53,6 +53,10 @@ pub enum DeviceMode {
         /// The delay that led to `next_reopen`, doubled after a failure.
         backoff_ms: u64,
     },
+    /// Left the host (hot-unplug: the device list no longer has it): closed,
+    /// its rails inert, never re-opened. A device of the same name that
+    /// appears later is attached as a new device under the same index.
+    Removed,
 }
 
 impl DeviceMode {
@@ -62,7 +66,13 @@ impl DeviceMode {
             DeviceMode::Events => "events",
             DeviceMode::PollOnly => "poll_only",
             DeviceMode::Gone { .. } => "gone",
+            DeviceMode::Removed => "removed",
         }
+    }
+
+    /// Closed: gone (re-opened with backoff) or removed.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, DeviceMode::Gone { .. } | DeviceMode::Removed)
     }
 }
 
@@ -294,6 +304,17 @@ impl Machine {
     /// query is answered. Returns the device's index.
     pub fn add_device(&mut self, name: &str, ports: &[u8], now: Millis) -> u32 {
         let now = self.at(now);
+        if let Some(idx) = self.removed_device(name, ports) {
+            // The name came back: a new device under the old index, so the
+            // rails keep their ids; attaching bumps their generation and
+            // seeds their bandwidth again.
+            let dev = &mut self.devices[idx];
+            dev.mode = DeviceMode::Events;
+            dev.warned.clear();
+            self.push(Action::StartReading { device: idx as u32 });
+            self.begin_attach(idx, now);
+            return idx as u32;
+        }
         let idx = self.devices.len() as u32;
         let first = self.rails.len();
         for &port in ports {
@@ -335,6 +356,43 @@ impl Machine {
         idx
     }
 
+    /// The index of a removed device called `name` with exactly these
+    /// ports, if there is one.
+    pub fn removed_device(&self, name: &str, ports: &[u8]) -> Option<usize> {
+        self.devices.iter().position(|d| {
+            d.mode == DeviceMode::Removed
+                && d.name == name
+                && d.rails.len() == ports.len()
+                && self.rails[d.rails.clone()].iter().zip(ports).all(|(r, &p)| r.id.port == p)
+        })
+    }
+
+    /// Device `device` left the host (hot-unplug, or a driver that cannot
+    /// disassociate its users, such as Soft-RoCE, deleting it: the fd says
+    /// nothing and port queries may still answer). Its rails go inert and
+    /// the device is closed at once (the kernel's removal waits for the last
+    /// handle), never re-opened: only a device of the same name appearing
+    /// again ([`add_device`](Self::add_device)) brings the rails back.
+    pub fn handle_removed(&mut self, device: u32, now: Millis) {
+        let now = self.at(now);
+        let idx = device as usize;
+        let Some(dev) = self.devices.get(idx) else { return self.stray() };
+        if dev.mode == DeviceMode::Removed {
+            return;
+        }
+        let was_open = !dev.mode.is_closed();
+        self.detach_all(idx, PauseReason::DeviceRemoved, now);
+        if was_open {
+            self.push(Action::StopReading { device });
+            self.push(Action::Close { device });
+        }
+        let dev = &mut self.devices[idx];
+        dev.mode = DeviceMode::Removed;
+        dev.reopening = false;
+        dev.attach = None;
+        self.push(Action::Log(Log::Removed { device }));
+    }
+
     /// An event read from device `device` (already acknowledged).
     pub fn handle_event(&mut self, device: u32, event: AsyncEvent, now: Millis) {
         let now = self.at(now);
@@ -366,7 +424,7 @@ impl Machine {
         }
         self.notify(now, Happening::Event { device, port: event.port_num(), kind });
         let idx = device as usize;
-        if class != EventClass::Handled || matches!(self.devices[idx].mode, DeviceMode::Gone { .. }) {
+        if class != EventClass::Handled || self.devices[idx].mode.is_closed() {
             return;
         }
         for ri in self.devices[idx].rails.clone() {
@@ -425,7 +483,7 @@ impl Machine {
         let now = self.at(now);
         let idx = device as usize;
         let Some(dev) = self.devices.get(idx) else { return self.stray() };
-        if matches!(dev.mode, DeviceMode::Gone { .. }) {
+        if dev.mode.is_closed() {
             return;
         }
         self.push(Action::Log(Log::HungUp { device }));
@@ -439,7 +497,7 @@ impl Machine {
         let now = self.at(now);
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
         let idx = device as usize;
-        if matches!(self.devices[idx].mode, DeviceMode::Gone { .. }) {
+        if self.devices[idx].mode.is_closed() {
             // A late answer from before the device was closed.
             return;
         }
@@ -462,9 +520,7 @@ impl Machine {
     pub fn handle_link(&mut self, device: u32, port: u8, answer: Result<LinkAttrs, Errno>, now: Millis) {
         let now = self.at(now);
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
-        if matches!(self.devices[device as usize].mode, DeviceMode::Gone { .. })
-            || self.rails[ri].cell.load().state == RailState::Inert
-        {
+        if self.devices[device as usize].mode.is_closed() || self.rails[ri].cell.load().state == RailState::Inert {
             return;
         }
         self.link_answer(ri, answer, now);
@@ -522,9 +578,10 @@ impl Machine {
         Some(Gate::new(self.rails[ri].cell.clone()))
     }
 
-    /// A gate for the rail called `name` (`"mlx5_0/1"`).
+    /// A gate for the rail called `name` (`"mlx5_0/1"`; the latest device
+    /// of that name when one was removed and another added).
     pub fn gate_of(&self, name: &str) -> Option<Gate> {
-        self.rails.iter().find(|r| r.name == name).map(|r| Gate::new(r.cell.clone()))
+        self.rails.iter().rev().find(|r| r.name == name).map(|r| Gate::new(r.cell.clone()))
     }
 
     /// Every rail, in the order devices and ports were added.

@@ -236,6 +236,11 @@ pub enum Log {
         /// When the next attempt is.
         retry_at: Millis,
     },
+    /// A device left the host: closed, its rails inert, not re-opened.
+    Removed {
+        /// Device index.
+        device: u32,
+    },
     /// A device was (re)opened and its rails attached.
     Attached {
         /// Device index.

@@ -334,20 +334,7 @@ impl Machine {
     pub(super) fn device_gone(&mut self, idx: usize, reason: PauseReason, now: Millis) {
         let failed_reattach = self.devices[idx].attach.is_some() && self.devices[idx].attached_before;
         self.devices[idx].attach = None;
-        for ri in self.devices[idx].rails.clone() {
-            self.flap_if_up(ri, now);
-            let rail = &mut self.rails[ri];
-            rail.attach_answer = None;
-            rail.settle = None;
-            rail.damped_until = None;
-            rail.activating = false;
-            rail.wake_by = None;
-            let from = rail.cell.load().state;
-            if rail.cell.detach(reason, now) == Outcome::Changed {
-                self.transition(ri, from, Cause::Reason(reason), now);
-                self.set_available(ri, false, now);
-            }
-        }
+        self.detach_all(idx, reason, now);
         let device = idx as u32;
         self.push(Action::StopReading { device });
         self.push(Action::Close { device });
@@ -361,6 +348,25 @@ impl Machine {
             self.push(Action::Log(Log::ReopenFailed { device, errno: None, retry_at }));
         } else {
             self.push(Action::Log(Log::DeviceGone { device, reason, retry_at }));
+        }
+    }
+
+    /// Every rail of the device goes inert and unavailable (the state first,
+    /// then unavailable); timers and holds are dropped.
+    pub(super) fn detach_all(&mut self, idx: usize, reason: PauseReason, now: Millis) {
+        for ri in self.devices[idx].rails.clone() {
+            self.flap_if_up(ri, now);
+            let rail = &mut self.rails[ri];
+            rail.attach_answer = None;
+            rail.settle = None;
+            rail.damped_until = None;
+            rail.activating = false;
+            rail.wake_by = None;
+            let from = rail.cell.load().state;
+            if rail.cell.detach(reason, now) == Outcome::Changed {
+                self.transition(ri, from, Cause::Reason(reason), now);
+                self.set_available(ri, false, now);
+            }
         }
     }
 

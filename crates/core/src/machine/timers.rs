@@ -41,6 +41,9 @@ impl Machine {
     /// Whether device `idx` still has time-driven work.
     fn has_timed_work(&self, idx: usize) -> bool {
         let d = &self.devices[idx];
+        if d.mode == DeviceMode::Removed {
+            return false;
+        }
         d.mode != DeviceMode::Events
             || self.rails[d.rails.clone()].iter().any(|r| {
                 r.settle.is_some()
@@ -59,7 +62,7 @@ impl Machine {
             match d.mode {
                 DeviceMode::Events => rails.iter().any(|r| r.activating || r.cell.load().state == RailState::Paused),
                 DeviceMode::PollOnly => rails.iter().any(|r| r.cell.load().state != RailState::Inert),
-                DeviceMode::Gone { .. } => false,
+                DeviceMode::Gone { .. } | DeviceMode::Removed => false,
             }
         })
     }
@@ -147,7 +150,7 @@ impl Machine {
             for ri in self.devices[idx].rails.clone() {
                 let state = self.rails[ri].cell.load().state;
                 match (mode, state) {
-                    (DeviceMode::Gone { .. }, _) | (_, RailState::Inert) => {}
+                    (DeviceMode::Gone { .. } | DeviceMode::Removed, _) | (_, RailState::Inert) => {}
                     (DeviceMode::PollOnly, _) => {
                         self.query(ri);
                         if state == RailState::Active {

@@ -93,5 +93,6 @@ pub(super) fn log(m: &Machine, line: &Log) {
             None => debug!("{}: re-opened but its ports cannot be queried; next attempt at {retry_at}", device(m, d)),
         },
         Log::Attached { device: d } => info!("{}: opened; rails attached", device(m, d)),
+        Log::Removed { device: d } => warn!("{}: left the host; closed, its rails are inert", device(m, d)),
     }
 }

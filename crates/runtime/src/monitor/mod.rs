@@ -11,12 +11,14 @@ use crossbeam_channel::Receiver;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use railwatch_core::{
-    Action, AsyncEvent, Clock, Errno, Gate, Happening, Machine, Millis, Notification, RailId, Selector, VerbsPort,
+    Action, AsyncEvent, Clock, DeviceMode, Errno, Gate, Happening, Machine, Millis, Notification, RailId, Selector,
+    VerbsPort,
 };
 
 use crate::config::Config;
 use crate::device::{DeviceCounters, DeviceSlot};
 use crate::drain::{DrainEnd, drain};
+use crate::hotplug::{DeviceSource, Rescan};
 use crate::notify::Notifier;
 use crate::snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
 
@@ -24,6 +26,18 @@ mod log_line;
 
 /// The token of the waker that stops or commands a spawned monitor.
 pub(crate) const WAKER: Token = Token(usize::MAX);
+/// The token of the device source's fd (uevents).
+const HOTPLUG: Token = Token(usize::MAX - 1);
+/// How soon a device that appeared but could not be opened is tried again.
+const OPEN_RETRY_MS: u64 = 1000;
+
+/// The monitor's device source and its rescan timer.
+struct Hotplug<P> {
+    source: Box<dyn DeviceSource<Device = P>>,
+    /// Rescan period when the source has no fd.
+    every_ms: u64,
+    next_rescan: Option<Millis>,
+}
 
 /// Watches devices and keeps their rails' state, the selector and the gates
 /// true to the ports.
@@ -52,6 +66,7 @@ pub struct Monitor<P, S, C> {
     wakeups: u64,
     /// Commands from a [`MonitorHandle`](crate::MonitorHandle), once spawned.
     pub(crate) commands: Option<Receiver<crate::spawn::Command>>,
+    hotplug: Option<Hotplug<P>>,
 }
 
 fn errno_of(e: &io::Error) -> Errno {
@@ -77,6 +92,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             busy: Vec::new(),
             wakeups: 0,
             commands: None,
+            hotplug: None,
             config,
         })
     }
@@ -88,12 +104,98 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     pub fn add_device(&mut self, port: P) -> u32 {
         let now = self.clock.now();
         let ports = port.ports();
-        // The slot first: the machine's first actions are for it.
+        // The slot first: the machine's first actions are for it. A name
+        // that left the host and came back takes its old slot (its rails
+        // keep their ids; the machine attaches them as a new device).
         let name = port.name().to_string();
-        self.devices.push(DeviceSlot::new(port));
+        match self.machine.removed_device(&name, &ports) {
+            Some(idx) => self.devices[idx] = DeviceSlot::new(port),
+            None => self.devices.push(DeviceSlot::new(port)),
+        }
         let idx = self.machine.add_device(&name, &ports, now);
         self.carry_out(now);
         idx
+    }
+
+    /// Device `device` left the host (the device list or a uevent says so):
+    /// the machine closes it at once and its rails go inert. Adding a device
+    /// of the same name later attaches it again under the same index.
+    pub fn remove_device(&mut self, device: u32) {
+        let now = self.clock.now();
+        self.machine.handle_removed(device, now);
+        self.carry_out(now);
+    }
+
+    /// Takes the host's devices from `source` from now on: adds every device
+    /// it lists that the monitor does not have, and follows the list as it
+    /// changes (through the source's fd where it has one, so an idle host
+    /// still never wakes; otherwise by rescanning every `rescan_every`).
+    /// Returns what the first scan did.
+    pub fn watch_devices(
+        &mut self,
+        source: Box<dyn DeviceSource<Device = P>>,
+        rescan_every: Duration,
+    ) -> io::Result<Rescan> {
+        if let Some(fd) = source.fd() {
+            self.poll.registry().register(&mut SourceFd(&fd), HOTPLUG, Interest::READABLE)?;
+        }
+        let every_ms = u64::try_from(rescan_every.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.hotplug = Some(Hotplug { source, every_ms, next_rescan: None });
+        Ok(self.rescan())
+    }
+
+    /// Compares the source's device list with the monitor's devices: removes
+    /// those that left, opens and adds those that appeared.
+    pub fn rescan(&mut self) -> Rescan {
+        let now = self.clock.now();
+        let Some(mut hp) = self.hotplug.take() else { return Rescan::default() };
+        let mut found = Rescan::default();
+        match hp.source.list() {
+            Ok(names) => {
+                let present: Vec<(u32, String)> = self
+                    .machine
+                    .devices()
+                    .filter(|d| d.mode != DeviceMode::Removed)
+                    .map(|d| (d.index, d.name.to_string()))
+                    .collect();
+                for (idx, name) in &present {
+                    if !names.contains(name) {
+                        self.remove_device(*idx);
+                        found.removed.push(name.clone());
+                    }
+                }
+                for name in names {
+                    if present.iter().any(|(_, n)| *n == name) {
+                        continue;
+                    }
+                    match hp.source.open(&name) {
+                        Ok(dev) => {
+                            self.add_device(dev);
+                            found.added.push(name);
+                        }
+                        Err(e) => {
+                            log::warn!("{name}: appeared but cannot be opened ({e}); trying again");
+                            found.failed.push(name);
+                        }
+                    }
+                }
+            }
+            Err(e) => log::warn!("listing the devices failed ({e}); trying again"),
+        }
+        hp.next_rescan = if !found.failed.is_empty() {
+            Some(now.plus(OPEN_RETRY_MS.min(hp.every_ms)))
+        } else if hp.source.fd().is_none() {
+            Some(now.plus(hp.every_ms))
+        } else {
+            None
+        };
+        self.hotplug = Some(hp);
+        found
+    }
+
+    /// The index of the open (not removed) device called `name`.
+    pub fn device_index(&self, name: &str) -> Option<u32> {
+        self.machine.devices().filter(|d| d.name == name && d.mode != DeviceMode::Removed).map(|d| d.index).last()
     }
 
     /// A gate for `rail`, to clone into worker threads.
@@ -193,7 +295,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         if self.has_pending() {
             timeout = Some(Duration::ZERO);
         }
-        if let Some(deadline) = self.machine.poll_timeout() {
+        let rescan = self.hotplug.as_ref().and_then(|h| h.next_rescan);
+        if let Some(deadline) = [self.machine.poll_timeout(), rescan].into_iter().flatten().min() {
             let until = Duration::from_millis(deadline.since(now));
             timeout = Some(timeout.map_or(until, |t| t.min(until)));
         }
@@ -206,7 +309,12 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
 
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
+        let mut list_changed = false;
         for ev in self.events.iter() {
+            if ev.token() == HOTPLUG {
+                list_changed = true;
+                continue;
+            }
             let idx = ev.token().0;
             let Some(slot) = self.devices.get_mut(idx) else { continue };
             if ev.is_error() || ev.is_read_closed() {
@@ -235,6 +343,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let now = self.clock.now();
         self.machine.handle_timeout(now);
         self.carry_out(now);
+        if let Some(hp) = self.hotplug.as_mut() {
+            if list_changed {
+                list_changed = hp.source.drain().unwrap_or_else(|e| {
+                    log::warn!("reading device notifications failed ({e}); rescanning");
+                    true
+                });
+            }
+            if list_changed || hp.next_rescan.is_some_and(|t| t <= now) {
+                self.rescan();
+            }
+        }
         if self.commands.is_some() {
             self.serve_commands();
         }

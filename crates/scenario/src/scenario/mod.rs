@@ -156,6 +156,12 @@ pub enum Fault {
     Remove,
     /// The device can be opened again.
     Restore,
+    /// The device leaves the host's device list, silently (Soft-RoCE's
+    /// `rdma link delete` with a handle open): its fd says nothing, port
+    /// queries still answer; only the list and a uevent tell.
+    Unplug,
+    /// The device is listed again: a new device of the same name.
+    Plug,
 }
 
 impl Fault {
@@ -167,6 +173,8 @@ impl Fault {
             Fault::Ebadf => "ebadf",
             Fault::Remove => "remove",
             Fault::Restore => "restore",
+            Fault::Unplug => "unplug",
+            Fault::Plug => "plug",
         }
     }
 
@@ -178,6 +186,8 @@ impl Fault {
             Fault::Ebadf => handle.ebadf(),
             Fault::Remove => handle.remove(),
             Fault::Restore => handle.restore(),
+            Fault::Unplug => handle.unplug(),
+            Fault::Plug => handle.plug(),
         }
     }
 }

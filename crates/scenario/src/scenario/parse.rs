@@ -515,10 +515,14 @@ fn parse_fault(cx: &Ctx<'_>, s: &RawStep, pre: &str) -> Res<Option<Fault>> {
                 "ebadf" => Fault::Ebadf,
                 "remove" => Fault::Remove,
                 "restore" => Fault::Restore,
+                "unplug" => Fault::Unplug,
+                "plug" => Fault::Plug,
                 _ => {
                     return Err(cx.err(
                         f.span(),
-                        format!("{pre}unknown fault \"{other}\" (expected eintr, eio, ebadf, remove or restore)"),
+                        format!(
+                            "{pre}unknown fault \"{other}\" (expected eintr, eio, ebadf, remove, restore, unplug or plug)"
+                        ),
                     ));
                 }
             };
