@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use railwatch_core::{LinkAttrs, LinkRate, PortState, VerbsPort, speed_by_code, width_by_code};
-use railwatch_runtime::{BandwidthSelector, Config, Monitor, Snapshot, SystemClock};
+use railwatch_runtime::{BandwidthSelector, Config, DeviceSource, Monitor, Snapshot, SystemClock};
 use railwatch_scenario::driver::{Names, Record, RunSummary};
-use railwatch_verbs_backend::{VerbsDevice, VerbsError, errno_of, list_devices};
+use railwatch_verbs_backend::{UeventSocket, VerbsDevice, VerbsError, errno_of, list_devices};
 use serde_json::{Value, json};
 
 use crate::output::{self, Style};
@@ -89,6 +89,41 @@ fn devices() -> Result<Vec<String>, ExitCode> {
         ExitCode::from(1)
     })
 }
+
+/// The host's RDMA devices as the monitor's device source: the device list,
+/// re-read when a uevent says it may have changed (rescanned every few
+/// seconds where uevents cannot be had), restricted to `--device` if given.
+struct HostDevices {
+    uevents: Option<UeventSocket>,
+    only: Option<String>,
+}
+
+impl DeviceSource for HostDevices {
+    type Device = VerbsDevice;
+
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        self.uevents.as_ref().map(UeventSocket::fd)
+    }
+
+    fn drain(&mut self) -> io::Result<bool> {
+        self.uevents.as_mut().map_or(Ok(true), UeventSocket::drain)
+    }
+
+    fn list(&mut self) -> io::Result<Vec<String>> {
+        let mut names = list_devices().map_err(io::Error::other)?;
+        if let Some(only) = &self.only {
+            names.retain(|n| n == only);
+        }
+        Ok(names)
+    }
+
+    fn open(&mut self, name: &str) -> io::Result<VerbsDevice> {
+        VerbsDevice::open(name).map_err(io::Error::other)
+    }
+}
+
+/// How often the device list is re-read where uevents cannot be had.
+const RESCAN_EVERY: Duration = Duration::from_secs(5);
 
 /// Opens `names`, reporting each device that cannot be opened.
 fn open_all(names: &[String], failures: &mut Vec<Failure>) -> Vec<VerbsDevice> {
@@ -308,11 +343,21 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     for dev in opened {
         monitor.add_device(dev);
     }
-    let table = Names::new(device_names, monitor.rails());
+    // Devices that appear later are attached, those that leave closed at
+    // once (a Soft-RoCE removal waits for our handle) and their rails made
+    // inert.
+    let uevents = UeventSocket::open()
+        .map_err(|e| log::warn!("no device uevents ({e}); re-reading the device list every {RESCAN_EVERY:?}"))
+        .ok();
+    if let Err(e) = monitor.watch_devices(Box::new(HostDevices { uevents, only: args.device.clone() }), RESCAN_EVERY) {
+        eprintln!("railwatch: cannot watch for devices appearing and leaving: {e}");
+        return ExitCode::from(1);
+    }
+    let mut table = Names::new(device_names, monitor.rails());
     let stop = stop_flag();
 
     let mut out = io::stdout().lock();
-    let mut print = |note: &railwatch_runtime::Notification| -> io::Result<()> {
+    let mut print = |table: &Names, note: &railwatch_runtime::Notification| -> io::Result<()> {
         let record = Record::Note(note);
         let line = match style {
             Style::Json => output::json_record(&table, &record).map(|v| v.to_string()),
@@ -331,8 +376,13 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     let deadline = args.for_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
     let mut result = ExitCode::SUCCESS;
     loop {
+        // A device appeared: name its rails too.
+        if monitor.rails().len() != table.rails_len() {
+            let devices = (0..).map_while(|d| monitor.device_name(d)).map(String::from).collect();
+            table = Names::new(devices, monitor.rails());
+        }
         // The attach already produced notifications: print them first.
-        let printed: io::Result<()> = rx.try_iter().try_for_each(|note| print(&note));
+        let printed: io::Result<()> = rx.try_iter().try_for_each(|note| print(&table, &note));
         if let Err(e) = printed {
             // The reader went away: stop watching.
             return write_failed(&e);

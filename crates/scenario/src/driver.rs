@@ -81,6 +81,11 @@ impl Names {
         }
     }
 
+    /// How many rails it names.
+    pub fn rails_len(&self) -> usize {
+        self.rails.len()
+    }
+
     /// The name of device `device`.
     pub fn device(&self, device: u32) -> &str {
         self.devices.get(device as usize).map_or("?", String::as_str)

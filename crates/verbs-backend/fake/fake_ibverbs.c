@@ -96,6 +96,7 @@ struct fake_dev {
 	long get_after;		/* calls that pass before it fires */
 	long get_count;		/* calls that fail; -1 = every one from then on */
 	char events[256];	/* FAKE_IBVERBS_EVENTS for this device */
+	int unlisted;		/* left the device list (hot-unplug) */
 	struct fake_ctx *ctx;
 };
 
@@ -292,6 +293,18 @@ int fake_set_query_errno(int dev, int err)
 	if (!d)
 		return -1;
 	d->query_errno = err;
+	return 0;
+}
+
+/* Takes device `dev` out of ibv_get_device_list() (listed = 0), as a
+ * removal the driver cannot announce on the async fd does, or puts it back.
+ * Its open contexts keep working. */
+int fake_set_listed(int dev, int listed)
+{
+	FAKE_LOCKED;
+	if (dev < 0 || dev >= ndevs)
+		return -1;
+	devs[dev].unlisted = !listed;
 	return 0;
 }
 
@@ -574,10 +587,12 @@ struct ibv_device **ibv_get_device_list(int *num_devices)
 		errno = ENOMEM;
 		return NULL;
 	}
+	int n = 0;
 	for (i = 0; i < ndevs; i++)
-		list[i] = &devs[i].dev;
+		if (!devs[i].unlisted)
+			list[n++] = &devs[i].dev;
 	if (num_devices)
-		*num_devices = ndevs;
+		*num_devices = n;
 	counters.lists++;
 	return list;
 }

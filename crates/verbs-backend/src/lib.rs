@@ -23,6 +23,9 @@
 //!     `ibv_query_port_speed` when the loaded libibverbs has it
 //!     ([`has_effective_speed`], looked up at run time, never linked).
 //!   - `close` and `reopen`.
+//! - [`UeventSocket`] is the kernel's device uevents: a device that leaves
+//!   (Soft-RoCE says nothing on its fd) or appears, so a monitor rescans
+//!   [`list_devices`] without polling.
 //! - [`event_name`] is what `ibv_event_type_str` says about a raw code.
 //!
 //! Errors are [`VerbsError`]s (device, call, errno); where the trait
@@ -76,9 +79,11 @@ mod error;
 mod ffi;
 #[doc(hidden)]
 pub mod testing;
+mod uevent;
 
 pub use device::{VerbsDevice, list_devices};
 pub use error::{VerbsError, errno_of};
+pub use uevent::{UeventSocket, is_rdma_uevent};
 
 /// Whether this build reads `active_speed_ex` (the installed `verbs.h` is
 /// rdma-core 49 or later). Without it, XDR links report an unknown rate

@@ -275,6 +275,13 @@ impl Fake {
         Self::check(rc, "set_query_errno");
     }
 
+    /// Takes `dev` out of the device list (`false`, a silent hot-unplug:
+    /// its open contexts keep working) or puts it back.
+    pub fn set_listed(&self, dev: usize, listed: bool) {
+        let rc = fake_call!(self, c"fake_set_listed", fn(c_int, c_int) -> c_int, dev as c_int, c_int::from(listed));
+        Self::check(rc, "set_listed");
+    }
+
     /// Makes `ibv_open_device` of `dev` fail with `errno` (0: off).
     pub fn set_open_errno(&self, dev: usize, errno: i32) {
         let rc = fake_call!(self, c"fake_set_open_errno", fn(c_int, c_int) -> c_int, dev as c_int, errno);

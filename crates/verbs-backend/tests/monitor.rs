@@ -440,3 +440,62 @@ fake_test!(device_fatal_closes_the_device_and_the_reopen_attaches_its_rails, Fak
     assert_eq!((c.opens, c.closes), (2, 1));
     assert_eq!(selector.available().len(), 2);
 });
+
+// ---- hotplug ----------------------------------------------------------------
+
+/// The fake's device list as the monitor's device source, without uevents:
+/// the monitor rescans it on its timer.
+struct FakeHost;
+
+impl railwatch_runtime::DeviceSource for FakeHost {
+    type Device = VerbsDevice;
+
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
+    fn drain(&mut self) -> std::io::Result<bool> {
+        Ok(true)
+    }
+
+    fn list(&mut self) -> std::io::Result<Vec<String>> {
+        railwatch_verbs_backend::list_devices().map_err(std::io::Error::other)
+    }
+
+    fn open(&mut self, name: &str) -> std::io::Result<VerbsDevice> {
+        VerbsDevice::open(name).map_err(std::io::Error::other)
+    }
+}
+
+fake_test!(a_device_that_leaves_silently_is_closed_and_one_that_comes_back_is_attached, FakeLib::Basic, |fake| {
+    fake.set_devices(2);
+    let selector = Arc::new(BandwidthSelector::new());
+    let mut monitor: VerbsMonitor =
+        Monitor::new(Config { tick_ms: NO_TICK_MS, ..Config::default() }, selector.clone(), SystemClock::new())
+            .expect("a poll set");
+    let found = monitor.watch_devices(Box::new(FakeHost), Duration::from_millis(20)).expect("watch");
+    assert_eq!(found.added, ["mlx5_0", "mlx5_1"], "the first scan adds what is there");
+    let gate = monitor.gate_of("mlx5_1/1").expect("a rail");
+    let before = gate.check().expect("active").generation;
+    assert_eq!(fake.counters().closes, 0);
+
+    // Deleted while we hold it (Soft-RoCE): nothing on the fd, port queries
+    // still answer, only the list changes. The handle is closed at once.
+    fake.set_listed(1, false);
+    poll_until(&mut monitor, "the removal", |s| state_of(s, "mlx5_1/1") == RailState::Inert);
+    let snap = monitor.snapshot();
+    assert_eq!(snap.devices[1].mode, DeviceMode::Removed);
+    assert_eq!(snap.rail("mlx5_1/1").unwrap().reason, PauseReason::DeviceRemoved);
+    assert_eq!(state_of(&snap, "mlx5_0/1"), RailState::Active, "the other device is untouched");
+    assert_eq!(fake.counters().closes, 1, "our handle is closed, so the kernel's removal can finish");
+    assert!(!selector.is_available(RailId { device: 1, port: 1 }));
+
+    // `rdma link add` again: a new device of the same name, same rail id.
+    fake.set_listed(1, true);
+    poll_until(&mut monitor, "the device coming back", |s| state_of(s, "mlx5_1/1") == RailState::Active);
+    let after = gate.check().expect("active again").generation;
+    assert!(after > before, "a new device: a new generation ({before} → {after})");
+    assert_eq!(monitor.snapshot().rail("mlx5_1/1").unwrap().recovered_by, Some(RecoveredBy::Attach));
+    assert!(selector.is_available(RailId { device: 1, port: 1 }));
+    assert_eq!(fake.counters().opens, 3);
+});
