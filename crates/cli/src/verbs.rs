@@ -360,8 +360,8 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     let mut print = |table: &Names, note: &railwatch_runtime::Notification| -> io::Result<()> {
         let record = Record::Note(note);
         let line = match style {
-            Style::Json => output::json_record(&table, &record).map(|v| v.to_string()),
-            Style::Human { color } => output::human_record(&table, &record, color),
+            Style::Json => output::json_record(table, &record).map(|v| v.to_string()),
+            Style::Human { color } => output::human_record(table, &record, color),
         };
         match line {
             Some(line) => writeln!(out, "{line}"),
