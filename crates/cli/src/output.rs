@@ -85,12 +85,23 @@ pub fn json_record(names: &Names, record: &Record<'_>) -> Option<Value> {
                     }
                     v
                 }
+                Happening::AddressChanged { rail, generation } => json!({"t_ms": t_ms, "kind": "address",
+                    "rail": names.rail(*rail), "generation": generation}),
                 Happening::ObjectError { .. } => return None,
             }
         }
         Record::Expect(e) => json!({"t_ms": e.at_ms, "kind": "expect", "at_ms": e.at_ms, "rail": e.rail,
             "passed": e.passed, "detail": e.detail}),
     })
+}
+
+/// A port's address as JSON: `link_layer`, `lid`, `netdev`, `gids`
+/// (`[{index, gid, type}]`).
+pub fn address_json(address: &railwatch_core::PortAddress) -> Value {
+    let gids: Vec<Value> =
+        address.gids.iter().map(|g| json!({"index": g.index, "gid": g.to_string(), "type": g.kind.name()})).collect();
+    json!({"link_layer": address.link_layer.map(|l| l.name()), "lid": address.lid,
+        "netdev": address.netdev, "gids": gids})
 }
 
 /// The closing `summary` object.
@@ -185,6 +196,10 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
                             io::Error::from_raw_os_error(*e)
                         ),
                     },
+                ),
+                Happening::AddressChanged { rail, generation } => (
+                    names.rail(*rail).to_string(),
+                    format!("address changed (GID table, LID or netdev), generation {generation}"),
                 ),
                 Happening::ObjectError { kind, handle, .. } => {
                     return Some(format!("{}  object error {kind} on {handle:?}", time(t.0)));

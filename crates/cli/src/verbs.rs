@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use railwatch_core::{LinkAttrs, LinkRate, PortState, VerbsPort, speed_by_code, width_by_code};
+use railwatch_core::{Happening, LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
 use railwatch_runtime::{BandwidthSelector, Config, DeviceSource, Monitor, Snapshot, SystemClock};
 use railwatch_scenario::driver::{Names, Record, RunSummary};
 use railwatch_verbs_backend::{UeventSocket, VerbsDevice, VerbsError, errno_of, list_devices};
@@ -156,6 +156,8 @@ struct Row {
     port: u8,
     state: PortState,
     link: LinkAttrs,
+    /// `None` when it could not be read (said as a failure).
+    address: Option<PortAddress>,
 }
 
 impl Row {
@@ -185,6 +187,7 @@ impl Row {
             "width": self.width_name(),
             "width_code": self.link.active_width,
             "effective_gbps": self.link.effective_100mbps.filter(|&s| s != 0).map(|s| s as f64 / 10.0),
+            "address": self.address.as_ref().map(output::address_json),
         })
     }
 
@@ -196,7 +199,14 @@ impl Row {
         let rate = self.rate().as_gbps().map_or_else(|| "unknown".to_string(), |g| g.to_string());
         let speed = self.speed_name().map_or_else(|| format!("?({})", self.link.speed_code()), str::to_string);
         let width = self.width_name().map_or_else(|| format!("?({})", self.link.active_width), str::to_string);
-        format!("{:<16} {:<14} {:>9} {:<7} {}", self.rail, state, rate, speed, width)
+        let mut line = format!("{:<16} {:<14} {:>9} {:<7} {}", self.rail, state, rate, speed, width);
+        if let Some(a) = &self.address {
+            let layer = a.link_layer.map_or("?", |l| l.name());
+            let netdev = a.netdev.as_deref().map(|n| format!(" on {n}")).unwrap_or_default();
+            let gids: Vec<String> = a.gids.iter().map(|g| format!("[{}] {g} ({})", g.index, g.kind.name())).collect();
+            line.push_str(&format!("  {layer}{netdev}, lid {}, gids {}", a.lid, gids.join(", ")));
+        }
+        line
     }
 }
 
@@ -208,7 +218,8 @@ fn rows_of(dev: &mut VerbsDevice, failures: &mut Vec<Failure>) -> Vec<Row> {
         let read = dev.port_state(port).and_then(|state| Ok((state, dev.link(port)?)));
         match read {
             Ok((state, link)) => {
-                rows.push(Row { rail: format!("{name}/{port}"), device: name.clone(), port, state, link });
+                let address = dev.address(port).map_err(|e| failures.push(Failure::of_io(&name, port, &e))).ok();
+                rows.push(Row { rail: format!("{name}/{port}"), device: name.clone(), port, state, link, address });
             }
             Err(e) => failures.push(Failure::of_io(&name, port, &e)),
         }
@@ -357,11 +368,24 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     let stop = stop_flag();
 
     let mut out = io::stdout().lock();
-    let mut print = |table: &Names, note: &railwatch_runtime::Notification| -> io::Result<()> {
+    let mut print = |table: &Names, note: &railwatch_runtime::Notification, address: Option<&PortAddress>| {
         let record = Record::Note(note);
         let line = match style {
-            Style::Json => output::json_record(table, &record).map(|v| v.to_string()),
-            Style::Human { color } => output::human_record(table, &record, color),
+            Style::Json => output::json_record(table, &record).map(|mut v| {
+                // An address line carries the new address.
+                if let Some(a) = address {
+                    v["address"] = output::address_json(a);
+                }
+                v.to_string()
+            }),
+            Style::Human { color } => output::human_record(table, &record, color).map(|line| match address {
+                Some(a) => {
+                    let gids: Vec<String> =
+                        a.gids.iter().map(|g| format!("[{}] {g} {}", g.index, g.kind.name())).collect();
+                    format!("{line}: {}", gids.join(", "))
+                }
+                None => line,
+            }),
         };
         match line {
             Some(line) => writeln!(out, "{line}"),
@@ -382,7 +406,13 @@ pub fn watch(args: WatchArgs) -> ExitCode {
             table = Names::new(devices, monitor.rails());
         }
         // The attach already produced notifications: print them first.
-        let printed: io::Result<()> = rx.try_iter().try_for_each(|note| print(&table, &note));
+        let printed: io::Result<()> = rx.try_iter().try_for_each(|note| {
+            let address = match note.what {
+                Happening::AddressChanged { rail, .. } => monitor.address(rail),
+                _ => None,
+            };
+            print(&table, &note, address)
+        });
         if let Err(e) = printed {
             // The reader went away: stop watching.
             return write_failed(&e);

@@ -111,6 +111,10 @@ fn check_schema(v: &Value) {
             assert!(obj["passed"].is_boolean());
             str_field("detail");
         }
+        "address" => {
+            str_field("rail");
+            assert!(obj["generation"].is_u64());
+        }
         "summary" => {
             for r in obj["rails"].as_array().expect("rails") {
                 let r = r.as_object().unwrap();

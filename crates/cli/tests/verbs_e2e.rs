@@ -92,6 +92,10 @@ mod with_verbs {
         assert_eq!((r["speed"].as_str(), r["speed_code"].as_u64()), (Some("ndr"), Some(128)));
         assert_eq!((r["width"].as_str(), r["width_code"].as_u64()), (Some("4x"), Some(2)));
         assert!(r["effective_gbps"].is_null(), "the basic fake has no ibv_query_port_speed");
+        let a = &r["address"];
+        assert_eq!((a["link_layer"].as_str(), a["lid"].as_u64()), (Some("infiniband"), Some(1)));
+        assert_eq!(a["gids"], serde_json::json!([{"index": 0, "gid": "fe80::1", "type": "unknown"}]));
+        assert!(a["netdev"].is_null());
 
         let r = rails[1];
         assert_eq!((r["port_state"].as_str(), r["port_state_code"].as_u64()), (Some("down"), Some(1)));
@@ -117,10 +121,13 @@ mod with_verbs {
         assert_eq!(lines.len(), 3, "{stdout}");
         assert!(lines[0].starts_with("RAIL") && lines[0].contains("PORT STATE"), "{stdout}");
         let row: Vec<&str> = lines[1].split_whitespace().collect();
-        assert_eq!(row, ["mlx5_0/1", "active", "400", "ndr", "4x"]);
+        assert_eq!(row[..5], ["mlx5_0/1", "active", "400", "ndr", "4x"]);
+        // Its address: link layer, LID, the GID table (the fake's has one
+        // link-local entry; no sysfs types here).
+        assert_eq!(row[5..], ["infiniband,", "lid", "1,", "gids", "[0]", "fe80::1", "(unknown)"]);
         // INIT, with a speed code no table knows: no guessed rate.
         let row: Vec<&str> = lines[2].split_whitespace().collect();
-        assert_eq!(row, ["mlx5_0/2", "init", "unknown", "?(255)", "4x"]);
+        assert_eq!(row[..5], ["mlx5_0/2", "init", "unknown", "?(255)", "4x"]);
     }
 
     #[test]

@@ -46,6 +46,7 @@
 
 #![cfg_attr(not(test), deny(missing_docs))]
 
+mod address;
 mod damping;
 mod decide;
 mod event;
@@ -56,6 +57,7 @@ mod rail;
 mod sync;
 mod time;
 
+pub use address::{Gid, GidType, LinkLayer, PortAddress};
 pub use damping::{DampingConfig, FlapPenalty};
 pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};

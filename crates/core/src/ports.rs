@@ -5,6 +5,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::RawFd;
 
+use crate::address::PortAddress;
 use crate::event::AsyncEvent;
 use crate::port::{LinkAttrs, LinkRate, PortState};
 
@@ -42,6 +43,15 @@ pub trait VerbsPort {
 
     /// Reads the port's link attributes (speed, width, effective speed).
     fn link(&mut self, port: u8) -> io::Result<LinkAttrs>;
+
+    /// Reads the port's address: link layer, LID, the non-empty GID table
+    /// entries with their types, the netdev. The default says
+    /// `Unsupported`: the machine then treats every `LID_CHANGE` /
+    /// `GID_CHANGE` as an address change.
+    fn address(&mut self, port: u8) -> io::Result<PortAddress> {
+        let _ = port;
+        Err(io::ErrorKind::Unsupported.into())
+    }
 
     /// Closes the device (its fd leaves the monitor first). Idempotent.
     fn close(&mut self);

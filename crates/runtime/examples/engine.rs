@@ -400,6 +400,9 @@ impl Timeline {
             Happening::Available { rail, available } => {
                 format!("{}: {}", name(rail), if *available { "available" } else { "unavailable" })
             }
+            Happening::AddressChanged { rail, generation } => {
+                format!("{}: address changed, generation {generation}: rebuild endpoints", name(rail))
+            }
             Happening::ObjectError { device, kind, handle } => format!("{}: {kind} on {handle:?}", dev_name(device)),
         };
         // `note.t` is the monitor's clock: milliseconds since its

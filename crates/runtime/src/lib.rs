@@ -69,7 +69,8 @@ pub use spawn::MonitorHandle;
 
 // The engine-facing types of core, so an engine needs one `use`.
 pub use railwatch_core::{
-    AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Happening,
-    LinkAttrs, LinkRate, Machine, MachineConfig, Millis, NoSelector, Notification, ObjectHandle, PauseReason,
-    PortState, RailId, RailState, RailWord, RecoveredBy, Rejection, Selector, Ticket, VerbsPort,
+    AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Gid, GidType,
+    Happening, LinkAttrs, LinkLayer, LinkRate, Machine, MachineConfig, Millis, NoSelector, Notification, ObjectHandle,
+    PauseReason, PortAddress, PortState, RailId, RailState, RailWord, RecoveredBy, Rejection, Selector, Ticket,
+    VerbsPort,
 };

@@ -1,6 +1,8 @@
 //! A point-in-time copy of every rail and counter.
 
-use railwatch_core::{DeviceMode, LinkRate, Millis, PauseReason, PortState, RailId, RailState, RecoveredBy};
+use railwatch_core::{
+    DeviceMode, LinkRate, Millis, PauseReason, PortAddress, PortState, RailId, RailState, RecoveredBy,
+};
 
 use crate::device::DeviceCounters;
 
@@ -27,6 +29,9 @@ pub struct RailSnapshot {
     pub rate: Option<LinkRate>,
     /// How its last activation happened.
     pub recovered_by: Option<RecoveredBy>,
+    /// Its address as last read (`None` if the backend does not read
+    /// addresses, or before the first read).
+    pub address: Option<PortAddress>,
 }
 
 /// One device as it is now.

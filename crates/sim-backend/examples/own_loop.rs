@@ -68,6 +68,10 @@ impl Engine {
                     let r = self.devices[device as usize].port_state(port).map_err(|e| errno(&e));
                     self.machine.handle_port_state(device, port, r, now);
                 }
+                Action::ReadAddress { device, port } => {
+                    let r = self.devices[device as usize].address(port);
+                    self.machine.handle_address(device, port, r.as_ref().map_err(errno), now);
+                }
                 Action::ReadLink { device, port } => {
                     let r = self.devices[device as usize].link(port).map_err(|e| errno(&e));
                     self.machine.handle_link(device, port, r, now);

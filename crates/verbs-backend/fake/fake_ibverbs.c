@@ -75,7 +75,10 @@ struct fake_wire_event {
 	uint32_t reserved;
 };
 
+#define FAKE_GIDS 4
+
 struct fake_port {
+	uint8_t gids[FAKE_GIDS][16];	/* all zero: an empty slot */
 	uint32_t state;
 	uint8_t speed;
 	uint8_t width;
@@ -170,8 +173,14 @@ static void fake_init_dev(int i, const char *name)
 	snprintf(d->dev.name, sizeof(d->dev.name), "%s", name);
 	snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs%d", i);
 	d->nports = 1;
-	for (p = 1; p <= FAKE_MAX_PORTS; p++)
+	for (p = 1; p <= FAKE_MAX_PORTS; p++) {
 		fake_default_port(&d->ports[p]);
+		/* GID 0: a link-local address, fe80::<device>:<port> */
+		d->ports[p].gids[0][0] = 0xfe;
+		d->ports[p].gids[0][1] = 0x80;
+		d->ports[p].gids[0][13] = (uint8_t)i;
+		d->ports[p].gids[0][15] = (uint8_t)p;
+	}
 }
 
 static int fake_is_object_event(uint32_t code)
@@ -305,6 +314,16 @@ int fake_set_listed(int dev, int listed)
 	if (dev < 0 || dev >= ndevs)
 		return -1;
 	devs[dev].unlisted = !listed;
+	return 0;
+}
+
+/* Sets GID table entry `index` of a port (16 bytes; all zero empties it). */
+int fake_set_gid(int dev, int port, int index, const uint8_t *raw)
+{
+	FAKE_LOCKED;
+	if (dev < 0 || dev >= FAKE_MAX_DEVICES || port < 1 || port > FAKE_MAX_PORTS || index < 0 || index >= FAKE_GIDS)
+		return -1;
+	memcpy(devs[dev].ports[port].gids[index], raw, 16);
 	return 0;
 }
 
@@ -556,6 +575,8 @@ static int fake_lib_query_port(struct ibv_context *context, uint8_t port_num, st
 	attr.active_width = p->width;
 	attr.phys_state = p->state == IBV_PORT_DOWN ? 3 : 5;	/* disabled / link up */
 	attr.link_layer = IBV_LINK_LAYER_INFINIBAND;
+	attr.gid_tbl_len = FAKE_GIDS;
+	attr.lid = (uint16_t)(port_num + 16 * (d - devs));
 #ifdef FAKE_HAVE_ACTIVE_SPEED_EX
 	attr.active_speed_ex = p->speed_ex;
 #endif
@@ -710,6 +731,23 @@ int ibv_query_port_speed(struct ibv_context *context, uint32_t port_num, uint64_
 	return 0;
 }
 #endif
+
+int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)
+{
+	FAKE_LOCKED;
+	struct fake_dev *d = fake_ctx_of(context)->dev;
+
+	if (d->query_errno) {
+		errno = d->query_errno;
+		return -1;
+	}
+	if (port_num < 1 || port_num > d->nports || index < 0 || index >= FAKE_GIDS) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(gid->raw, d->ports[port_num].gids[index], 16);
+	return 0;
+}
 
 int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
 {

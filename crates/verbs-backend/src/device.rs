@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::RawFd;
 use std::ptr;
 
-use railwatch_core::{AsyncEvent, LinkAttrs, PortState, VerbsPort};
+use railwatch_core::{AsyncEvent, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortState, VerbsPort};
 use rdma_sys::{ibv_context, ibv_device, ibv_device_attr};
 
 use crate::error::VerbsError;
@@ -271,6 +271,41 @@ impl VerbsPort for VerbsDevice {
             Some(Err(e)) => log::debug!("{}: ibv_query_port_speed({port}) failed: {e}; using speed x width", self.name),
         }
         Ok(link)
+    }
+
+    /// The port's link layer and LID (port query), its non-empty GID table
+    /// entries (`ibv_query_gid`, at most 256) and, from sysfs where the
+    /// kernel has it, each entry's type and the port's netdev.
+    fn address(&mut self, port: u8) -> io::Result<PortAddress> {
+        let attr = self.query(port)?;
+        let ctx = self.live()?;
+        let mut address = PortAddress {
+            link_layer: Some(LinkLayer::from_code(attr.link_layer)),
+            lid: attr.lid,
+            gids: Vec::new(),
+            netdev: None,
+        };
+        let sysfs = format!("/sys/class/infiniband/{}/ports/{port}/gid_attrs", self.name);
+        for index in 0..attr.gid_tbl_len.clamp(0, 256) {
+            // SAFETY: ctx is live (checked above) and owned by self.
+            let raw = unsafe { ffi::query_gid(ctx, port, index) }.map_err(|e| self.fail("ibv_query_gid", e))?;
+            if raw == [0; 16] {
+                continue;
+            }
+            let kind = match std::fs::read_to_string(format!("{sysfs}/types/{index}")) {
+                Ok(t) if t.trim() == "RoCE v2" => GidType::RoceV2,
+                Ok(t) if t.trim() == "IB/RoCE v1" => GidType::IbRoceV1,
+                _ => GidType::Unknown,
+            };
+            if address.netdev.is_none() {
+                address.netdev = std::fs::read_to_string(format!("{sysfs}/ndevs/{index}"))
+                    .ok()
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty());
+            }
+            address.gids.push(Gid { index: index as u32, raw, kind });
+        }
+        Ok(address)
     }
 
     fn close(&mut self) {

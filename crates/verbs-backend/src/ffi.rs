@@ -206,6 +206,24 @@ fn errno_result(rc: c_int) -> io::Result<()> {
     }
 }
 
+/// Reads GID table entry `index` of `port` (`ibv_query_gid`; an empty slot
+/// reads as all zeros).
+///
+/// # Safety
+///
+/// `ctx` must be a live context.
+pub unsafe fn query_gid(ctx: *mut ibv_context, port: u8, index: c_int) -> io::Result<[u8; 16]> {
+    let mut gid = MaybeUninit::<rdma_sys::ibv_gid>::zeroed();
+    // SAFETY: the caller guarantees ctx; gid is a valid, writable union.
+    let rc = unsafe { rdma_sys::ibv_query_gid(ctx, port, index, gid.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zeroed, then written by libibverbs; every bit pattern of the
+    // 16-byte union is a valid `raw`.
+    Ok(unsafe { gid.assume_init().raw })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,3 +321,4 @@ mod tests {
         assert_eq!(errno_result(libc::ENODEV).unwrap_err().raw_os_error(), Some(libc::ENODEV));
     }
 }
+

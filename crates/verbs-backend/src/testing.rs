@@ -282,6 +282,20 @@ impl Fake {
         Self::check(rc, "set_listed");
     }
 
+    /// Sets GID table entry `index` (0..4) of a port; all zeros empties it.
+    pub fn set_gid(&self, dev: usize, port: u8, index: usize, raw: [u8; 16]) {
+        let rc = fake_call!(
+            self,
+            c"fake_set_gid",
+            fn(c_int, c_int, c_int, *const u8) -> c_int,
+            dev as c_int,
+            c_int::from(port),
+            index as c_int,
+            raw.as_ptr()
+        );
+        Self::check(rc, "set_gid");
+    }
+
     /// Makes `ibv_open_device` of `dev` fail with `errno` (0: off).
     pub fn set_open_errno(&self, dev: usize, errno: i32) {
         let rc = fake_call!(self, c"fake_set_open_errno", fn(c_int, c_int) -> c_int, dev as c_int, errno);

@@ -499,3 +499,48 @@ fake_test!(a_device_that_leaves_silently_is_closed_and_one_that_comes_back_is_at
     assert!(selector.is_available(RailId { device: 1, port: 1 }));
     assert_eq!(fake.counters().opens, 3);
 });
+
+// ---- addresses ----------------------------------------------------------------
+
+const GID_CHANGE: u32 = 18;
+
+fake_test!(a_gid_change_that_changes_the_table_bumps_the_generation_and_says_so, FakeLib::Basic, |fake| {
+    let (mut monitor, _) = one_device(&fake, NO_TICK_MS);
+    let rx = monitor.subscribe();
+    let gate = monitor.gate(RAIL).unwrap();
+    let before = gate.check().unwrap().generation;
+    let address = monitor.address(RAIL).expect("read at attach").clone();
+    assert_eq!(address.gids.len(), 1);
+    assert_eq!(address.gids[0].to_string(), "fe80::1");
+    assert_eq!((address.lid, address.link_layer), (1, Some(railwatch_core::LinkLayer::InfiniBand)));
+
+    // A GID_CHANGE that changes nothing (an address that came and went):
+    // no bump, no notification.
+    fake.push_event(0, GID_CHANGE, 1);
+    poll_until(&mut monitor, "the event", |s| s.devices[0].counters.events == 1);
+    assert_eq!(gate.check().unwrap().generation, before);
+    assert!(!notes!(rx).iter().any(|h| matches!(h, Happening::AddressChanged { .. })));
+
+    // An IPv4 address added to the netdev: a new GID at index 1.
+    let mut raw = [0u8; 16];
+    raw[10..].copy_from_slice(&[0xff, 0xff, 10, 1, 1, 1]);
+    fake.set_gid(0, 1, 1, raw);
+    fake.push_event(0, GID_CHANGE, 1);
+    poll_until(&mut monitor, "the second event", |s| s.devices[0].counters.events == 2);
+    let after = gate.check().unwrap().generation;
+    assert_eq!(after, before + 1, "endpoints built on the old table are stale");
+    let notes = notes!(rx);
+    assert!(notes.contains(&Happening::AddressChanged { rail: RAIL, generation: after }), "{notes:?}");
+    let gids: Vec<String> = monitor
+        .snapshot()
+        .rail("mlx5_0/1")
+        .unwrap()
+        .address
+        .as_ref()
+        .unwrap()
+        .gids
+        .iter()
+        .map(|g| g.to_string())
+        .collect();
+    assert_eq!(gids, ["fe80::1", "::ffff:10.1.1.1"]);
+});

@@ -161,6 +161,11 @@ struct Rail {
     activating: bool,
     /// The answer of an attach in progress.
     attach_answer: Option<PortState>,
+    /// The fingerprint of the address last read.
+    address: Option<u64>,
+    /// A LID/GID change asked for the pending address read: if the address
+    /// changed (or cannot be read), the generation is bumped for it.
+    address_event: Option<EventKind>,
 }
 
 impl Rail {
@@ -335,6 +340,8 @@ impl Machine {
                 damped_until: None,
                 activating: false,
                 attach_answer: None,
+                address: None,
+                address_event: None,
             });
         }
         self.devices.push(Device {
@@ -439,9 +446,12 @@ impl Machine {
                 RailDecision::Activate | RailDecision::Recheck => self.recheck(ri),
                 RailDecision::Restart => self.bump(ri, kind, now),
                 RailDecision::AddressChanged => {
-                    // A lost PORT_ERR is real (a deleted netdev under
-                    // Soft-RoCE delivers only GID_CHANGE): re-read the port.
-                    self.bump(ri, kind, now);
+                    // Re-read the address (the generation is bumped if it
+                    // changed) and the port: a lost PORT_ERR is real (a
+                    // deleted netdev under Soft-RoCE delivers only
+                    // GID_CHANGE).
+                    self.rails[ri].address_event = Some(kind);
+                    self.read_address(ri);
                     self.recheck(ri);
                 }
                 RailDecision::RefreshLink => self.read_link(ri),
@@ -524,6 +534,42 @@ impl Machine {
             return;
         }
         self.link_answer(ri, answer, now);
+    }
+
+    /// The answer to a [`Action::ReadAddress`]. After a `LID_CHANGE` or
+    /// `GID_CHANGE`, a changed address (or one that cannot be read) bumps
+    /// the generation; any change is notified
+    /// ([`Happening::AddressChanged`]), so engines rebuild endpoints built
+    /// on the old one.
+    pub fn handle_address(
+        &mut self,
+        device: u32,
+        port: u8,
+        answer: Result<&crate::address::PortAddress, Errno>,
+        now: Millis,
+    ) {
+        let now = self.at(now);
+        let Some(ri) = self.rail_index(device, port) else { return self.stray() };
+        if self.devices[device as usize].mode.is_closed() || self.rails[ri].cell.load().state == RailState::Inert {
+            return;
+        }
+        let event = self.rails[ri].address_event.take();
+        let changed = match answer {
+            Ok(address) => {
+                let old = self.rails[ri].address.replace(address.fingerprint());
+                old.is_some_and(|o| Some(o) != self.rails[ri].address) || (old.is_none() && event.is_some())
+            }
+            // Cannot tell: after a change event, assume it changed.
+            Err(_) => event.is_some(),
+        };
+        if changed {
+            if let Some(kind) = event {
+                self.bump(ri, kind, now);
+            }
+            let rail = self.rails[ri].id;
+            let generation = self.rails[ri].cell.load().generation;
+            self.notify(now, Happening::AddressChanged { rail, generation });
+        }
     }
 
     /// The result of a [`Action::Reopen`]. On success the device is read
@@ -650,6 +696,12 @@ impl Machine {
     fn recheck(&mut self, ri: usize) {
         self.rails[ri].wake_by = Some(RecoveredBy::Event);
         self.query(ri);
+    }
+
+    /// Asks for an address read of rail `ri`.
+    fn read_address(&mut self, ri: usize) {
+        let id = self.rails[ri].id;
+        self.push(Action::ReadAddress { device: id.device, port: id.port });
     }
 
     /// Asks for a link read of rail `ri`.

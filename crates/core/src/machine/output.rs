@@ -94,6 +94,15 @@ pub enum Happening {
         /// Its availability now.
         available: bool,
     },
+    /// A rail's address (GID table, LID, netdev) changed: endpoints built
+    /// on the old one are stale. The generation is the rail's after the
+    /// change (bumped by it, or by the activation it came with).
+    AddressChanged {
+        /// The rail.
+        rail: RailId,
+        /// Its generation now.
+        generation: u64,
+    },
     /// A QP/WQ error the engine must handle.
     ObjectError {
         /// Device index.
@@ -288,6 +297,14 @@ pub enum Action {
     },
     /// Read one port's link attributes.
     ReadLink {
+        /// Device index.
+        device: u32,
+        /// The port.
+        port: u8,
+    },
+    /// Read one port's address (answered with
+    /// [`Machine::handle_address`](super::Machine::handle_address)).
+    ReadAddress {
         /// Device index.
         device: u32,
         /// The port.

@@ -99,6 +99,9 @@ impl Machine {
                 self.arm_tick(now);
             }
             self.read_link(ri);
+            // A new baseline: a re-attach bumped the generation already.
+            self.rails[ri].address = None;
+            self.read_address(ri);
         }
         self.push(Action::Log(Log::Attached { device: idx as u32 }));
     }
@@ -205,6 +208,9 @@ impl Machine {
         rail.activating = true;
         self.transition(ri, RailState::Paused, Cause::By(by), now);
         self.read_link(ri);
+        // A GID index can move across a flap: compare (the resume bumped
+        // the generation already; a change is notified).
+        self.read_address(ri);
     }
 
     /// The answer to a link read.
@@ -362,6 +368,7 @@ impl Machine {
             rail.damped_until = None;
             rail.activating = false;
             rail.wake_by = None;
+            rail.address_event = None;
             let from = rail.cell.load().state;
             if rail.cell.detach(reason, now) == Outcome::Changed {
                 self.transition(ri, from, Cause::Reason(reason), now);

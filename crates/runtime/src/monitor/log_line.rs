@@ -35,6 +35,12 @@ pub(super) fn note(m: &Machine, note: &Notification) {
         Happening::Reseed { rail: id, from: Some(from), to } => {
             info!("{}: link rate {from} → {to}; re-seeded", rail(m, id))
         }
+        Happening::AddressChanged { rail: id, generation } => {
+            info!(
+                "{}: address changed (generation {generation}); endpoints built on the old one are stale",
+                rail(m, id)
+            )
+        }
         Happening::ObjectError { device: d, kind, handle } => {
             warn!("{}: {} on object {handle:?}; the engine is notified", device(m, d), kind.ibv_str())
         }

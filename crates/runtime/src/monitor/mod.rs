@@ -11,8 +11,8 @@ use crossbeam_channel::Receiver;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use railwatch_core::{
-    Action, AsyncEvent, Clock, DeviceMode, Errno, Gate, Happening, Machine, Millis, Notification, RailId, Selector,
-    VerbsPort,
+    Action, AsyncEvent, Clock, DeviceMode, Errno, Gate, Happening, Machine, Millis, Notification, PortAddress, RailId,
+    Selector, VerbsPort,
 };
 
 use crate::config::Config;
@@ -67,6 +67,8 @@ pub struct Monitor<P, S, C> {
     /// Commands from a [`MonitorHandle`](crate::MonitorHandle), once spawned.
     pub(crate) commands: Option<Receiver<crate::spawn::Command>>,
     hotplug: Option<Hotplug<P>>,
+    /// Each rail's address as last read (for snapshots).
+    addresses: std::collections::HashMap<RailId, PortAddress>,
 }
 
 fn errno_of(e: &io::Error) -> Errno {
@@ -93,6 +95,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             wakeups: 0,
             commands: None,
             hotplug: None,
+            addresses: std::collections::HashMap::new(),
             config,
         })
     }
@@ -231,6 +234,12 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// The backend of device `device`.
     pub fn device(&self, device: u32) -> Option<&P> {
         self.devices.get(device as usize).map(|d| &d.port)
+    }
+
+    /// The address of `rail` as last read (after attach, activation and
+    /// LID/GID changes), if the backend reads addresses.
+    pub fn address(&self, rail: RailId) -> Option<&PortAddress> {
+        self.addresses.get(&rail)
     }
 
     /// The machine this monitor drives (read-only: its inputs come from the
@@ -378,6 +387,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     available: r.available,
                     rate: r.rate,
                     recovered_by: r.recovered_by,
+                    address: self.addresses.get(&r.id).cloned(),
                 })
                 .collect(),
             devices: self
@@ -482,6 +492,13 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 Action::QueryPort { device, port } => {
                     let answer = self.devices[device as usize].port.port_state(port).map_err(|e| errno_of(&e));
                     self.machine.handle_port_state(device, port, answer, now);
+                }
+                Action::ReadAddress { device, port } => {
+                    let answer = self.devices[device as usize].port.address(port);
+                    self.machine.handle_address(device, port, answer.as_ref().map_err(errno_of), now);
+                    if let Ok(address) = answer {
+                        self.addresses.insert(RailId { device, port }, address);
+                    }
                 }
                 Action::ReadLink { device, port } => {
                     let answer = self.devices[device as usize].port.link(port).map_err(|e| errno_of(&e));
