@@ -321,4 +321,3 @@ mod tests {
         assert_eq!(errno_result(libc::ENODEV).unwrap_err().raw_os_error(), Some(libc::ENODEV));
     }
 }
-
