@@ -95,6 +95,7 @@ pub fn json_record(names: &Names, record: &Record<'_>) -> Option<Value> {
     })
 }
 
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
 /// A port's address as JSON: `link_layer`, `lid`, `netdev`, `gids`
 /// (`[{index, gid, type}]`).
 pub fn address_json(address: &railwatch_core::PortAddress) -> Value {

@@ -201,3 +201,53 @@ available = false
     );
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+#[test]
+fn a_gid_change_bumps_the_generation_only_when_the_table_changed() {
+    let text = format!(
+        "duration_ms = 1000\n{ONE_PORT}\n{}",
+        r#"
+[[step]]
+at_ms = 0
+device = "mlx5_0"
+gid = { port = 1, index = 0, address = "fe80::1" }
+
+[[step]]                 # announced: the first table read since attach
+at_ms = 50
+device = "mlx5_0"
+event = "gid_change"
+port = 1
+
+[[step]]                 # an IPv6 link-local flutter: nothing changed
+at_ms = 100
+device = "mlx5_0"
+event = "gid_change"
+port = 1
+
+[[step]]                 # an IPv4 address added: a new entry
+at_ms = 200
+device = "mlx5_0"
+gid = { port = 1, index = 1, address = "::ffff:10.1.1.1" }
+event = "gid_change"
+port = 1
+"#
+    );
+    let scenario = Scenario::parse(&text, "gids.toml").unwrap_or_else(|e| panic!("{e}"));
+    let mut changes = Vec::new();
+    driver::run(&scenario, &RunOptions::default(), |_, record| {
+        if let driver::Record::Note(n) = record {
+            if let railwatch_runtime::Happening::AddressChanged { generation, .. } = n.what {
+                changes.push((n.t.0, generation));
+            }
+        }
+    })
+    .expect("the run");
+    // The device had no table at attach; the first read after a GID_CHANGE
+    // (50 ms) has nothing to compare with and counts as a change. Then the
+    // flutter at 100 ms changes nothing, and the new entry at 200 ms does.
+    assert_eq!(changes, [(50, 2), (200, 3)]);
+    // It round-trips through to_toml.
+    let again = Scenario::parse(&scenario.to_toml(), "gids.toml").unwrap();
+    assert_eq!(again.steps[2].gid, scenario.steps[2].gid);
+    assert_eq!(Scenario::parse(&text.replace("::ffff:10.1.1.1", "10.1.1"), "x.toml").unwrap_err().line(), Some(28));
+}

@@ -7,7 +7,9 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use railwatch_core::{AsyncEvent, Element, EventKind, LinkAttrs, PortState, VerbsPort};
+use railwatch_core::{
+    AsyncEvent, Element, EventKind, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortState, VerbsPort,
+};
 
 use crate::fd::{self, EventPipe};
 
@@ -97,6 +99,9 @@ struct Shared {
     epoch: u64,
     /// The host's notification pipe (its uevent twin), once it has one.
     notify: Option<Arc<std::fs::File>>,
+    /// Scripted GID tables: (port, index) → GID. `None` until a script sets
+    /// one: the device then reads no address (`Unsupported`).
+    gids: Option<BTreeMap<(u8, u32), [u8; 16]>>,
 }
 
 impl Shared {
@@ -215,6 +220,7 @@ impl SimDevice {
             listed: true,
             epoch: 0,
             notify: None,
+            gids: None,
         };
         Ok(SimDevice { inner: Arc::new(Inner { name, state: Mutex::new(shared) }), epoch: 0 })
     }
@@ -291,6 +297,19 @@ impl VerbsPort for SimDevice {
         s.counters.link_queries += 1;
         check_queryable(&s, port)?;
         Ok(s.ports[&port].1)
+    }
+
+    /// The scripted GID table of the port (RoCE v2 entries on an Ethernet
+    /// link); `Unsupported` while the script set no GID on the device.
+    fn address(&mut self, port: u8) -> io::Result<PortAddress> {
+        let s = self.inner.lock();
+        check_queryable(&s, port)?;
+        let Some(table) = &s.gids else { return Err(io::ErrorKind::Unsupported.into()) };
+        let gids = table
+            .range((port, 0)..=(port, u32::MAX))
+            .map(|(&(_, index), &raw)| Gid { index, raw, kind: GidType::RoceV2 })
+            .collect();
+        Ok(PortAddress { link_layer: Some(LinkLayer::Ethernet), lid: 0, gids, netdev: None })
     }
 
     /// Closes the fd; events still queued are dropped. Idempotent, and a
@@ -514,6 +533,23 @@ impl SimHandle {
         s.listed = true;
         s.removed = false;
         notify(&s);
+    }
+
+    /// Sets GID table entry `index` of `port` (`None` empties it), silently:
+    /// queue a `GID_CHANGE` to announce it. A device with any GID set reads
+    /// addresses.
+    ///
+    /// # Panics
+    ///
+    /// If the device has no port `port`.
+    pub fn set_gid(&self, port: u8, index: u32, gid: Option<[u8; 16]>) {
+        let mut s = self.inner.lock();
+        s.port(&self.inner.name, port);
+        let table = s.gids.get_or_insert_with(BTreeMap::new);
+        match gid {
+            Some(raw) => table.insert((port, index), raw),
+            None => table.remove(&(port, index)),
+        };
     }
 
     /// Whether the device is in the host's device list.

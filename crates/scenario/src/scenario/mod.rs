@@ -111,6 +111,19 @@ pub struct Step {
     pub fault: Option<Fault>,
     /// `event` with its element (`port` or `object`) and `repeat`.
     pub event: Option<StepEvent>,
+    /// `gid`: a GID table entry set or emptied (silent).
+    pub gid: Option<GidChange>,
+}
+
+/// A step's `gid = { port, index, address }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GidChange {
+    /// The port (declared on the device).
+    pub port: u8,
+    /// The table index (0..=255).
+    pub index: u32,
+    /// The GID, or `None` to empty the slot (no `address`).
+    pub gid: Option<[u8; 16]>,
 }
 
 /// A step's `port_state = { port, state }`.
@@ -390,6 +403,9 @@ impl Step {
         }
         if let Some(link) = self.link {
             handle.set_link(link.port, link.link);
+        }
+        if let Some(g) = self.gid {
+            handle.set_gid(g.port, g.index, g.gid);
         }
         if let Some(fault) = self.fault {
             fault.apply(handle);

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use super::{
-    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS, MAX_REPEAT,
-    MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
+    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS,
+    MAX_REPEAT, MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
 };
 use railwatch_core::{DampingConfig, EventClass, MachineConfig, classify};
 use railwatch_sim_backend::PortSpec;
@@ -89,6 +89,15 @@ struct RawStep {
     link: Option<Spanned<RawLink>>,
     fault: Option<Spanned<String>>,
     count: Option<Spanned<i64>>,
+    gid: Option<Spanned<RawGid>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGid {
+    port: Spanned<i64>,
+    index: Spanned<i64>,
+    address: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -464,10 +473,38 @@ fn parse_steps(
                 Some(LinkChange { port, link: cx.link(speed, width, effective) })
             }
         };
+        let gid = match &s.gid {
+            None => None,
+            Some(g) => {
+                let g = g.get_ref();
+                let port = cx.declared_port(dev, &g.port, &pre)?;
+                let index = match cx.non_negative(&g.index, &format!("{pre}gid index"))? {
+                    i if i <= 255 => i as u32,
+                    i => return Err(cx.err(g.index.span(), format!("{pre}gid index {i} out of range (0..=255)"))),
+                };
+                let gid = match &g.address {
+                    None => None,
+                    Some(a) => {
+                        match a.get_ref().parse::<std::net::Ipv6Addr>() {
+                            Ok(ip) => Some(ip.octets()),
+                            Err(_) => {
+                                return Err(cx.err(
+                                a.span(),
+                                format!("{pre}gid address \"{}\" is not an IPv6 address (\"fe80::1\", \"::ffff:10.1.1.1\")", a.get_ref()),
+                            ));
+                            }
+                        }
+                    }
+                };
+                Some(GidChange { port, index, gid })
+            }
+        };
         let fault = parse_fault(cx, s, &pre)?;
         let event = parse_event(cx, s, dev, &pre)?;
-        if port_state.is_none() && link.is_none() && fault.is_none() && event.is_none() {
-            return Err(cx.err(spanned.span(), format!("step {n} does nothing: give port_state, link, event or fault")));
+        if port_state.is_none() && link.is_none() && fault.is_none() && event.is_none() && gid.is_none() {
+            return Err(
+                cx.err(spanned.span(), format!("step {n} does nothing: give port_state, link, gid, event or fault"))
+            );
         }
         steps.push(Step {
             index: n,
@@ -479,6 +516,7 @@ fn parse_steps(
             link,
             fault,
             event,
+            gid,
         });
     }
     Ok(steps)

@@ -71,6 +71,11 @@ pub(super) fn to_toml(sc: &Scenario) -> String {
         if let Some(l) = s.link {
             let _ = writeln!(w, "link = {{ port = {}, {} }}", l.port, link(&l.link));
         }
+        if let Some(g) = s.gid {
+            let address =
+                g.gid.map(|raw| format!(", address = \"{}\"", std::net::Ipv6Addr::from(raw))).unwrap_or_default();
+            let _ = writeln!(w, "gid = {{ port = {}, index = {}{address} }}", g.port, g.index);
+        }
         if let Some(f) = s.fault {
             let _ = writeln!(w, "fault = {}", quoted(f.name()));
             if let Fault::Eintr { count } = f {
