@@ -77,6 +77,8 @@ pub fn run() -> Result<(), String> {
             .env("CARGO_TARGET_DIR", root().join("target/loom")),
     )?;
     builtins()?;
+    // The real kernel RDMA stack (Soft-RoCE in qemu), after the simulated one.
+    crate::vmtest::run(&[])?;
     step("engine example", cargo().args(["run", "-p", "railwatch-runtime", "--example", "engine"]))?;
     // An engine that keeps its own epoll loop and drives only the machine.
     step("own-loop example", cargo().args(["run", "-p", "railwatch-sim-backend", "--example", "own_loop"]))?;

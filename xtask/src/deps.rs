@@ -11,7 +11,8 @@ use crate::run::step;
 /// pkg-config to find them.
 pub const PACKAGES: [&str; 4] = ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config"];
 
-fn installed(pkg: &str) -> bool {
+/// Whether the Debian package `pkg` is installed.
+pub(crate) fn installed(pkg: &str) -> bool {
     Command::new("dpkg-query")
         .args(["-W", "-f=${Status}", pkg])
         .output()
@@ -19,7 +20,8 @@ fn installed(pkg: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn is_root() -> bool {
+/// Whether this runs as root (apt-get can install).
+pub(crate) fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
 

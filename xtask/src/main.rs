@@ -7,6 +7,7 @@
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
 //! - `soak`: ten million simulated events with faults and flaps, checked.
 //! - `props`: the machine's and the monitor's property tests, long.
+//! - `vmtest`: railwatch against the real kernel RDMA stack (Soft-RoCE) in a qemu VM.
 
 use std::process::ExitCode;
 
@@ -18,6 +19,7 @@ mod props;
 mod run;
 mod scale;
 mod soak;
+mod vmtest;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -29,8 +31,9 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("props") => props::run(&args[1..]),
+        Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|scale|fuzz|soak|props>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|scale|fuzz|soak|props|vmtest>");
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
             eprintln!("  soak  [--events N] [--seed S] 10,000,000 simulated events with faults and flaps, checked");
             eprintln!("  props [--cases N] the machine's and the monitor's property tests (default 100,000 cases)");
+            eprintln!("  vmtest [--timeout S] [CASE...] railwatch on Soft-RoCE (rdma_rxe) in a qemu VM, real kernel");
             return ExitCode::from(2);
         }
     };
