@@ -26,6 +26,10 @@ impl Machine {
         }
         if self.devices[idx].rails.is_empty() {
             self.finish_attach(idx, now);
+        } else {
+            // Answers that never come are asked for again by the tick.
+            self.watch(idx);
+            self.arm_tick(now);
         }
     }
 
@@ -104,6 +108,9 @@ impl Machine {
             self.read_address(ri);
         }
         self.push(Action::Log(Log::Attached { device: idx as u32 }));
+        // The tick armed for this attach's answers is not needed any more:
+        // drop it, so the next need starts a full period.
+        self.disarm_tick_if_idle();
     }
 
     // ---- observing a port ---------------------------------------------
@@ -238,6 +245,7 @@ impl Machine {
         if rail.activating && rail.cell.load().state == RailState::Active {
             rail.activating = false;
             self.set_available(ri, true, now);
+            self.disarm_tick_if_idle();
         }
     }
 

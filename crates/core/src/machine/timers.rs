@@ -30,6 +30,13 @@ impl Machine {
         }
     }
 
+    /// Drops the armed tick when nothing needs it.
+    pub(super) fn disarm_tick_if_idle(&mut self) {
+        if !self.tick_needed() {
+            self.next_tick = None;
+        }
+    }
+
     /// Adds device `idx` to the devices with time-driven work.
     pub(super) fn watch(&mut self, idx: usize) {
         let idx = idx as u32;
@@ -45,6 +52,7 @@ impl Machine {
             return false;
         }
         d.mode != DeviceMode::Events
+            || d.attach.is_some()
             || self.rails[d.rails.clone()].iter().any(|r| {
                 r.settle.is_some()
                     || r.damped_until.is_some()
@@ -59,6 +67,10 @@ impl Machine {
         self.watched.iter().any(|&idx| {
             let d = &self.devices[idx as usize];
             let rails = &self.rails[d.rails.clone()];
+            if d.attach.is_some() && !d.mode.is_closed() {
+                // An attach whose answers did not come: ask again.
+                return true;
+            }
             match d.mode {
                 DeviceMode::Events => rails.iter().any(|r| r.activating || r.cell.load().state == RailState::Paused),
                 DeviceMode::PollOnly => rails.iter().any(|r| r.cell.load().state != RailState::Inert),
@@ -147,6 +159,14 @@ impl Machine {
         for k in 0..self.watched.len() {
             let idx = self.watched[k] as usize;
             let mode = self.devices[idx].mode;
+            if self.devices[idx].attach.is_some() && !mode.is_closed() {
+                for ri in self.devices[idx].rails.clone() {
+                    if self.rails[ri].attach_answer.is_none() {
+                        self.query(ri);
+                    }
+                }
+                continue;
+            }
             for ri in self.devices[idx].rails.clone() {
                 let state = self.rails[ri].cell.load().state;
                 match (mode, state) {
