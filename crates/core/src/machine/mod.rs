@@ -20,7 +20,7 @@ mod timers;
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::Arc;
+use crate::sync::Arc;
 
 pub use config::{ConfigError, MAX_DELAY_MS, MachineConfig};
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
