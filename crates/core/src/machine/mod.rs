@@ -18,9 +18,9 @@ mod output;
 mod policy;
 mod timers;
 
+use crate::sync::Arc;
 use std::collections::VecDeque;
 use std::ops::Range;
-use crate::sync::Arc;
 
 pub use config::{ConfigError, MAX_DELAY_MS, MachineConfig};
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
