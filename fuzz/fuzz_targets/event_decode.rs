@@ -194,7 +194,8 @@ impl Rail {
                 self.step("bump", |c, _| Some(c.bump_generation()));
                 assert_eq!(self.cell.load().generation, g + 1, "a bump on a live rail bumps");
             }
-            RailDecision::RefreshLink => {}
+            // A port or link re-read: no state change by itself.
+            RailDecision::RefreshLink | RailDecision::Recheck => {}
         }
     }
 
