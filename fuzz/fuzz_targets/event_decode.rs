@@ -120,6 +120,7 @@ fn check_decide_event(ev: &AsyncEvent, kind: EventKind, rail_port: u8) {
             EventKind::PortErr if for_this_port => RailDecision::Pause(PauseReason::PortErr),
             EventKind::PortActive if for_this_port => RailDecision::Activate,
             EventKind::LidChange | EventKind::GidChange if for_this_port => RailDecision::AddressChanged,
+            EventKind::ClientReregister if for_this_port => RailDecision::Recheck,
             EventKind::DeviceFatal => RailDecision::Detach(PauseReason::DeviceFatal),
             EventKind::CqErr => RailDecision::Restart,
             EventKind::DeviceSpeedChange => RailDecision::RefreshLink,

@@ -453,6 +453,9 @@ impl Machine {
                     self.rails[ri].address_event = Some(kind);
                     self.read_address(ri);
                     self.recheck(ri);
+                    // Until the answer comes, the tick asks again.
+                    self.watch(idx);
+                    self.arm_tick(now);
                 }
                 RailDecision::RefreshLink => self.read_link(ri),
             }
@@ -554,6 +557,9 @@ impl Machine {
             return;
         }
         let event = self.rails[ri].address_event.take();
+        if event.is_some() {
+            self.disarm_tick_if_idle();
+        }
         let changed = match answer {
             Ok(address) => {
                 let old = self.rails[ri].address.replace(address.fingerprint());

@@ -57,6 +57,7 @@ impl Machine {
                 r.settle.is_some()
                     || r.damped_until.is_some()
                     || r.activating
+                    || r.address_event.is_some()
                     || r.cell.load().state == RailState::Paused
             })
     }
@@ -72,7 +73,9 @@ impl Machine {
                 return true;
             }
             match d.mode {
-                DeviceMode::Events => rails.iter().any(|r| r.activating || r.cell.load().state == RailState::Paused),
+                DeviceMode::Events => rails
+                    .iter()
+                    .any(|r| r.activating || r.address_event.is_some() || r.cell.load().state == RailState::Paused),
                 DeviceMode::PollOnly => rails.iter().any(|r| r.cell.load().state != RailState::Inert),
                 DeviceMode::Gone { .. } | DeviceMode::Removed => false,
             }
@@ -94,7 +97,7 @@ impl Machine {
             .filter_map(|&idx| {
                 let d = &self.devices[idx as usize];
                 let reopen = match d.mode {
-                    DeviceMode::Gone { next_reopen, .. } if !d.reopening => Some(next_reopen),
+                    DeviceMode::Gone { next_reopen, .. } => Some(next_reopen),
                     _ => None,
                 };
                 let rails = self.rails[d.rails.clone()]
@@ -114,10 +117,13 @@ impl Machine {
     pub(super) fn run_due(&mut self, now: Millis) {
         for k in 0..self.watched.len() {
             let idx = self.watched[k] as usize;
-            if let DeviceMode::Gone { next_reopen, .. } = self.devices[idx].mode {
-                if next_reopen <= now && !self.devices[idx].reopening {
+            if let DeviceMode::Gone { next_reopen, backoff_ms } = self.devices[idx].mode {
+                if next_reopen <= now {
+                    // Asked again after another backoff if the answer never
+                    // comes (a late one is still taken).
                     self.devices[idx].reopening = true;
                     self.devices[idx].stats.reopen_attempts += 1;
+                    self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(backoff_ms.max(1)), backoff_ms };
                     self.push(Action::Reopen { device: idx as u32 });
                 }
                 continue;
@@ -180,6 +186,12 @@ impl Machine {
                     (DeviceMode::Events, RailState::Paused) => self.query(ri),
                     (DeviceMode::Events, RailState::Active) if self.rails[ri].activating => self.read_link(ri),
                     (DeviceMode::Events, RailState::Active) => {}
+                }
+                // An address read after a LID/GID change not answered: ask
+                // again (its bump waits for the answer).
+                if state != RailState::Inert && !mode.is_closed() && self.rails[ri].address_event.is_some() {
+                    let id = self.rails[ri].id;
+                    self.push(Action::ReadAddress { device: id.device, port: id.port });
                 }
             }
         }
