@@ -401,7 +401,7 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     let mut result = ExitCode::SUCCESS;
     loop {
         // A device appeared: name its rails too.
-        if monitor.rails().len() != table.rails_len() {
+        if monitor.machine().rails().len() != table.rails_len() {
             let devices = (0..).map_while(|d| monitor.device_name(d)).map(String::from).collect();
             table = Names::new(devices, monitor.rails());
         }

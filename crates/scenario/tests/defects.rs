@@ -13,21 +13,22 @@ name = "mlx5_0"
 ports = [ { port = 1, state = "active", speed = "ndr", width = "4x" } ]
 "#;
 
-/// Runs `body` (with the one-port device) and returns every failed
-/// expectation's detail.
-fn run(head: &str, body: &str) -> Vec<String> {
+/// Runs `body` (with the one-port device) and asserts that every
+/// expectation held, naming those that did not.
+fn assert_holds(head: &str, body: &str) {
     let text = format!("{head}\n{ONE_PORT}\n{body}");
     let scenario = Scenario::parse(&text, "defect.toml").unwrap_or_else(|e| panic!("{e}"));
     let started = std::time::Instant::now();
     let summary = driver::run(&scenario, &RunOptions::default(), |_, _| {}).expect("the run");
     assert!(started.elapsed().as_secs() < 10, "a short scenario ran long");
     assert!(!summary.expectations.is_empty(), "the file checks something");
-    summary
+    let failed: Vec<String> = summary
         .expectations
         .into_iter()
         .filter(|e| !e.passed)
         .map(|e| format!("{} ms {}: {}", e.at_ms, e.rail, e.detail))
-        .collect()
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 fn refused(head: &str) -> ScenarioError {
@@ -48,7 +49,7 @@ fn d1_a_damping_hold_that_would_overflow_is_refused_with_its_line() {
 fn d3_a_reattached_device_goes_through_the_settle_delay() {
     // DEVICE_FATAL at 100: closed, re-opened at 1.1–1.3 s with the port
     // ACTIVE. With a 1 s settle delay it is paused (settling) first.
-    let failed = run(
+    assert_holds(
         "duration_ms = 4000\nsettle_ms = 1000",
         r#"
 [[step]]
@@ -70,7 +71,6 @@ available = true
 recovered_by = "attach"
 "#,
     );
-    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn d5_a_bounce_during_the_settle_on_a_poll_only_device_is_noticed() {
     // settle until 5000); it bounces at 2500 (tick at 3000 sees it down,
     // cancelling the settle) and is back at 3500: the settle restarts at
     // 4000 and ends at 7000, not at the original 5000.
-    let failed = run(
+    assert_holds(
         "duration_ms = 9000\nsettle_ms = 3000",
         r#"
 [[step]]
@@ -121,12 +121,11 @@ state = "active"
 recovered_by = "poll"
 "#,
     );
-    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 #[test]
 fn d6_a_poll_only_device_learns_a_link_rate_change() {
-    let failed = run(
+    assert_holds(
         "duration_ms = 3000",
         r#"
 [[step]]
@@ -147,12 +146,11 @@ state = "active"
 bandwidth_gbps = 200
 "#,
     );
-    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 #[test]
 fn d8_port_active_on_a_port_that_reads_down_does_not_activate() {
-    let failed = run(
+    assert_holds(
         "duration_ms = 3000",
         r#"
 [[step]]
@@ -175,14 +173,13 @@ state = "paused"
 available = false
 "#,
     );
-    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 #[test]
 fn d8_a_gid_change_alone_re_reads_the_port() {
     // A deleted netdev under Soft-RoCE loses the PORT_ERR and delivers only
     // GID_CHANGE: the re-read finds the port down.
-    let failed = run(
+    assert_holds(
         "duration_ms = 3000",
         r#"
 [[step]]
@@ -199,7 +196,6 @@ state = "paused"
 available = false
 "#,
     );
-    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 #[test]

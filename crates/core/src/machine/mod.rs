@@ -562,8 +562,13 @@ impl Machine {
         }
         let changed = match answer {
             Ok(address) => {
-                let old = self.rails[ri].address.replace(address.fingerprint());
-                old.is_some_and(|o| Some(o) != self.rails[ri].address) || (old.is_none() && event.is_some())
+                let fresh = address.fingerprint();
+                match self.rails[ri].address.replace(fresh) {
+                    Some(old) => old != fresh,
+                    // No baseline (nothing read since attach): after a change
+                    // event, assume it changed.
+                    None => event.is_some(),
+                }
             }
             // Cannot tell: after a change event, assume it changed.
             Err(_) => event.is_some(),
