@@ -25,14 +25,15 @@
 //! - `base-<key>.cpio.gz`: the base initramfs: busybox-static and its applet
 //!   links in `/bin`, the modules, the rxe provider and
 //!   `/etc/libibverbs.d/rxe.driver`, `ip`, `rdma`, `ibv_devinfo`,
-//!   `ibv_asyncwatch`, and every shared library (`ldd`) plus the dynamic
+//!   `ibv_asyncwatch`, `stdbuf` and its `libstdbuf.so`, and every shared library (`ldd`) plus the dynamic
 //!   loader of those and of the binaries under test. The key hashes every
 //!   file's host path, size and mtime, so a package upgrade or a new library
 //!   rebuilds it; the binaries under test are not part of it.
 //! - `run/`: this run's files: `overlay.cpio.gz` (`/init` from
 //!   `xtask/vm/init.sh`, `xtask/vm/lib.sh` and the case scripts
-//!   `xtask/vm/cases/*.sh`, the case list, `railwatch` and the verbs
-//!   backend's `system` test binary, both with their debug info stripped),
+//!   `xtask/vm/cases/*.sh`, the case list, `railwatch`, the verbs
+//!   backend's `system` test binary and its `gate_latency` example (built
+//!   optimised: it measures), all with their debug info stripped),
 //!   `initrd.img` (base then overlay: concatenated gzip'd cpio archives are
 //!   one initramfs), `results.txt` and `console.log`.
 //!
@@ -112,13 +113,23 @@ const HOST_PACKAGES: [&str; 6] =
     ["qemu-system-x86", "busybox-static", "ibverbs-utils", "ibverbs-providers", "iproute2", "xz-utils"];
 
 /// Host programs copied into the guest at their own paths.
-const HOST_TOOLS: [&str; 4] = ["/usr/sbin/ip", "/usr/bin/rdma", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_asyncwatch"];
+/// `stdbuf` and its preload library line-buffer `ibv_asyncwatch` for the
+/// gate_latency case.
+const HOST_TOOLS: [&str; 6] = [
+    "/usr/sbin/ip",
+    "/usr/bin/rdma",
+    "/usr/bin/ibv_devinfo",
+    "/usr/bin/ibv_asyncwatch",
+    "/usr/bin/stdbuf",
+    "/usr/libexec/coreutils/libstdbuf.so",
+];
 
 const RXE_DRIVER: &str = "/etc/libibverbs.d/rxe.driver";
 const BUSYBOX: &str = "/bin/busybox";
 /// Where the binaries under test go in the guest.
 const GUEST_RAILWATCH: &str = "usr/local/bin/railwatch";
 const GUEST_SYSTEM_TESTS: &str = "usr/local/bin/verbs-system-tests";
+const GUEST_GATE_LATENCY: &str = "usr/local/bin/gate_latency";
 
 /// The rail every case watches.
 const RAIL: &str = "rxe0/1";
@@ -135,9 +146,16 @@ struct Case {
 }
 
 /// The cases, in the order they run: the ones that remove devices last.
-const CASES: [Case; 7] = [
+const CASES: [Case; 8] = [
     Case { id: 1, name: "status", what: "status --json on rxe0", check: check_status, pending: None },
     Case { id: 2, name: "flap", what: "veth0 down/up while watching", check: check_flap, pending: None },
+    Case {
+        id: 8,
+        name: "gate_latency",
+        what: "PORT_ACTIVE to gate open, next to ibv_asyncwatch printing it",
+        check: check_gate_latency,
+        pending: None,
+    },
     Case { id: 6, name: "gid_change", what: "an IPv4 address on veth0", check: check_gid_change, pending: None },
     Case {
         id: 7,
@@ -561,11 +579,19 @@ fn modinfo(elf: &[u8], key: &str) -> String {
 struct Binaries {
     railwatch: PathBuf,
     system_tests: PathBuf,
+    /// `crates/verbs-backend/examples/gate_latency.rs`, optimised: it
+    /// measures.
+    gate_latency: PathBuf,
 }
 
 fn build() -> Result<Binaries, String> {
     step("build railwatch (verbs)", cargo().args(["build", "-p", "railwatch", "--features", "verbs"]))?;
     let railwatch = target_dir().join("debug/railwatch");
+    step(
+        "build the gate_latency probe (release)",
+        cargo().args(["build", "--release", "-p", "railwatch-verbs-backend", "--example", "gate_latency"]),
+    )?;
+    let gate_latency = target_dir().join("release/examples/gate_latency");
     let mut cmd = cargo();
     cmd.args(["test", "-p", "railwatch-verbs-backend", "--test", "system", "--no-run", "--message-format=json"])
         .stdout(Stdio::piped())
@@ -582,7 +608,7 @@ fn build() -> Result<Binaries, String> {
         .find_map(|l| json::raw(l, "executable").filter(|e| *e != "null"))
         .map(PathBuf::from)
         .ok_or("vmtest: cargo named no executable for the system test")?;
-    Ok(Binaries { railwatch, system_tests })
+    Ok(Binaries { railwatch, system_tests, gate_latency })
 }
 
 // ---- initramfs -----------------------------------------------------------------
@@ -818,7 +844,7 @@ fn base_image(cache: &Path, kernel: &Kernel, bins: &Binaries) -> Result<PathBuf,
     for tool in &needs_libs {
         a.host_file(tool)?;
     }
-    needs_libs.extend([provider, bins.railwatch.clone(), bins.system_tests.clone()]);
+    needs_libs.extend([provider, bins.railwatch.clone(), bins.system_tests.clone(), bins.gate_latency.clone()]);
     for bin in &needs_libs {
         for lib in ldd(bin)? {
             a.host_file(&lib)?;
@@ -867,6 +893,9 @@ fn overlay_image(run_dir: &Path, bins: &Binaries, cases: &[&Case]) -> Result<Pat
     let tests = run_dir.join("verbs-system-tests");
     stripped(&bins.system_tests, &tests)?;
     a.add(GUEST_SYSTEM_TESTS, Node::File(tests), 0o755);
+    let probe = run_dir.join("gate_latency");
+    stripped(&bins.gate_latency, &probe)?;
+    a.add(GUEST_GATE_LATENCY, Node::File(probe), 0o755);
     let image = run_dir.join("overlay.cpio.gz");
     a.write_gz(&image)?;
     Ok(image)
@@ -1567,6 +1596,36 @@ fn check_system_tests(run: &CaseRun, v: &mut Verdict) {
             v.note(result.to_string());
         }
         None => v.fail("no `test result:` line"),
+    }
+}
+
+/// Case 8: the figure for docs/PERFORMANCE.md. The probe times, from the
+/// same `ip link set veth1 up`, the rail's gate admitting and
+/// `ibv_asyncwatch` printing the PORT_ACTIVE; its summary line has the
+/// medians and their ratio.
+fn check_gate_latency(run: &CaseRun, v: &mut Verdict) {
+    let out = run.out("probe");
+    v.require(run.rc("probe") == Some(0), format!("the gate_latency probe exited {:?}", run.rc("probe")));
+    for line in run.out("probe.err") {
+        v.note(format!("probe: {line}"));
+    }
+    let rounds = out.iter().filter(|l| l.contains("\"round\"")).count();
+    let Some(summary) = out.iter().find(|l| json::is(l, &[("summary", "true")])) else {
+        v.fail("the probe printed no summary line");
+        return;
+    };
+    let field = |k| json::raw(summary, k).and_then(|s| s.parse::<f64>().ok());
+    match (field("median_gate_us"), field("median_asyncwatch_us"), field("ratio"), field("median_extra_us")) {
+        (Some(gate), Some(print), Some(ratio), Some(extra)) => {
+            v.require(rounds >= 1 && gate > 0.0 && print > 0.0, format!("no timed round: {summary}"));
+            v.note(format!(
+                "veth1 up -> gate admits: median {:.2} ms; -> ibv_asyncwatch prints PORT_ACTIVE: median {:.2} ms; \
+                 ratio {ratio:.3}; gate minus print per round: median {extra:+.0} us ({rounds} rounds)",
+                gate / 1000.0,
+                print / 1000.0
+            ));
+        }
+        _ => v.fail(format!("the summary line lacks a field: {summary}")),
     }
 }
 
