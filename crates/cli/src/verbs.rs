@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use railwatch_core::{Happening, LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
-use railwatch_runtime::{BandwidthSelector, Config, DeviceSource, Monitor, Snapshot, SystemClock};
+use railwatch_runtime::{BandwidthSelector, Config, Monitor, Snapshot, SystemClock};
 use railwatch_scenario::driver::{Names, Record, RunSummary};
-use railwatch_verbs_backend::{UeventSocket, VerbsDevice, VerbsError, errno_of, list_devices};
+use railwatch_verbs_backend::{HostDevices, VerbsDevice, VerbsError, errno_of, list_devices};
 use serde_json::{Value, json};
 
 use crate::output::{self, Style};
@@ -88,38 +88,6 @@ fn devices() -> Result<Vec<String>, ExitCode> {
         eprintln!("railwatch: cannot list RDMA devices: {e}");
         ExitCode::from(1)
     })
-}
-
-/// The host's RDMA devices as the monitor's device source: the device list,
-/// re-read when a uevent says it may have changed (rescanned every few
-/// seconds where uevents cannot be had), restricted to `--device` if given.
-struct HostDevices {
-    uevents: Option<UeventSocket>,
-    only: Option<String>,
-}
-
-impl DeviceSource for HostDevices {
-    type Device = VerbsDevice;
-
-    fn fd(&self) -> Option<std::os::fd::RawFd> {
-        self.uevents.as_ref().map(UeventSocket::fd)
-    }
-
-    fn drain(&mut self) -> io::Result<bool> {
-        self.uevents.as_mut().map_or(Ok(true), UeventSocket::drain)
-    }
-
-    fn list(&mut self) -> io::Result<Vec<String>> {
-        let mut names = list_devices().map_err(io::Error::other)?;
-        if let Some(only) = &self.only {
-            names.retain(|n| n == only);
-        }
-        Ok(names)
-    }
-
-    fn open(&mut self, name: &str) -> io::Result<VerbsDevice> {
-        VerbsDevice::open(name).map_err(io::Error::other)
-    }
 }
 
 /// How often the device list is re-read where uevents cannot be had.
@@ -357,10 +325,11 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     // Devices that appear later are attached, those that leave closed at
     // once (a Soft-RoCE removal waits for our handle) and their rails made
     // inert.
-    let uevents = UeventSocket::open()
-        .map_err(|e| log::warn!("no device uevents ({e}); re-reading the device list every {RESCAN_EVERY:?}"))
-        .ok();
-    if let Err(e) = monitor.watch_devices(Box::new(HostDevices { uevents, only: args.device.clone() }), RESCAN_EVERY) {
+    let (source, no_uevents) = HostDevices::new(args.device.clone());
+    if let Some(e) = no_uevents {
+        log::warn!("no device uevents ({e}); re-reading the device list every {RESCAN_EVERY:?}");
+    }
+    if let Err(e) = monitor.watch_devices(Box::new(source), RESCAN_EVERY) {
         eprintln!("railwatch: cannot watch for devices appearing and leaving: {e}");
         return ExitCode::from(1);
     }

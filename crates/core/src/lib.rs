@@ -69,6 +69,6 @@ pub use port::{
     LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name, width_by_code,
     width_by_name,
 };
-pub use ports::{NoSelector, RailId, Selector, VerbsPort};
-pub use rail::{Gate, Outcome, PauseReason, RailCell, RailState, RailWord, Rejection, Ticket};
+pub use ports::{DeviceSource, NoSelector, RailId, Selector, VerbsPort};
+pub use rail::{Gate, Outcome, PauseReason, RailCell, RailState, RailWord, Rejection, Ticket, layout as word_layout};
 pub use time::{Clock, Millis};

@@ -111,3 +111,28 @@ impl Selector for NoSelector {
     fn set_available(&self, _rail: RailId, _available: bool) {}
     fn reseed(&self, _rail: RailId, _rate: LinkRate) {}
 }
+
+/// Where a monitor's devices come from: the host's device list, opened on
+/// demand, and an fd that says when the list may have changed (the
+/// runtime's hotplug).
+pub trait DeviceSource: Send {
+    /// The devices it opens.
+    type Device: VerbsPort;
+
+    /// An fd that becomes readable when the device list may have changed
+    /// (non-blocking; registered edge-triggered, so
+    /// [`drain`](Self::drain) reads it until `WouldBlock`). `None`: the
+    /// monitor rescans on its timer.
+    fn fd(&self) -> Option<RawFd>;
+
+    /// Reads what made the fd readable, to `WouldBlock`. Returns whether the
+    /// device list may have changed (a lost notification, such as a full
+    /// socket buffer, counts as a change).
+    fn drain(&mut self) -> io::Result<bool>;
+
+    /// The names of the devices present now.
+    fn list(&mut self) -> io::Result<Vec<String>>;
+
+    /// Opens the device called `name`.
+    fn open(&mut self, name: &str) -> io::Result<Self::Device>;
+}

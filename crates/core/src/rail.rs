@@ -39,6 +39,11 @@ impl RailState {
         }
     }
 
+    /// The state's code in the word (see [`layout`]).
+    pub const fn code(self) -> u32 {
+        self.bits() as u32
+    }
+
     const fn from_bits(bits: u64) -> RailState {
         match bits & 0b11 {
             0 => RailState::Active,
@@ -111,6 +116,11 @@ impl PauseReason {
         }
     }
 
+    /// The reason's code in the word (see [`layout`]).
+    pub const fn code(self) -> u32 {
+        self.bits() as u32
+    }
+
     fn from_bits(bits: u64) -> PauseReason {
         PauseReason::ALL.get(bits as usize).copied().unwrap_or(PauseReason::None)
     }
@@ -151,14 +161,38 @@ pub enum Outcome {
     },
 }
 
-const STATE_MASK: u64 = 0b11;
-const REASON_SHIFT: u32 = 2;
-const REASON_MASK: u64 = 0b11_1111;
-const PORT_SHIFT: u32 = 8;
-const PORT_MASK: u64 = 0xFFFF;
-const PORT_NONE: u64 = 0xFFFF;
-const GEN_SHIFT: u32 = 24;
-const GEN_MASK: u64 = (1 << 40) - 1;
+/// The bit layout of a rail's 64-bit state word. It is part of the C API
+/// (`railwatch.h` decodes the word inline, on the workers' hot path), so it
+/// changes only with [`layout::VERSION`].
+///
+/// | bits | field |
+/// |---|---|
+/// | 0–1 | state: 0 active, 1 paused, 2 inert ([`RailState::code`]) |
+/// | 2–7 | pause reason ([`PauseReason::code`]; 0 when active) |
+/// | 8–23 | last port state read (`ibv_port_state`), `0xFFFF` never read |
+/// | 24–63 | generation (wraps at 2⁴⁰) |
+pub mod layout {
+    /// Bumped whenever a field below moves or changes meaning.
+    pub const VERSION: u32 = 1;
+    /// The state bits.
+    pub const STATE_MASK: u64 = 0b11;
+    /// Where the pause reason starts.
+    pub const REASON_SHIFT: u32 = 2;
+    /// The pause reason's bits, after the shift.
+    pub const REASON_MASK: u64 = 0b11_1111;
+    /// Where the last port state starts.
+    pub const PORT_SHIFT: u32 = 8;
+    /// The last port state's bits, after the shift.
+    pub const PORT_MASK: u64 = 0xFFFF;
+    /// The last port state's value when the port was never read.
+    pub const PORT_NONE: u64 = 0xFFFF;
+    /// Where the generation starts.
+    pub const GEN_SHIFT: u32 = 24;
+    /// The generation's bits, after the shift.
+    pub const GEN_MASK: u64 = (1 << 40) - 1;
+}
+
+use layout::{GEN_MASK, GEN_SHIFT, PORT_MASK, PORT_NONE, PORT_SHIFT, REASON_MASK, REASON_SHIFT, STATE_MASK};
 
 /// A decoded copy of the state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +209,16 @@ pub struct RailWord {
 }
 
 impl RailWord {
+    /// Decodes a raw word (see [`layout`]).
+    pub fn from_raw(raw: u64) -> RailWord {
+        RailWord::decode(raw)
+    }
+
+    /// The raw word (see [`layout`]).
+    pub fn to_raw(&self) -> u64 {
+        self.encode()
+    }
+
     fn decode(raw: u64) -> RailWord {
         let port = (raw >> PORT_SHIFT) & PORT_MASK;
         RailWord {
@@ -419,6 +463,14 @@ impl Gate {
     /// The full current word, for diagnostics.
     pub fn word(&self) -> RailWord {
         self.cell.load()
+    }
+
+    /// The address of the rail's state word, for a C worker that checks it
+    /// inline with an acquire load (the C API's gate). It stays valid while
+    /// this gate (or a clone) lives; only the monitor writes it.
+    #[cfg(not(loom))]
+    pub fn word_ptr(&self) -> *const u64 {
+        self.cell.word.as_ptr().cast_const()
     }
 }
 

@@ -10,33 +10,7 @@
 //! closed at once: a driver that cannot disassociate its users, such as
 //! Soft-RoCE, waits for it), a name that appeared is opened and added.
 
-use std::io;
-use std::os::fd::RawFd;
-
-use railwatch_core::VerbsPort;
-
-/// Where the monitor's devices come from.
-pub trait DeviceSource: Send {
-    /// The devices it opens.
-    type Device: VerbsPort;
-
-    /// An fd that becomes readable when the device list may have changed
-    /// (non-blocking; registered edge-triggered, so
-    /// [`drain`](Self::drain) reads it until `WouldBlock`). `None`: the
-    /// monitor rescans on its timer.
-    fn fd(&self) -> Option<RawFd>;
-
-    /// Reads what made the fd readable, to `WouldBlock`. Returns whether the
-    /// device list may have changed (a lost notification, such as a full
-    /// socket buffer, counts as a change).
-    fn drain(&mut self) -> io::Result<bool>;
-
-    /// The names of the devices present now.
-    fn list(&mut self) -> io::Result<Vec<String>>;
-
-    /// Opens the device called `name`.
-    fn open(&mut self, name: &str) -> io::Result<Self::Device>;
-}
+pub use railwatch_core::DeviceSource;
 
 /// What a rescan found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -41,6 +41,19 @@ where
     /// Moves the monitor to a thread named `railwatch-monitor` that blocks
     /// in [`poll_once`](Self::poll_once) until stopped.
     pub fn spawn(self) -> io::Result<MonitorHandle<P, S, C>> {
+        self.spawn_with(|_| {})
+    }
+
+    /// Like [`spawn`](Self::spawn), and runs `after_wake` on the monitor
+    /// thread once before the first wait and after every wake-up, with the
+    /// monitor at rest (no drain or action in progress). An embedding uses
+    /// it to publish state or dispatch notifications on that thread (the C
+    /// API does both); it must not block for long, since events wait
+    /// meanwhile.
+    pub fn spawn_with(
+        self,
+        mut after_wake: impl FnMut(&mut Monitor<P, S, C>) + Send + 'static,
+    ) -> io::Result<MonitorHandle<P, S, C>> {
         let waker = Arc::new(Waker::new(self.poll_registry(), WAKER)?);
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -48,11 +61,13 @@ where
         let mut monitor = self;
         monitor.commands = Some(rx);
         let thread = std::thread::Builder::new().name("railwatch-monitor".into()).spawn(move || {
+            after_wake(&mut monitor);
             while !thread_stop.load(Ordering::Acquire) {
                 if let Err(e) = monitor.poll_once(None) {
                     error!("monitor stopped: waiting on the poll set failed: {e}");
                     return (monitor, Err(e));
                 }
+                after_wake(&mut monitor);
             }
             monitor.commands = None;
             (monitor, Ok(()))
@@ -102,6 +117,12 @@ impl<P, S, C> MonitorHandle<P, S, C> {
     /// [`Monitor::subscribe`]).
     pub fn subscribe(&self) -> io::Result<Receiver<Notification>> {
         self.ask(Command::Subscribe)
+    }
+
+    /// The monitor thread's id (`None` once stopped): an embedding that
+    /// calls back in from that thread must not wait for it.
+    pub fn thread_id(&self) -> Option<std::thread::ThreadId> {
+        self.thread.as_ref().map(|t| t.thread().id())
     }
 
     fn stop_and_join(&mut self) -> Option<std::thread::Result<Joined<P, S, C>>> {

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use railwatch_core::{LinkRate, Millis, RailId};
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, RailSnapshot, Snapshot};
 
-use railwatch_runtime::DeviceSource;
 use railwatch_sim_backend::{SimClock, SimDevice, SimHandle, SimHost};
 
 use crate::scenario::{Expect, Scenario};
@@ -138,29 +137,6 @@ impl RunSummary {
     }
 }
 
-/// The simulated host as the monitor's device source.
-struct HostSource(SimHost);
-
-impl DeviceSource for HostSource {
-    type Device = SimDevice;
-
-    fn fd(&self) -> Option<std::os::fd::RawFd> {
-        Some(self.0.fd())
-    }
-
-    fn drain(&mut self) -> io::Result<bool> {
-        self.0.drain()
-    }
-
-    fn list(&mut self) -> io::Result<Vec<String>> {
-        Ok(self.0.list())
-    }
-
-    fn open(&mut self, name: &str) -> io::Result<SimDevice> {
-        self.0.open(name)
-    }
-}
-
 /// The monitor as the driver builds it.
 pub type SimMonitor = Monitor<SimDevice, Arc<BandwidthSelector>, SimClock>;
 
@@ -212,7 +188,7 @@ impl<'s> Run<'s> {
         // The host's device list and its uevent twin: unplugged devices are
         // removed, plugged ones added, as `railwatch watch` does for real.
         let host = SimHost::new(handles.clone())?;
-        monitor.watch_devices(Box::new(HostSource(host)), Duration::from_secs(3600))?;
+        monitor.watch_devices(Box::new(host), Duration::from_secs(3600))?;
         let names = Names::of(&monitor, n);
         Ok(Run {
             scenario,

@@ -1,5 +1,5 @@
 //! A simulated host: its device list and the twin of the kernel's device
-//! uevents, as a runtime [`DeviceSource`](railwatch_core)-style source.
+//! uevents, as a monitor's [`DeviceSource`].
 //!
 //! [`SimHost`] lists the devices a script has not unplugged, opens them anew
 //! (a fresh pipe: a device that comes back is a new device), and owns a
@@ -10,6 +10,8 @@
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+
+use railwatch_core::DeviceSource;
 
 use crate::device::{SimDevice, SimHandle};
 use crate::fd;
@@ -65,5 +67,25 @@ impl SimHost {
             Some(h) => h.open_anew(),
             None => Err(io::Error::from_raw_os_error(libc::ENODEV)),
         }
+    }
+}
+
+impl DeviceSource for SimHost {
+    type Device = SimDevice;
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(SimHost::fd(self))
+    }
+
+    fn drain(&mut self) -> io::Result<bool> {
+        SimHost::drain(self)
+    }
+
+    fn list(&mut self) -> io::Result<Vec<String>> {
+        Ok(SimHost::list(self))
+    }
+
+    fn open(&mut self, name: &str) -> io::Result<SimDevice> {
+        SimHost::open(self, name)
     }
 }

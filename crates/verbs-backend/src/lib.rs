@@ -78,11 +78,13 @@ mod device;
 mod error;
 mod ffi;
 #[doc(hidden)]
+mod host;
 pub mod testing;
 mod uevent;
 
 pub use device::{VerbsDevice, list_devices};
 pub use error::{VerbsError, errno_of};
+pub use host::HostDevices;
 pub use uevent::{UeventSocket, is_rdma_uevent};
 
 /// Whether this build reads `active_speed_ex` (the installed `verbs.h` is
