@@ -1,0 +1,69 @@
+//! Reading C arguments: strings, slices and output pointers, each checked
+//! for NULL (and strings for UTF-8) before use.
+
+use std::ffi::{CStr, c_char};
+
+use crate::status::{Error, Result, null, rw_status};
+
+/// `p` as a `&str`.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that lives for `'a`.
+pub(crate) unsafe fn text<'a>(p: *const c_char, arg: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(null(arg));
+    }
+    // SAFETY: non-null, and the caller promises a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str().map_err(|_| Error::new(rw_status::RW_ERR_INVALID, format!("{arg} is not UTF-8")))
+}
+
+/// `len` elements at `p` (`p` may be NULL when `len` is 0).
+///
+/// # Safety
+/// When `len > 0`, `p` points to `len` initialised elements that live for
+/// `'a`.
+pub(crate) unsafe fn slice<'a, T>(p: *const T, len: usize, arg: &str) -> Result<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(null(arg));
+    }
+    // SAFETY: non-null, and the caller promises `len` elements.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// Writes `value` through the output pointer `p`.
+///
+/// # Safety
+/// `p` is NULL or valid for a write of `T`.
+pub(crate) unsafe fn put<T>(p: *mut T, value: T, arg: &str) -> Result<()> {
+    if p.is_null() {
+        return Err(null(arg));
+    }
+    // SAFETY: non-null, and the caller promises it is writable; `write`
+    // does not drop the (possibly uninitialised) old value.
+    unsafe { p.write(value) };
+    Ok(())
+}
+
+/// A handle argument as a shared reference.
+///
+/// # Safety
+/// `p` is NULL or a live handle made by this library.
+pub(crate) unsafe fn handle<'a, T>(p: *const T, arg: &str) -> Result<&'a T> {
+    // SAFETY: the caller promises a live handle or NULL.
+    unsafe { p.as_ref() }.ok_or_else(|| null(arg))
+}
+
+/// A handle argument as an exclusive reference.
+///
+/// # Safety
+/// `p` is NULL or a live handle made by this library, not used by another
+/// thread during the call.
+pub(crate) unsafe fn handle_mut<'a, T>(p: *mut T, arg: &str) -> Result<&'a mut T> {
+    // SAFETY: the caller promises a live handle or NULL, used by one
+    // thread at a time.
+    unsafe { p.as_mut() }.ok_or_else(|| null(arg))
+}

@@ -1,0 +1,131 @@
+//! Settings from C: one plain struct for both embeddings, filled with the
+//! defaults by `rw_config_default` and checked before anything starts.
+
+use railwatch_core::{DampingConfig, MachineConfig};
+use railwatch_runtime::Config;
+
+use crate::args::put;
+use crate::status::{Error, Result, guard, rw_status};
+
+/// Flap damping settings (see `docs/STATE-MACHINE.md`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rw_damping {
+    /// Damping on (default false).
+    pub enabled: bool,
+    /// Added per flap (default 1000).
+    pub penalty_per_flap: f64,
+    /// At or above this the rail is held (default 2500).
+    pub suppress: f64,
+    /// A held rail is released below this (default 750).
+    pub reuse: f64,
+    /// The penalty halves every this many milliseconds (default 15000).
+    pub half_life_ms: u64,
+    /// The penalty's ceiling (default 6000).
+    pub max_penalty: f64,
+}
+
+/// Every setting. Start from `rw_config_default` and change what you need:
+/// the struct may grow (at the end) in later versions.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rw_config {
+    /// Recovery tick period, ms (default 1000); runs only while needed.
+    pub tick_ms: u64,
+    /// Re-read every active rail's port this often, ms; 0 = off (default).
+    pub audit_ms: u64,
+    /// How often a paused rail is explained in the log, ms (default 30000).
+    pub explain_every_ms: u64,
+    /// First delay before re-opening a device that went away, ms
+    /// (default 1000).
+    pub reopen_initial_ms: u64,
+    /// Longest delay between re-opens, ms (default 60000).
+    pub reopen_max_ms: u64,
+    /// Each re-open delay is lengthened by a random 0..=this percent
+    /// (default 20, at most 100).
+    pub reopen_jitter_pct: u32,
+    /// Seed of that jitter; 0 (the default) draws one per process.
+    pub seed: u64,
+    /// Wait this long after a port reads ACTIVE before activating, ms
+    /// (default 0).
+    pub settle_ms: u64,
+    /// Flap damping (default off).
+    pub damping: rw_damping,
+    /// Monitor only: most events read per device per wake-up (default 256).
+    pub drain_budget: u32,
+}
+
+impl Default for rw_config {
+    fn default() -> Self {
+        let c = Config::default();
+        let d = DampingConfig::default();
+        rw_config {
+            tick_ms: c.tick_ms,
+            audit_ms: c.audit_ms.unwrap_or(0),
+            explain_every_ms: c.explain_every_ms,
+            reopen_initial_ms: c.reopen_initial_ms,
+            reopen_max_ms: c.reopen_max_ms,
+            reopen_jitter_pct: c.reopen_jitter_pct,
+            seed: 0,
+            settle_ms: c.settle_ms,
+            damping: rw_damping {
+                enabled: false,
+                penalty_per_flap: d.penalty_per_flap,
+                suppress: d.suppress,
+                reuse: d.reuse,
+                half_life_ms: d.half_life_ms,
+                max_penalty: d.max_penalty,
+            },
+            drain_budget: u32::try_from(c.drain_budget).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+impl rw_config {
+    /// The monitor's settings, validated.
+    pub(crate) fn runtime(&self) -> Result<Config> {
+        let d = &self.damping;
+        let config = Config {
+            tick_ms: self.tick_ms,
+            audit_ms: (self.audit_ms != 0).then_some(self.audit_ms),
+            drain_budget: self.drain_budget as usize,
+            explain_every_ms: self.explain_every_ms,
+            reopen_initial_ms: self.reopen_initial_ms,
+            reopen_max_ms: self.reopen_max_ms,
+            reopen_jitter_pct: self.reopen_jitter_pct,
+            seed: (self.seed != 0).then_some(self.seed),
+            settle_ms: self.settle_ms,
+            damping: d.enabled.then_some(DampingConfig {
+                penalty_per_flap: d.penalty_per_flap,
+                suppress: d.suppress,
+                reuse: d.reuse,
+                half_life_ms: d.half_life_ms,
+                max_penalty: d.max_penalty,
+            }),
+            ..Config::default()
+        };
+        config.validate().map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")))?;
+        Ok(config)
+    }
+
+    /// The machine's settings, validated.
+    pub(crate) fn machine(&self) -> Result<MachineConfig> {
+        Ok(self.runtime()?.machine())
+    }
+}
+
+/// Writes the defaults to `*config`.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_default(config: *mut rw_config) -> rw_status {
+    // SAFETY: the caller passes a writable config or NULL.
+    guard(|| unsafe { put(config, rw_config::default(), "config") })
+}
+
+/// The settings at `p`, or the defaults for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a config.
+pub(crate) unsafe fn read(p: *const rw_config) -> rw_config {
+    // SAFETY: the caller promises NULL or a valid config.
+    unsafe { p.as_ref() }.copied().unwrap_or_default()
+}

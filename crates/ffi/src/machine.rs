@@ -1,0 +1,590 @@
+//! Embedding 1: the engine keeps its loop. It reads `ibv_get_async_event`
+//! itself (or through [`rw_machine_drain`]), feeds what it read and the
+//! answers to the machine's questions, with the time, and carries out the
+//! actions it polls. The machine holds every policy; it does no I/O.
+
+use std::ffi::{c_char, c_void};
+
+use railwatch_core::{
+    Action, AsyncEvent, Element, Errno, Gid, GidType, LinkAttrs, LinkLayer, Machine, Millis, ObjectHandle, PortAddress,
+    PortState, RailId, Scope,
+};
+
+use crate::args::{handle, handle_mut, put, slice, text};
+use crate::config::{read, rw_config};
+use crate::gate::rw_gate;
+use crate::notify::{log, notification, rw_log, rw_notification};
+use crate::status::{Error, Result, guard, guard_void, rw_status};
+
+/// The rail machine of one engine: every device, rail and policy. Made by
+/// [`rw_machine_new`], destroyed by [`rw_machine_free`]. Not thread-safe:
+/// call it from one thread at a time (the engine's monitor thread); only
+/// its gates are for other threads.
+pub struct rw_machine {
+    machine: Machine,
+}
+
+/// What the machine asks of the engine (`rw_action.kind`). Answer each
+/// `QUERY_PORT`, `READ_LINK`, `READ_ADDRESS` and `REOPEN` with its
+/// `rw_machine_handle_*` call, at once for the documented order; one never
+/// answered is asked again by the next tick.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rw_action_kind {
+    /// Nothing to do: the queue is empty.
+    RW_ACTION_NONE = 0,
+    /// Add `device`'s async fd to the poll set (edge-triggered) and drain
+    /// it after every wake-up. A failure is a read error.
+    RW_ACTION_START_READING = 1,
+    /// Take `device`'s fd out of the poll set.
+    RW_ACTION_STOP_READING = 2,
+    /// Close `device` (`ibv_close_device`).
+    RW_ACTION_CLOSE = 3,
+    /// Open `device` again; answer with `rw_machine_handle_reopen`.
+    RW_ACTION_REOPEN = 4,
+    /// Query `port` of `device` (`ibv_query_port`); answer with
+    /// `rw_machine_handle_port_state`.
+    RW_ACTION_QUERY_PORT = 5,
+    /// Read `port`'s link attributes; answer with `rw_machine_handle_link`.
+    RW_ACTION_READ_LINK = 6,
+    /// Read `port`'s address (GID table, LID, netdev); answer with
+    /// `rw_machine_handle_address`.
+    RW_ACTION_READ_ADDRESS = 7,
+    /// Tell the engine's rail selector that (`device`, `port`) may (or may
+    /// no longer) be picked: `available`.
+    RW_ACTION_SET_AVAILABLE = 8,
+    /// Tell the selector the rail's rate, `rate_mbps` (0: unknown); always
+    /// before it is made available.
+    RW_ACTION_RESEED = 9,
+    /// Hand `notification` to whoever in the engine listens.
+    RW_ACTION_NOTIFY = 10,
+    /// Write `log` to the engine's log.
+    RW_ACTION_LOG = 11,
+}
+
+/// One action. Which fields mean something depends on `kind`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rw_action {
+    /// `rw_action_kind`.
+    pub kind: u32,
+    /// Device index.
+    pub device: u32,
+    /// Port number (0: not about a port).
+    pub port: u32,
+    /// For `RW_ACTION_SET_AVAILABLE`.
+    pub available: bool,
+    /// For `RW_ACTION_RESEED` (Mb/s; 0 unknown).
+    pub rate_mbps: u64,
+    /// For `RW_ACTION_NOTIFY`.
+    pub notification: rw_notification,
+    /// For `RW_ACTION_LOG`.
+    pub log: rw_log,
+}
+
+fn action(a: Option<Action>) -> rw_action {
+    use rw_action_kind::*;
+    let mut c = rw_action {
+        kind: RW_ACTION_NONE as u32,
+        device: 0,
+        port: 0,
+        available: false,
+        rate_mbps: 0,
+        notification: rw_notification::ZERO,
+        log: rw_log::ZERO,
+    };
+    let Some(a) = a else { return c };
+    let kind = match a {
+        Action::StartReading { device } => {
+            c.device = device;
+            RW_ACTION_START_READING
+        }
+        Action::StopReading { device } => {
+            c.device = device;
+            RW_ACTION_STOP_READING
+        }
+        Action::Close { device } => {
+            c.device = device;
+            RW_ACTION_CLOSE
+        }
+        Action::Reopen { device } => {
+            c.device = device;
+            RW_ACTION_REOPEN
+        }
+        Action::QueryPort { device, port } => {
+            (c.device, c.port) = (device, u32::from(port));
+            RW_ACTION_QUERY_PORT
+        }
+        Action::ReadLink { device, port } => {
+            (c.device, c.port) = (device, u32::from(port));
+            RW_ACTION_READ_LINK
+        }
+        Action::ReadAddress { device, port } => {
+            (c.device, c.port) = (device, u32::from(port));
+            RW_ACTION_READ_ADDRESS
+        }
+        Action::SetAvailable { rail, available } => {
+            (c.device, c.port, c.available) = (rail.device, u32::from(rail.port), available);
+            RW_ACTION_SET_AVAILABLE
+        }
+        Action::Reseed { rail, rate } => {
+            (c.device, c.port, c.rate_mbps) = (rail.device, u32::from(rail.port), crate::notify::mbps(Some(rate)));
+            RW_ACTION_RESEED
+        }
+        Action::Notify(n) => {
+            c.notification = notification(&n);
+            RW_ACTION_NOTIFY
+        }
+        Action::Log(l) => {
+            c.log = log(&l);
+            RW_ACTION_LOG
+        }
+    };
+    c.kind = kind as u32;
+    c
+}
+
+/// `Ok` for 0, else the errno.
+fn answer<T>(error: i32, value: impl FnOnce() -> T) -> std::result::Result<T, Errno> {
+    if error == 0 { Ok(value()) } else { Err(Errno(error)) }
+}
+
+fn device_in(m: &Machine, device: u32) -> Result<()> {
+    match m.device(device) {
+        Some(_) => Ok(()),
+        None => Err(Error::new(
+            rw_status::RW_ERR_RANGE,
+            format!("device {device} does not exist (the machine has {})", m.devices().len()),
+        )),
+    }
+}
+
+fn port_in(m: &Machine, device: u32, port: u32) -> Result<u8> {
+    device_in(m, device)?;
+    u8::try_from(port)
+        .ok()
+        .filter(|&p| m.rail(RailId { device, port: p }).is_some())
+        .ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("device {device} has no port {port}")))
+}
+
+/// With the machine behind `m`.
+fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result<()>) -> rw_status {
+    guard(|| {
+        // SAFETY: a live machine or NULL, used by one thread at a time, by
+        // the API's contract.
+        let m = unsafe { handle_mut(m, "machine") }?;
+        body(&mut m.machine)
+    })
+}
+
+/// Makes a machine with `config` (NULL: the defaults) into `*out`.
+/// `RW_ERR_INVALID` names a setting it refuses.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_machine) -> rw_status {
+    guard(|| {
+        if out.is_null() {
+            return Err(crate::status::null("out"));
+        }
+        // SAFETY: NULL or a config, by the API's contract.
+        let config = unsafe { read(config) }.machine()?;
+        let machine = Machine::new(config).map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
+        let boxed = Box::into_raw(Box::new(rw_machine { machine }));
+        // SAFETY: checked non-null above; the caller passes a writable
+        // pointer.
+        unsafe { put(out, boxed, "out") }
+    })
+}
+
+/// Destroys a machine; NULL is ignored. Its gates stay valid (their words
+/// no longer change).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_free(machine: *mut rw_machine) {
+    if machine.is_null() {
+        return;
+    }
+    guard_void(|| {
+        // SAFETY: made by `rw_machine_new`, destroyed once, by the API's
+        // contract.
+        drop(unsafe { Box::from_raw(machine) });
+    });
+}
+
+/// Adds a device called `name` with the `nports` port numbers at `ports`,
+/// writing its index to `*device` (indices count from 0 in the order
+/// added). Its rails start inert; the machine then asks to start reading
+/// the device and to query each port (the attach). A `name` that was
+/// removed comes back under its old index, as a new device (new
+/// generation, rate re-seeded).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_add_device(
+    machine: *mut rw_machine,
+    name: *const c_char,
+    ports: *const u8,
+    nports: usize,
+    now_ms: u64,
+    device: *mut u32,
+) -> rw_status {
+    with(machine, |m| {
+        // SAFETY: a NUL-terminated name and `nports` port numbers, by the
+        // API's contract.
+        let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, "ports")?) };
+        if device.is_null() {
+            return Err(crate::status::null("device"));
+        }
+        if name.is_empty() || name.contains('/') {
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {name:?} is empty or has a '/'")));
+        }
+        if ports.is_empty() || ports.contains(&0) {
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} (need 1..=255)")));
+        }
+        let mut sorted = ports.to_vec();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} has a duplicate")));
+        }
+        if m.devices().any(|d| d.name == name && !matches!(d.mode, railwatch_core::DeviceMode::Removed)) {
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device {name} is already there")));
+        }
+        let index = m.add_device(name, ports, Millis(now_ms));
+        // SAFETY: checked non-null; the caller passes a writable u32.
+        unsafe { put(device, index, "device") }
+    })
+}
+
+/// The event from `ibv_async_event`, with its element: the port number
+/// for port events, the object's pointer value for QP/CQ/SRQ/WQ events.
+fn event(code: u32, element: u64) -> AsyncEvent {
+    let kind = railwatch_core::EventKind::from_code(code);
+    let element = match kind.scope() {
+        Scope::Port => Element::Port(u32::try_from(element).unwrap_or(u32::MAX)),
+        Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq => Element::Object(ObjectHandle(element)),
+        Scope::Device | Scope::Unknown => Element::None,
+    };
+    AsyncEvent::new(code, element)
+}
+
+/// One event read (and already acknowledged) from `device`'s async fd:
+/// `code` is `event_type`, `element` the port number for port events or
+/// the object's pointer value for QP/CQ/SRQ/WQ events (anything for the
+/// rest). Unknown codes are counted and logged once, never an error.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_event(
+    machine: *mut rw_machine,
+    device: u32,
+    code: u32,
+    element: u64,
+    now_ms: u64,
+) -> rw_status {
+    with(machine, |m| {
+        device_in(m, device)?;
+        m.handle_event(device, event(code, element), Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// Reading `device`'s fd failed with `error` (an errno other than EAGAIN
+/// and EINTR; -1 unknown): it is no longer read, its ports are polled.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_read_error(
+    machine: *mut rw_machine,
+    device: u32,
+    error: i32,
+    now_ms: u64,
+) -> rw_status {
+    with(machine, |m| {
+        device_in(m, device)?;
+        m.handle_read_error(device, Errno(error), Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// `device`'s fd hung up (EPOLLHUP/EPOLLERR): the context is gone.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_hangup(machine: *mut rw_machine, device: u32, now_ms: u64) -> rw_status {
+    with(machine, |m| {
+        device_in(m, device)?;
+        m.handle_hangup(device, Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// The answer to `RW_ACTION_QUERY_PORT`: `error` 0 and the port's
+/// `ibv_port_state` in `state`, or the errno of the failed query.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_port_state(
+    machine: *mut rw_machine,
+    device: u32,
+    port: u32,
+    error: i32,
+    state: u32,
+    now_ms: u64,
+) -> rw_status {
+    with(machine, |m| {
+        let port = port_in(m, device, port)?;
+        m.handle_port_state(device, port, answer(error, || PortState::from_code(state)), Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// The answer to `RW_ACTION_READ_LINK`: `error` 0 with `ibv_port_attr`'s
+/// `active_speed` (or `active_speed_ex` when non-zero) and `active_width`
+/// codes, and `effective_100mbps` (`ibv_query_port_speed`, 0 if not
+/// known); or the errno of the failed read.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_link(
+    machine: *mut rw_machine,
+    device: u32,
+    port: u32,
+    error: i32,
+    speed: u32,
+    width: u8,
+    effective_100mbps: u64,
+    now_ms: u64,
+) -> rw_status {
+    with(machine, |m| {
+        let port = port_in(m, device, port)?;
+        let link = answer(error, || LinkAttrs {
+            effective_100mbps: (effective_100mbps != 0).then_some(effective_100mbps),
+            ..LinkAttrs::new(speed, width)
+        });
+        m.handle_link(device, port, link, Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// One GID table entry.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rw_gid {
+    /// Its index in the port's table.
+    pub index: u32,
+    /// The GID, network byte order.
+    pub raw: [u8; 16],
+    /// 0 IB/RoCE v1, 1 RoCE v2, anything else unknown.
+    pub gid_type: u32,
+}
+
+/// A port's address, for `rw_machine_handle_address`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rw_port_address {
+    /// `ibv_port_attr.link_layer` (0 unspecified, 1 InfiniBand, 2
+    /// Ethernet).
+    pub link_layer: u8,
+    /// The LID (0 on RoCE).
+    pub lid: u16,
+    /// The non-empty GID entries (may be NULL when `ngids` is 0).
+    pub gids: *const rw_gid,
+    /// How many.
+    pub ngids: usize,
+    /// The netdev under a RoCE port, or NULL.
+    pub netdev: *const c_char,
+}
+
+/// The answer to `RW_ACTION_READ_ADDRESS`: `error` 0 and the address, or
+/// the errno (`EOPNOTSUPP` if the engine does not read addresses; the
+/// machine then stops asking).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_address(
+    machine: *mut rw_machine,
+    device: u32,
+    port: u32,
+    error: i32,
+    address: *const rw_port_address,
+    now_ms: u64,
+) -> rw_status {
+    with(machine, |m| {
+        let port = port_in(m, device, port)?;
+        if error != 0 {
+            m.handle_address(device, port, Err(Errno(error)), Millis(now_ms));
+            return Ok(());
+        }
+        // SAFETY: a valid address or NULL, by the API's contract.
+        let a = unsafe { handle(address, "address") }?;
+        // SAFETY: `ngids` entries at `gids`, and NULL or a NUL-terminated
+        // netdev, by the API's contract.
+        let (gids, netdev) = unsafe {
+            (slice(a.gids, a.ngids, "address.gids")?, (!a.netdev.is_null()).then(|| text(a.netdev, "address.netdev")))
+        };
+        let address = PortAddress {
+            link_layer: Some(LinkLayer::from_code(a.link_layer)),
+            lid: a.lid,
+            gids: gids
+                .iter()
+                .map(|g| Gid {
+                    index: g.index,
+                    raw: g.raw,
+                    kind: match g.gid_type {
+                        0 => GidType::IbRoceV1,
+                        1 => GidType::RoceV2,
+                        _ => GidType::Unknown,
+                    },
+                })
+                .collect(),
+            netdev: netdev.transpose()?.map(str::to_owned),
+        };
+        m.handle_address(device, port, Ok(&address), Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// The answer to `RW_ACTION_REOPEN`: 0 when the device opened again, else
+/// the errno (retried with backoff).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_reopen(
+    machine: *mut rw_machine,
+    device: u32,
+    error: i32,
+    now_ms: u64,
+) -> rw_status {
+    with(machine, |m| {
+        device_in(m, device)?;
+        m.handle_reopen(device, answer(error, || ()), Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// `device` left the host (a uevent, or the device list): closed, its
+/// rails inert, not re-opened. Adding its name again brings it back.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_removed(machine: *mut rw_machine, device: u32, now_ms: u64) -> rw_status {
+    with(machine, |m| {
+        device_in(m, device)?;
+        m.handle_removed(device, Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// Time passed: call when `rw_machine_poll_timeout`'s deadline is reached
+/// (calling early or late is harmless).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_timeout(machine: *mut rw_machine, now_ms: u64) -> rw_status {
+    with(machine, |m| {
+        m.handle_timeout(Millis(now_ms));
+        Ok(())
+    })
+}
+
+/// The next action into `*action`; `kind` is `RW_ACTION_NONE` when there
+/// is none. Poll until NONE after every input.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *mut rw_action) -> rw_status {
+    with(machine, |m| {
+        if action_out.is_null() {
+            return Err(crate::status::null("action"));
+        }
+        let a = action(m.poll_action());
+        // SAFETY: checked non-null; the caller passes a writable action.
+        unsafe { put(action_out, a, "action") }
+    })
+}
+
+/// When the machine next needs `rw_machine_handle_timeout` (ms, the
+/// caller's clock) into `*deadline_ms`; `RW_NO_DEADLINE` when nothing is
+/// pending (a healthy host: sleep until an fd is readable).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_poll_timeout(machine: *mut rw_machine, deadline_ms: *mut u64) -> rw_status {
+    with(machine, |m| {
+        let d = m.poll_timeout().map_or(RW_NO_DEADLINE, |t| t.0);
+        // SAFETY: the caller passes a writable u64 or NULL.
+        unsafe { put(deadline_ms, d, "deadline_ms") }
+    })
+}
+
+/// `rw_machine_poll_timeout`'s "no deadline".
+pub const RW_NO_DEADLINE: u64 = u64::MAX;
+
+/// A gate for the rail (`device`, `port`) into `*gate`, for worker threads
+/// (see `rw_gate_check_inline`). Destroy it with `rw_gate_free`.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_gate(
+    machine: *mut rw_machine,
+    device: u32,
+    port: u32,
+    gate: *mut *mut rw_gate,
+) -> rw_status {
+    with(machine, |m| {
+        let port = port_in(m, device, port)?;
+        if gate.is_null() {
+            return Err(crate::status::null("gate"));
+        }
+        let g = m
+            .gate(RailId { device, port })
+            .ok_or_else(|| Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {device}/{port}")))?;
+        // SAFETY: checked non-null; the caller passes a writable pointer.
+        unsafe { put(gate, rw_gate::boxed(g), "gate") }
+    })
+}
+
+/// How `rw_machine_drain` reads one event: `get` reads (and acknowledges,
+/// with `ibv_ack_async_event`, before returning) the next event of the
+/// device, writing its `event_type` to `*code` and its element (port
+/// number, or object pointer value) to `*element`, and returns 0; or
+/// returns the errno of the failed read: EAGAIN when the queue is empty,
+/// EINTR to be retried, anything else stops the drain.
+pub type rw_get_event_fn = Option<extern "C" fn(user: *mut c_void, code: *mut u32, element: *mut u64) -> i32>;
+
+/// What one drain did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct rw_drain_report {
+    /// Events read and fed to the machine.
+    pub events: u64,
+    /// `get` calls, including the failed ones.
+    pub gets: u64,
+    /// EINTRs retried.
+    pub interrupted: u64,
+    /// 0: the queue was emptied; -1: the budget ran out first (drain again
+    /// before the next blocking wait); else the errno that stopped it.
+    pub end: i32,
+}
+
+/// The edge-triggered drain, done right: calls `get` until the queue is
+/// empty (EAGAIN), retrying EINTR, feeding each event to the machine as
+/// read; a real error stops it and is fed as a read error (the device is
+/// then polled). At most `budget` calls (0: 256). Every event is
+/// acknowledged by `get` before the machine sees it, so nothing the engine
+/// does in response (destroying a QP) waits on an unacknowledged event.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_drain(
+    machine: *mut rw_machine,
+    device: u32,
+    get: rw_get_event_fn,
+    user: *mut c_void,
+    budget: u32,
+    now_ms: u64,
+    report: *mut rw_drain_report,
+) -> rw_status {
+    with(machine, |m| {
+        device_in(m, device)?;
+        let get = get.ok_or_else(|| crate::status::null("get"))?;
+        let budget = if budget == 0 { 256 } else { u64::from(budget) };
+        let now = Millis(now_ms);
+        let mut r = rw_drain_report { end: -1, ..Default::default() };
+        while r.gets < budget {
+            r.gets += 1;
+            let (mut code, mut element) = (0u32, 0u64);
+            match get(user, &mut code, &mut element) {
+                0 => {
+                    r.events += 1;
+                    m.handle_event(device, event(code, element), now);
+                }
+                libc::EAGAIN => {
+                    r.end = 0;
+                    break;
+                }
+                libc::EINTR => r.interrupted += 1,
+                errno => {
+                    r.end = errno;
+                    m.handle_read_error(device, Errno(errno), now);
+                    break;
+                }
+            }
+        }
+        if !report.is_null() {
+            // SAFETY: checked non-null; the caller passes a writable report.
+            unsafe { put(report, r, "report") }?;
+        }
+        Ok(())
+    })
+}

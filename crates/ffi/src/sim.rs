@@ -1,0 +1,228 @@
+//! Simulated devices for tests of embedding 2 (`rw_monitor_start_sim`):
+//! real non-blocking fds the monitor waits on, scripted from C.
+
+use std::ffi::c_char;
+
+use railwatch_core::{AsyncEvent, Element, ObjectHandle, PortState, Scope};
+use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
+
+use crate::args::{handle, put, text};
+use crate::status::{Error, Result, guard, guard_void, rw_status};
+
+/// A simulated host: devices whose async fds are real pipes. Made by
+/// [`rw_sim_new`], destroyed by [`rw_sim_free`] (after any monitor started
+/// over it). Any thread may script it.
+pub struct rw_sim {
+    pub(crate) handles: Vec<SimHandle>,
+}
+
+/// What happened to one simulated device so far.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct rw_sim_counters {
+    /// Events queued (every repeat counted).
+    pub queued: u64,
+    /// Events read by the monitor.
+    pub read: u64,
+    /// Events acknowledged (right after each read, as libibverbs users
+    /// must).
+    pub acked: u64,
+    /// Reads, including failed ones (EAGAIN included).
+    pub gets: u64,
+    /// Port queries.
+    pub port_queries: u64,
+    /// Link reads.
+    pub link_queries: u64,
+}
+
+/// Makes an empty simulated host into `*out`.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_new(out: *mut *mut rw_sim) -> rw_status {
+    guard(|| {
+        if out.is_null() {
+            return Err(crate::status::null("out"));
+        }
+        // SAFETY: checked non-null; the caller passes a writable pointer.
+        unsafe { put(out, Box::into_raw(Box::new(rw_sim { handles: Vec::new() })), "out") }
+    })
+}
+
+/// Destroys a simulated host; NULL is ignored. Free the monitors started
+/// over it first (they hold its devices' fds, not the host).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_free(sim: *mut rw_sim) {
+    if sim.is_null() {
+        return;
+    }
+    guard_void(|| {
+        // SAFETY: made by `rw_sim_new`, destroyed once, by the API's
+        // contract.
+        drop(unsafe { Box::from_raw(sim) });
+    });
+}
+
+/// Adds a device called `name` with ports 1..=`nports`, each ACTIVE at
+/// NDR 4x (400 Gb/s); its index (0, 1, ... in the order added) into
+/// `*device`. Add every device before starting a monitor over the host.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_add_device(sim: *mut rw_sim, name: *const c_char, nports: u32, device: *mut u32) -> rw_status {
+    guard(|| {
+        // SAFETY: a live sim or NULL, used by one thread at a time while
+        // devices are added, by the API's contract.
+        let sim = unsafe { crate::args::handle_mut(sim, "sim") }?;
+        // SAFETY: a NUL-terminated name, by the API's contract.
+        let name = unsafe { text(name, "name") }?;
+        if device.is_null() {
+            return Err(crate::status::null("device"));
+        }
+        if !(1..=255).contains(&nports) {
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("nports {nports} (need 1..=255)")));
+        }
+        if name.is_empty() || name.contains('/') || sim.handles.iter().any(|h| h.name() == name) {
+            return Err(Error::new(
+                rw_status::RW_ERR_INVALID,
+                format!("device name {name:?}: empty, has a '/', or taken"),
+            ));
+        }
+        let ports: Vec<PortSpec> = (1..=nports as u8).map(PortSpec::active).collect();
+        let dev = SimDevice::new(name, &ports)?;
+        sim.handles.push(dev.handle());
+        let index = u32::try_from(sim.handles.len() - 1).unwrap_or(u32::MAX);
+        // SAFETY: checked non-null; the caller passes a writable u32.
+        unsafe { put(device, index, "device") }
+    })
+}
+
+/// With device `device` of the host, and `port` checked when non-zero.
+fn with(sim: *const rw_sim, device: u32, port: u32, body: impl FnOnce(&SimHandle, u8) -> Result<()>) -> rw_status {
+    guard(|| {
+        // SAFETY: a live sim or NULL, by the API's contract.
+        let sim = unsafe { handle(sim, "sim") }?;
+        let h = sim
+            .handles
+            .get(device as usize)
+            .ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("the sim has no device {device}")))?;
+        let port8 = u8::try_from(port).unwrap_or(0);
+        if port != 0 && (port8 == 0 || !h.ports().contains(&port8)) {
+            return Err(Error::new(rw_status::RW_ERR_RANGE, format!("{} has no port {port}", h.name())));
+        }
+        body(h, port8)
+    })
+}
+
+/// Queues `repeat` copies of the event (`code`, `element`: the port number
+/// for port events, an object's pointer value for QP/CQ/SRQ/WQ events) on
+/// the device's async fd.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_push_event(
+    sim: *const rw_sim,
+    device: u32,
+    code: u32,
+    element: u64,
+    repeat: u64,
+) -> rw_status {
+    with(sim, device, 0, |h, _| {
+        let element = match railwatch_core::EventKind::from_code(code).scope() {
+            Scope::Port => Element::Port(u32::try_from(element).unwrap_or(u32::MAX)),
+            Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq => Element::Object(ObjectHandle(element)),
+            _ => Element::None,
+        };
+        h.queue(AsyncEvent::new(code, element), repeat);
+        Ok(())
+    })
+}
+
+/// Sets what a query of `port` returns (`ibv_port_state`), without any
+/// event: a port that comes back silently.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_set_port_state(sim: *const rw_sim, device: u32, port: u32, state: u32) -> rw_status {
+    with(sim, device, port, |h, p| {
+        if p == 0 {
+            return Err(Error::new(rw_status::RW_ERR_RANGE, "port 0"));
+        }
+        h.set_port_state(p, PortState::from_code(state));
+        Ok(())
+    })
+}
+
+/// `port` goes DOWN and `PORT_ERR` is queued for it.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_port_down(sim: *const rw_sim, device: u32, port: u32) -> rw_status {
+    with(sim, device, port, |h, p| {
+        if p == 0 {
+            return Err(Error::new(rw_status::RW_ERR_RANGE, "port 0"));
+        }
+        h.port_down(p);
+        Ok(())
+    })
+}
+
+/// `port` goes ACTIVE and `PORT_ACTIVE` is queued for it.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_port_up(sim: *const rw_sim, device: u32, port: u32) -> rw_status {
+    with(sim, device, port, |h, p| {
+        if p == 0 {
+            return Err(Error::new(rw_status::RW_ERR_RANGE, "port 0"));
+        }
+        h.port_up(p);
+        Ok(())
+    })
+}
+
+/// The next `n` reads of the device's fd fail with EINTR.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_eintr(sim: *const rw_sim, device: u32, n: u64) -> rw_status {
+    with(sim, device, 0, |h, _| {
+        h.eintr(n);
+        Ok(())
+    })
+}
+
+/// From now on reads of the device's fd fail with EIO (port queries still
+/// answer).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_eio(sim: *const rw_sim, device: u32) -> rw_status {
+    with(sim, device, 0, |h, _| {
+        h.eio();
+        Ok(())
+    })
+}
+
+/// The device leaves the host silently (as Soft-RoCE does: only the device
+/// list and a uevent change).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_unplug(sim: *const rw_sim, device: u32) -> rw_status {
+    with(sim, device, 0, |h, _| {
+        h.unplug();
+        Ok(())
+    })
+}
+
+/// The device comes back (a new device of the same name).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_plug(sim: *const rw_sim, device: u32) -> rw_status {
+    with(sim, device, 0, |h, _| {
+        h.plug();
+        Ok(())
+    })
+}
+
+/// The device's counters into `*counters`. (Not `rw_sim_counters`: C
+/// keeps typedef and function names in one namespace, and that is the
+/// struct's.)
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_get_counters(sim: *const rw_sim, device: u32, counters: *mut rw_sim_counters) -> rw_status {
+    with(sim, device, 0, |h, _| {
+        let c = h.counters();
+        let out = rw_sim_counters {
+            queued: c.queued,
+            read: c.read,
+            acked: c.acked,
+            gets: c.gets,
+            port_queries: c.port_queries,
+            link_queries: c.link_queries,
+        };
+        // SAFETY: the caller passes writable counters or NULL.
+        unsafe { put(counters, out, "counters") }
+    })
+}

@@ -1,0 +1,131 @@
+//! Status codes, the thread-local last error, and the guard every export
+//! runs its body in: no panic crosses into C.
+
+use std::cell::RefCell;
+use std::ffi::{CString, c_char};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// What a call returned. `RW_OK` is 0; on anything else
+/// [`rw_last_error`] says what happened, in words.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rw_status {
+    /// Success.
+    RW_OK = 0,
+    /// A required pointer was null.
+    RW_ERR_NULL = 1,
+    /// A device index, port or rail is out of range, or unknown.
+    RW_ERR_RANGE = 2,
+    /// An argument or setting is invalid (the message names it).
+    RW_ERR_INVALID = 3,
+    /// No such device or rail.
+    RW_ERR_NOT_FOUND = 4,
+    /// A system call or libibverbs call failed.
+    RW_ERR_IO = 5,
+    /// The call is not allowed now (such as stopping a monitor from its
+    /// own thread).
+    RW_ERR_STATE = 6,
+    /// Not built in (such as libibverbs without the `verbs` feature).
+    RW_ERR_UNSUPPORTED = 7,
+    /// railwatch panicked; the message has the panic's text. The object
+    /// the call was made on should be destroyed.
+    RW_ERR_PANIC = 8,
+    /// The caller's buffer is too small; the count needed was written.
+    RW_ERR_BUFFER = 9,
+}
+
+/// An error on the Rust side of the boundary.
+#[derive(Debug)]
+pub(crate) struct Error {
+    pub(crate) status: rw_status,
+    pub(crate) message: String,
+}
+
+impl Error {
+    pub(crate) fn new(status: rw_status, message: impl Into<String>) -> Error {
+        Error { status, message: message.into() }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::new(rw_status::RW_ERR_IO, e.to_string())
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, Error>;
+
+/// `RW_ERR_NULL` naming the argument.
+pub(crate) fn null(arg: &str) -> Error {
+    Error::new(rw_status::RW_ERR_NULL, format!("{arg} is NULL"))
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    // An interior NUL would truncate; replace it rather than lose the text.
+    let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = text);
+}
+
+/// Runs `body`, turning an error or a panic into a status and the
+/// thread's last error.
+pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> rw_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => rw_status::RW_OK,
+        Ok(Err(e)) => {
+            set_last_error(&e.message);
+            e.status
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic with no message".into());
+            set_last_error(&format!("railwatch panicked: {what}"));
+            rw_status::RW_ERR_PANIC
+        }
+    }
+}
+
+/// Runs a destructor's body; a panic there is swallowed (there is nobody
+/// to return it to) but recorded as the last error.
+pub(crate) fn guard_void(body: impl FnOnce()) {
+    let _ = guard(|| {
+        body();
+        Ok(())
+    });
+}
+
+/// The last error of a failed call on this thread, as UTF-8 text; an
+/// empty string when none failed yet. Valid until the next failing call on
+/// this thread. Never NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// A short name for a status (`"RW_ERR_NULL"`; `"unknown status"` for a
+/// value that is none); never NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_status_name(status: i32) -> *const c_char {
+    // An int, not the enum: a value C made up must not be undefined
+    // behaviour here.
+    let name: &'static [u8] = match status {
+        0 => b"RW_OK\0",
+        1 => b"RW_ERR_NULL\0",
+        2 => b"RW_ERR_RANGE\0",
+        3 => b"RW_ERR_INVALID\0",
+        4 => b"RW_ERR_NOT_FOUND\0",
+        5 => b"RW_ERR_IO\0",
+        6 => b"RW_ERR_STATE\0",
+        7 => b"RW_ERR_UNSUPPORTED\0",
+        8 => b"RW_ERR_PANIC\0",
+        9 => b"RW_ERR_BUFFER\0",
+        _ => b"unknown status\0",
+    };
+    name.as_ptr().cast()
+}
