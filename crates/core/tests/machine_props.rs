@@ -1742,3 +1742,51 @@ fn an_address_read_never_answered_after_a_gid_change_is_asked_again() {
     assert!(asked, "asked again");
     assert_eq!(m.rail(RailId { device: 0, port: 1 }).unwrap().word.generation, g0 + 1, "the bump it was owed");
 }
+
+/// k. A backend that cannot read addresses (`EOPNOTSUPP`) is not asked
+/// again: activations do not ask, a GID_CHANGE bumps the generation at
+/// once (as an unreadable answer would) and leaves no tick behind, and a
+/// device added anew is asked again.
+#[test]
+fn k_an_unsupported_address_read_is_not_asked_again() {
+    /// Answers everything at once; returns how many address reads were
+    /// asked and the AddressChanged generations notified.
+    fn serve(m: &mut Machine, state: PortState, now: Millis) -> (usize, Vec<u64>) {
+        let (mut reads, mut changes) = (0, Vec::new());
+        while let Some(a) = m.poll_action() {
+            match a {
+                Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(state), now),
+                Action::ReadLink { device, port } => m.handle_link(device, port, Ok(ndr_4x()), now),
+                Action::ReadAddress { device, port } => {
+                    reads += 1;
+                    m.handle_address(device, port, Err(Errno::EOPNOTSUPP), now);
+                }
+                Action::Notify(Notification { what: Happening::AddressChanged { generation, .. }, .. }) => {
+                    changes.push(generation)
+                }
+                _ => {}
+            }
+        }
+        (reads, changes)
+    }
+    let mut m = Machine::new(MachineConfig::default()).unwrap();
+    let dev = m.add_device("mlx5_0", &[1], Millis(0));
+    assert_eq!(serve(&mut m, PortState::Active, Millis(0)).0, 1, "the first activation asks");
+    let rail = RailId { device: dev, port: 1 };
+    let gate = m.gate(rail).unwrap();
+    m.handle_event(dev, AsyncEvent::port(EventKind::PortErr, 1), Millis(10));
+    serve(&mut m, PortState::Down, Millis(10));
+    m.handle_event(dev, AsyncEvent::port(EventKind::PortActive, 1), Millis(20));
+    assert_eq!(serve(&mut m, PortState::Active, Millis(20)).0, 0, "asked again after EOPNOTSUPP");
+    let before = gate.word().generation;
+    m.handle_event(dev, AsyncEvent::port(EventKind::GidChange, 1), Millis(30));
+    let (reads, changes) = serve(&mut m, PortState::Active, Millis(30));
+    assert_eq!(reads, 0);
+    assert_eq!(changes, [before + 1], "a GID_CHANGE it cannot read counts as a change");
+    assert_eq!(gate.word().generation, before + 1);
+    assert_eq!(m.poll_timeout(), None, "nothing left for the tick");
+    m.handle_removed(dev, Millis(40));
+    serve(&mut m, PortState::Active, Millis(40));
+    assert_eq!(m.add_device("mlx5_0", &[1], Millis(50)), dev);
+    assert_eq!(serve(&mut m, PortState::Active, Millis(50)).0, 1, "a device added anew is asked");
+}

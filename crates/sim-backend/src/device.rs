@@ -552,6 +552,14 @@ impl SimHandle {
         };
     }
 
+    /// The device reads addresses from now on (an empty GID table until
+    /// [`set_gid`](Self::set_gid) fills it); before, or without this, a
+    /// device with no GID set answers address reads with `Unsupported`, as
+    /// a backend that cannot read them does (and is then not asked again).
+    pub fn read_addresses(&self) {
+        self.inner.lock().gids.get_or_insert_with(BTreeMap::new);
+    }
+
     /// Whether the device is in the host's device list.
     pub fn is_listed(&self) -> bool {
         self.inner.lock().listed

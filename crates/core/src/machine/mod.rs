@@ -118,6 +118,10 @@ struct Device {
     /// Its rails were attached once: a later attach is a re-attach, which
     /// goes through damping and the settle delay.
     attached_before: bool,
+    /// Cleared when an address read is answered `EOPNOTSUPP`: the backend
+    /// cannot read addresses, so they are not asked for again (until the
+    /// device is added anew).
+    reads_addresses: bool,
     stats: DeviceStats,
     /// Codes already warned about, at most [`MAX_WARNED_CODES`] (grown only
     /// when a new unhandled code first shows up; most devices never see one).
@@ -316,6 +320,7 @@ impl Machine {
             let dev = &mut self.devices[idx];
             dev.mode = DeviceMode::Events;
             dev.warned.clear();
+            dev.reads_addresses = true;
             self.push(Action::StartReading { device: idx as u32 });
             self.begin_attach(idx, now);
             return idx as u32;
@@ -352,6 +357,7 @@ impl Machine {
             backoff_ms: 0,
             attach: None,
             attached_before: false,
+            reads_addresses: true,
             stats: DeviceStats::default(),
             warned: Vec::new(),
         });
@@ -445,7 +451,7 @@ impl Machine {
                 // reading exactly ACTIVE.
                 RailDecision::Activate | RailDecision::Recheck => self.recheck(ri),
                 RailDecision::Restart => self.bump(ri, kind, now),
-                RailDecision::AddressChanged => {
+                RailDecision::AddressChanged if self.devices[idx].reads_addresses => {
                     // Re-read the address (the generation is bumped if it
                     // changed) and the port: a lost PORT_ERR is real (a
                     // deleted netdev under Soft-RoCE delivers only
@@ -456,6 +462,15 @@ impl Machine {
                     // Until the answer comes, the tick asks again.
                     self.watch(idx);
                     self.arm_tick(now);
+                }
+                RailDecision::AddressChanged => {
+                    // The device cannot read addresses: assume it changed,
+                    // as an unreadable answer would, and re-read the port.
+                    self.bump(ri, kind, now);
+                    let rail = self.rails[ri].id;
+                    let generation = self.rails[ri].cell.load().generation;
+                    self.notify(now, Happening::AddressChanged { rail, generation });
+                    self.recheck(ri);
                 }
                 RailDecision::RefreshLink => self.read_link(ri),
             }
@@ -557,6 +572,9 @@ impl Machine {
             return;
         }
         let event = self.rails[ri].address_event.take();
+        if answer == Err(Errno::EOPNOTSUPP) {
+            self.devices[device as usize].reads_addresses = false;
+        }
         if event.is_some() {
             self.disarm_tick_if_idle();
         }
@@ -651,6 +669,11 @@ impl Machine {
         self.rail_index(rail.device, rail.port).map(|ri| self.rails[ri].view())
     }
 
+    /// Whether the rail exists (cheaper than [`rail`](Self::rail)).
+    pub fn has_rail(&self, rail: RailId) -> bool {
+        self.rail_index(rail.device, rail.port).is_some()
+    }
+
     /// Every device, in the order added.
     pub fn devices(&self) -> impl ExactSizeIterator<Item = DeviceView<'_>> {
         self.devices.iter().enumerate().map(|(i, d)| d.view(i as u32))
@@ -709,10 +732,13 @@ impl Machine {
         self.query(ri);
     }
 
-    /// Asks for an address read of rail `ri`.
-    fn read_address(&mut self, ri: usize) {
+    /// Asks for an address read of rail `ri`, unless its device cannot
+    /// read addresses.
+    pub(super) fn read_address(&mut self, ri: usize) {
         let id = self.rails[ri].id;
-        self.push(Action::ReadAddress { device: id.device, port: id.port });
+        if self.devices[id.device as usize].reads_addresses {
+            self.push(Action::ReadAddress { device: id.device, port: id.port });
+        }
     }
 
     /// Asks for a link read of rail `ri`.

@@ -190,8 +190,7 @@ impl Machine {
                 // An address read after a LID/GID change not answered: ask
                 // again (its bump waits for the answer).
                 if state != RailState::Inert && !mode.is_closed() && self.rails[ri].address_event.is_some() {
-                    let id = self.rails[ri].id;
-                    self.push(Action::ReadAddress { device: id.device, port: id.port });
+                    self.read_address(ri);
                 }
             }
         }

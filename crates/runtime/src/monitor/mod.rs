@@ -72,7 +72,12 @@ pub struct Monitor<P, S, C> {
 }
 
 fn errno_of(e: &io::Error) -> Errno {
-    os_errno(e).map_or(Errno::UNKNOWN, Errno)
+    match os_errno(e) {
+        Some(errno) => Errno(errno),
+        // A backend that cannot read addresses says so without an errno.
+        None if e.kind() == io::ErrorKind::Unsupported => Errno::EOPNOTSUPP,
+        None => Errno::UNKNOWN,
+    }
 }
 
 impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {

@@ -361,8 +361,13 @@ impl Scenario {
     pub fn build_devices(&self) -> io::Result<(Vec<SimDevice>, Vec<SimHandle>)> {
         let mut devices = Vec::with_capacity(self.devices.len());
         let mut handles = Vec::with_capacity(self.devices.len());
-        for decl in &self.devices {
+        for (i, decl) in self.devices.iter().enumerate() {
             let dev = SimDevice::new(decl.name.clone(), &decl.ports)?;
+            // A device whose GIDs the script changes reads addresses from
+            // the start, as a real one does.
+            if self.steps.iter().any(|s| s.device_index == i && s.gid.is_some()) {
+                dev.handle().read_addresses();
+            }
             handles.push(dev.handle());
             devices.push(dev);
         }
