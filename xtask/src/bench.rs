@@ -9,8 +9,12 @@
 //!   are printed below the table as a cross-check. `--table-only` skips
 //!   them.
 //!
+//! - `crates/ffi/bench/c_api_bench.c` (a C program over the release
+//!   `librailwatch.a`) measures the C API's rows the same way.
+//!
 //! Results land in `<target>/railwatch-bench/`: `results.tsv` (from
-//! `table`), `criterion/` (criterion's estimates) and `table.md`.
+//! `table`), `c_api.tsv`, `criterion/` (criterion's estimates) and
+//! `table.md`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -45,7 +49,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     step("benches", &mut cmd)?;
     let elapsed = started.elapsed().as_secs_f64();
 
-    let values = read_results(&results)?;
+    let mut values = read_results(&results)?;
+    values.extend(c_api_bench(&out)?);
     let mut text = table(&values)?;
     if !table_only {
         text.push('\n');
@@ -57,6 +62,33 @@ pub fn run(args: &[String]) -> Result<(), String> {
     std::fs::write(&file, &text).map_err(|e| format!("{}: {e}", file.display()))?;
     eprintln!("==> bench: table written to {}", file.display());
     Ok(())
+}
+
+/// The C API's figures (rows 8 and 9): `crates/ffi/bench/c_api_bench.c`,
+/// built -O2 against the release `librailwatch.a`, measures both sides of
+/// each ratio in one process, round by round.
+fn c_api_bench(out: &Path) -> Result<BTreeMap<String, f64>, String> {
+    step("build railwatch-ffi (release)", cargo().args(["build", "--release", "-p", "railwatch-ffi"]))?;
+    let root = crate::run::root();
+    let lib = crate::run::target_dir().join("release/librailwatch.a");
+    let bin = out.join("c_api_bench");
+    step(
+        "compile c_api_bench.c",
+        std::process::Command::new("cc")
+            .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+            .arg(root.join("crates/ffi/include"))
+            .arg(root.join("crates/ffi/bench/c_api_bench.c"))
+            .arg(&lib)
+            .args(["-lpthread", "-ldl", "-lm", "-o"])
+            .arg(&bin),
+    )?;
+    let run = std::process::Command::new(&bin).output().map_err(|e| format!("{}: {e}", bin.display()))?;
+    if !run.status.success() {
+        return Err(format!("c_api_bench failed ({}): {}", run.status, String::from_utf8_lossy(&run.stderr)));
+    }
+    let file = out.join("c_api.tsv");
+    std::fs::write(&file, &run.stdout).map_err(|e| format!("{}: {e}", file.display()))?;
+    read_results(&file)
 }
 
 fn read_results(path: &Path) -> Result<BTreeMap<String, f64>, String> {
@@ -298,6 +330,31 @@ fn table(v: &BTreeMap<String, f64>) -> Result<String, String> {
         get("machine_monitor_ns")?,
         get("machine_direct_ns")?,
         get("machine_monitor_ratio")?,
+        Goal::Info,
+    ));
+
+    rows.push(ratio_row(
+        "8",
+        "C: the header's inline gate check (acquire load, decode, generation kept) vs a relaxed load of a flag and a branch, per check",
+        get("c_gate_inline_ns")?,
+        get("c_gate_relaxed_ns")?,
+        get("c_gate_ratio")?,
+        Goal::AtMost(1.2),
+    ));
+    rows.push(ratio_row(
+        "9",
+        "C: port events fed through the C API with their actions (a flap: events, batched actions, answers) vs the same calls in Rust, per event",
+        get("c_feed_capi_ns")?,
+        get("c_feed_rust_ns")?,
+        get("c_feed_ratio")?,
+        Goal::AtMost(1.3),
+    ));
+    rows.push(ratio_row(
+        "9",
+        "  (context) one COMM_EST (counted only, no action) through rw_machine_handle_event vs Machine::handle_event: the crossing alone",
+        get("c_event_capi_ns")?,
+        get("c_event_rust_ns")?,
+        get("c_event_ratio")?,
         Goal::Info,
     ));
 

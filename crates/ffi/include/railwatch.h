@@ -399,7 +399,11 @@ typedef struct rw_log {
   double penalty;
 } rw_log;
 
-// One action. Which fields mean something depends on `kind`.
+// One action. Which fields mean something depends on `kind`: `device`,
+// `port`, `available` and `rate_mbps` are always written (0 when they do
+// not apply); `notification` only for `RW_ACTION_NOTIFY` and `log` only
+// for `RW_ACTION_LOG` (otherwise left as they were: they are large, and
+// this is the event path).
 typedef struct rw_action {
   // `rw_action_kind`.
   uint32_t kind;
@@ -627,6 +631,16 @@ enum rw_status rw_machine_handle_timeout(struct rw_machine *machine, uint64_t no
 // is none. Poll until NONE after every input.
 enum rw_status rw_machine_poll_action(struct rw_machine *machine, struct rw_action *action_out);
 
+// Up to `capacity` actions into `actions[0..]`, in order, and how many
+// into `*count` (0: none pending). One call for what
+// `rw_machine_poll_action` gives one by one; answering them after the
+// batch (before the next input) keeps the documented order. Poll again
+// after answering: answers cause further actions.
+enum rw_status rw_machine_poll_actions(struct rw_machine *machine,
+                                       struct rw_action *actions,
+                                       size_t capacity,
+                                       size_t *count);
+
 // When the machine next needs `rw_machine_handle_timeout` (ms, the
 // caller's clock) into `*deadline_ms`; `RW_NO_DEADLINE` when nothing is
 // pending (a healthy host: sleep until an fd is readable).
@@ -808,8 +822,8 @@ static inline uint32_t rw_word_state(uint64_t word) { return (uint32_t)(word & R
 static inline uint32_t rw_word_reason(uint64_t word) { return (uint32_t)((word >> RW_WORD_REASON_SHIFT) & RW_WORD_REASON_MASK); }
 /** The word's last port state (ibv_port_state; RW_WORD_PORT_NONE never read). */
 static inline uint32_t rw_word_port_state(uint64_t word) { return (uint32_t)((word >> RW_WORD_PORT_SHIFT) & RW_WORD_PORT_MASK); }
-/** The word's generation. */
-static inline uint64_t rw_word_generation(uint64_t word) { return (word >> RW_WORD_GEN_SHIFT) & RW_WORD_GEN_MASK; }
+/** The word's generation (the top field: the shift alone isolates it). */
+static inline uint64_t rw_word_generation(uint64_t word) { return word >> RW_WORD_GEN_SHIFT; }
 /** Whether the word admits (the rail is active). */
 static inline bool rw_word_admits(uint64_t word) { return (word & RW_WORD_STATE_MASK) == RW_RAIL_ACTIVE; }
 

@@ -39,6 +39,9 @@ const _: () = {
     assert!(RW_WORD_PORT_NONE == layout::PORT_NONE);
     assert!(RW_WORD_GEN_SHIFT == layout::GEN_SHIFT);
     assert!(RW_WORD_GEN_MASK == layout::GEN_MASK);
+    // The header's `rw_word_generation` shifts without masking: the
+    // generation must stay the word's top field.
+    assert!(RW_WORD_GEN_MASK == u64::MAX >> RW_WORD_GEN_SHIFT);
 };
 
 /// A rail's state (bits 0–1 of the word).

@@ -83,6 +83,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod args;
+mod bench;
 mod config;
 mod gate;
 mod machine;

@@ -62,7 +62,11 @@ pub enum rw_action_kind {
     RW_ACTION_LOG = 11,
 }
 
-/// One action. Which fields mean something depends on `kind`.
+/// One action. Which fields mean something depends on `kind`: `device`,
+/// `port`, `available` and `rate_mbps` are always written (0 when they do
+/// not apply); `notification` only for `RW_ACTION_NOTIFY` and `log` only
+/// for `RW_ACTION_LOG` (otherwise left as they were: they are large, and
+/// this is the event path).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rw_action {
@@ -82,66 +86,74 @@ pub struct rw_action {
     pub log: rw_log,
 }
 
-fn action(a: Option<Action>) -> rw_action {
+/// Writes `a` into `*out`: the header fields always, `notification` or
+/// `log` only for the kinds that carry one (they are large, and this is
+/// the event path).
+///
+/// # Safety
+/// `out` is valid for writes of an `rw_action`. Fields are written one by
+/// one through raw pointers, never read, so whatever C left in the rest
+/// (an uninitialised `bool` included) is never looked at.
+unsafe fn write_action(a: Option<Action>, out: *mut rw_action) {
     use rw_action_kind::*;
-    let mut c = rw_action {
-        kind: RW_ACTION_NONE as u32,
-        device: 0,
-        port: 0,
-        available: false,
-        rate_mbps: 0,
-        notification: rw_notification::ZERO,
-        log: rw_log::ZERO,
-    };
-    let Some(a) = a else { return c };
+    let (mut device, mut port, mut available, mut rate_mbps) = (0u32, 0u32, false, 0u64);
     let kind = match a {
-        Action::StartReading { device } => {
-            c.device = device;
+        None => RW_ACTION_NONE,
+        Some(Action::StartReading { device: d }) => {
+            device = d;
             RW_ACTION_START_READING
         }
-        Action::StopReading { device } => {
-            c.device = device;
+        Some(Action::StopReading { device: d }) => {
+            device = d;
             RW_ACTION_STOP_READING
         }
-        Action::Close { device } => {
-            c.device = device;
+        Some(Action::Close { device: d }) => {
+            device = d;
             RW_ACTION_CLOSE
         }
-        Action::Reopen { device } => {
-            c.device = device;
+        Some(Action::Reopen { device: d }) => {
+            device = d;
             RW_ACTION_REOPEN
         }
-        Action::QueryPort { device, port } => {
-            (c.device, c.port) = (device, u32::from(port));
+        Some(Action::QueryPort { device: d, port: p }) => {
+            (device, port) = (d, u32::from(p));
             RW_ACTION_QUERY_PORT
         }
-        Action::ReadLink { device, port } => {
-            (c.device, c.port) = (device, u32::from(port));
+        Some(Action::ReadLink { device: d, port: p }) => {
+            (device, port) = (d, u32::from(p));
             RW_ACTION_READ_LINK
         }
-        Action::ReadAddress { device, port } => {
-            (c.device, c.port) = (device, u32::from(port));
+        Some(Action::ReadAddress { device: d, port: p }) => {
+            (device, port) = (d, u32::from(p));
             RW_ACTION_READ_ADDRESS
         }
-        Action::SetAvailable { rail, available } => {
-            (c.device, c.port, c.available) = (rail.device, u32::from(rail.port), available);
+        Some(Action::SetAvailable { rail, available: av }) => {
+            (device, port, available) = (rail.device, u32::from(rail.port), av);
             RW_ACTION_SET_AVAILABLE
         }
-        Action::Reseed { rail, rate } => {
-            (c.device, c.port, c.rate_mbps) = (rail.device, u32::from(rail.port), crate::notify::mbps(Some(rate)));
+        Some(Action::Reseed { rail, rate }) => {
+            (device, port, rate_mbps) = (rail.device, u32::from(rail.port), crate::notify::mbps(Some(rate)));
             RW_ACTION_RESEED
         }
-        Action::Notify(n) => {
-            c.notification = notification(&n);
+        Some(Action::Notify(n)) => {
+            // SAFETY: `out` is writable (the caller's promise).
+            unsafe { (&raw mut (*out).notification).write(notification(&n)) };
             RW_ACTION_NOTIFY
         }
-        Action::Log(l) => {
-            c.log = log(&l);
+        Some(Action::Log(l)) => {
+            // SAFETY: as above.
+            unsafe { (&raw mut (*out).log).write(log(&l)) };
             RW_ACTION_LOG
         }
     };
-    c.kind = kind as u32;
-    c
+    // SAFETY: as above; each write is of one plain field.
+    unsafe {
+        (&raw mut (*out).kind).write(kind as u32);
+        (&raw mut (*out).device).write(device);
+        (&raw mut (*out).port).write(port);
+        (&raw mut (*out).available).write(available);
+        (&raw mut (*out).rate_mbps).write(rate_mbps);
+    }
 }
 
 /// `Ok` for 0, else the errno.
@@ -150,9 +162,9 @@ fn answer<T>(error: i32, value: impl FnOnce() -> T) -> std::result::Result<T, Er
 }
 
 fn device_in(m: &Machine, device: u32) -> Result<()> {
-    match m.device(device) {
-        Some(_) => Ok(()),
-        None => Err(Error::new(
+    match (device as usize) < m.devices().len() {
+        true => Ok(()),
+        false => Err(Error::new(
             rw_status::RW_ERR_RANGE,
             format!("device {device} does not exist (the machine has {})", m.devices().len()),
         )),
@@ -163,7 +175,7 @@ fn port_in(m: &Machine, device: u32, port: u32) -> Result<u8> {
     device_in(m, device)?;
     u8::try_from(port)
         .ok()
-        .filter(|&p| m.rail(RailId { device, port: p }).is_some())
+        .filter(|&p| m.has_rail(RailId { device, port: p }))
         .ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("device {device} has no port {port}")))
 }
 
@@ -473,9 +485,41 @@ pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *
         if action_out.is_null() {
             return Err(crate::status::null("action"));
         }
-        let a = action(m.poll_action());
-        // SAFETY: checked non-null; the caller passes a writable action.
-        unsafe { put(action_out, a, "action") }
+        // SAFETY: non-null, and writable by the API's contract.
+        unsafe { write_action(m.poll_action(), action_out) };
+        Ok(())
+    })
+}
+
+/// Up to `capacity` actions into `actions[0..]`, in order, and how many
+/// into `*count` (0: none pending). One call for what
+/// `rw_machine_poll_action` gives one by one; answering them after the
+/// batch (before the next input) keeps the documented order. Poll again
+/// after answering: answers cause further actions.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_poll_actions(
+    machine: *mut rw_machine,
+    actions: *mut rw_action,
+    capacity: usize,
+    count: *mut usize,
+) -> rw_status {
+    with(machine, |m| {
+        if count.is_null() {
+            return Err(crate::status::null("count"));
+        }
+        if actions.is_null() && capacity > 0 {
+            return Err(crate::status::null("actions"));
+        }
+        let mut n = 0;
+        while n < capacity {
+            let Some(a) = m.poll_action() else { break };
+            // SAFETY: `n < capacity` elements of `actions` are writable, by
+            // the API's contract.
+            unsafe { write_action(Some(a), actions.add(n)) };
+            n += 1;
+        }
+        // SAFETY: checked non-null; the caller passes a writable count.
+        unsafe { put(count, n, "count") }
     })
 }
 

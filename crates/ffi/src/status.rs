@@ -34,16 +34,21 @@ pub enum rw_status {
     RW_ERR_BUFFER = 9,
 }
 
-/// An error on the Rust side of the boundary.
+/// An error on the Rust side of the boundary. Boxed, so a `Result<(),
+/// Error>` is one pointer: the success path of every call carries it.
 #[derive(Debug)]
-pub(crate) struct Error {
-    pub(crate) status: rw_status,
-    pub(crate) message: String,
+pub(crate) struct Error(Box<ErrorInner>);
+
+#[derive(Debug)]
+pub(crate) struct ErrorInner {
+    status: rw_status,
+    message: String,
 }
 
 impl Error {
+    #[cold]
     pub(crate) fn new(status: rw_status, message: impl Into<String>) -> Error {
-        Error { status, message: message.into() }
+        Error(Box::new(ErrorInner { status, message: message.into() }))
     }
 }
 
@@ -56,6 +61,7 @@ impl From<std::io::Error> for Error {
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// `RW_ERR_NULL` naming the argument.
+#[cold]
 pub(crate) fn null(arg: &str) -> Error {
     Error::new(rw_status::RW_ERR_NULL, format!("{arg} is NULL"))
 }
@@ -72,12 +78,13 @@ fn set_last_error(message: &str) {
 
 /// Runs `body`, turning an error or a panic into a status and the
 /// thread's last error.
+#[inline]
 pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> rw_status {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => rw_status::RW_OK,
         Ok(Err(e)) => {
-            set_last_error(&e.message);
-            e.status
+            set_last_error(&e.0.message);
+            e.0.status
         }
         Err(panic) => {
             let what = panic
