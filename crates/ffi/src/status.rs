@@ -136,3 +136,40 @@ pub extern "C" fn rw_status_name(status: i32) -> *const c_char {
     };
     name.as_ptr().cast()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_error() -> String {
+        // SAFETY: rw_last_error never returns NULL and its text is
+        // NUL-terminated, valid until the next failing call on this thread.
+        unsafe { std::ffi::CStr::from_ptr(rw_last_error()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_a_status_and_a_message() {
+        let status = guard(|| panic!("the machine broke"));
+        assert_eq!(status, rw_status::RW_ERR_PANIC);
+        assert_eq!(last_error(), "railwatch panicked: the machine broke");
+        let status = guard(|| panic!("{} broke", "it"));
+        assert_eq!(status, rw_status::RW_ERR_PANIC);
+        assert_eq!(last_error(), "railwatch panicked: it broke");
+    }
+
+    #[test]
+    fn an_error_sets_the_last_error_and_success_keeps_it() {
+        assert_eq!(guard(|| Err(null("gate"))), rw_status::RW_ERR_NULL);
+        assert_eq!(last_error(), "gate is NULL");
+        assert_eq!(guard(|| Ok(())), rw_status::RW_OK);
+        assert_eq!(last_error(), "gate is NULL", "a success leaves the last error alone");
+        assert_eq!(guard(|| Err(Error::new(rw_status::RW_ERR_INVALID, "a\0b"))), rw_status::RW_ERR_INVALID);
+        assert_eq!(last_error(), "a\\0b", "an interior NUL does not lose the text");
+    }
+
+    #[test]
+    fn a_panic_in_a_destructor_is_swallowed() {
+        guard_void(|| panic!("in drop"));
+        assert_eq!(last_error(), "railwatch panicked: in drop");
+    }
+}
