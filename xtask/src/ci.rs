@@ -67,6 +67,8 @@ pub fn run() -> Result<(), String> {
     step("format", cargo().args(["fmt", "--all", "--check"]))?;
     step("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]))?;
     let (passed, failed) = tests()?;
+    // The C API from C and C++ (shared and static library, valgrind).
+    let (ffi_passed, ffi_failed) = crate::ffi::run(&[])?;
     step(
         "loom models",
         cargo()
@@ -90,7 +92,8 @@ pub fn run() -> Result<(), String> {
     // installed and the targets built with coverage instrumentation).
     crate::fuzz::short()?;
     eprintln!("==> ci: all checks passed");
-    // The plain closing line CI reads, with the counts of the test step.
-    println!("tests: {passed} passed, {failed} failed");
+    // The plain closing line CI reads, with the counts of the test steps
+    // (cargo's tests and the C API's checks).
+    println!("tests: {} passed, {} failed", passed + ffi_passed, failed + ffi_failed);
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! `cargo xtask deps`: the Debian packages the verbs backend builds against.
+//! `cargo xtask deps`: the Debian packages the verbs backend builds against
+//! (and valgrind, for `cargo xtask ffi`).
 //!
 //! Installs the missing ones when running as root with apt-get (as CI does);
 //! elsewhere prints what to install and fails, so nothing is half-built.
@@ -8,8 +9,9 @@ use std::process::Command;
 use crate::run::step;
 
 /// rdma-sys needs the verbs and rdmacm headers, libclang for bindgen and
-/// pkg-config to find them.
-pub const PACKAGES: [&str; 4] = ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config"];
+/// pkg-config to find them; `cargo xtask ffi` runs the C API's tests under
+/// valgrind.
+pub const PACKAGES: [&str; 5] = ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config", "valgrind"];
 
 /// Whether the Debian package `pkg` is installed.
 pub(crate) fn installed(pkg: &str) -> bool {

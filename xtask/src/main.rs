@@ -2,6 +2,7 @@
 //!
 //! - `ci`: everything CI checks, in order; the README's test command.
 //! - `deps`: installs the system packages the verbs backend needs.
+//! - `ffi`: the C API's C and C++ tests, linked both ways, and under valgrind.
 //! - `bench`: the benchmarks, printed as one table of ratios.
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
@@ -14,6 +15,7 @@ use std::process::ExitCode;
 mod bench;
 mod ci;
 mod deps;
+mod ffi;
 mod fuzz;
 mod props;
 mod run;
@@ -27,15 +29,17 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("ci") => ci::run(),
         Some("deps") => deps::run(),
+        Some("ffi") => ffi::run(&args[1..]).map(|_| ()),
         Some("scale") => scale::run(),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("props") => props::run(&args[1..]),
         Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|scale|fuzz|soak|props|vmtest>");
+            eprintln!("usage: cargo xtask <ci|deps|ffi|bench|scale|fuzz|soak|props|vmtest>");
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
+            eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, under valgrind");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
             eprintln!("  scale time a 1,000,000-event, 64-device scenario and its peak memory");
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");

@@ -1,0 +1,764 @@
+/*
+ * railwatch.hpp: a header-only C++20 wrapper over railwatch.h.
+ *
+ * Everything is in namespace `railwatch`. A map for a newcomer:
+ *
+ *   error            what every failing call throws: the rw_status and the
+ *                    library's rw_last_error() text.
+ *   config           rw_config with the library's defaults (default_config()).
+ *   word, gate       a rail's 64-bit state word, decoded; a gate keeps one
+ *                    word alive and checks it inline (one acquire load
+ *                    through std::atomic_ref, no call into the library).
+ *   machine          embedding 1, the engine keeps its loop: feed events,
+ *                    answers and time in; poll actions out; drain() is the
+ *                    edge-triggered drain done right.
+ *   sim              a simulated host for embedding 2 (tests, demos).
+ *   selector         the engine's rail selector, called on the monitor
+ *                    thread (subclass it, or use function_selector).
+ *   monitor          embedding 2, railwatch owns a thread: start over the
+ *                    simulator or libibverbs, subscribe, snapshot, gates.
+ *   subscription     an RAII subscription holding a std::function.
+ *   owned_string     an RAII string returned by the library.
+ *
+ * Conventions:
+ *
+ *   - Errors: every wrapper call that can fail throws railwatch::error
+ *     (status() is the rw_status, what() names the call and carries the
+ *     library's message). The few expected "not there (yet)" answers have
+ *     non-throwing variants returning std::optional (monitor::try_gate,
+ *     machine::poll_action, machine::poll_timeout). Destructors, moves,
+ *     gate::check() and word decoding never throw.
+ *   - No exception ever crosses into C. Callbacks the library calls (the
+ *     selector, subscriptions, machine::drain's reader) go through
+ *     noexcept trampolines that catch everything. An exception from a
+ *     selector or a subscription is swallowed and counted
+ *     (railwatch::callback_exceptions()); one from drain()'s reader stops
+ *     the drain (fed to the machine as a read error, ECANCELED, so the
+ *     device falls back to polling and no event is stranded) and is
+ *     rethrown from drain() once the library has returned.
+ *   - Handles are move-only and their destructor calls the one destroy
+ *     function. A moved-from handle is empty (operator bool is false).
+ *   - Threads: a machine is used by one thread at a time; gates, sims and
+ *     monitors by any thread. Selector and subscription callbacks run on
+ *     the monitor thread; they may call any monitor method and destroy any
+ *     subscription (their own included) but must not destroy the monitor.
+ *   - Names are std::string_view (copied to add the NUL the C API needs),
+ *     port lists and snapshot buffers std::span.
+ *   - The word layout (RW_WORD_LAYOUT_VERSION) is checked against the
+ *     library once, when the first machine, monitor or gate is made; a
+ *     mismatch throws error with RW_ERR_UNSUPPORTED.
+ */
+#ifndef RAILWATCH_HPP
+#define RAILWATCH_HPP
+
+#include "railwatch.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace railwatch {
+
+// ---- errors ---------------------------------------------------------------
+
+/** What a failing wrapper call throws. */
+class error : public std::runtime_error {
+public:
+    error(rw_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    /** The library's status (RW_ERR_*). */
+    rw_status status() const noexcept { return status_; }
+
+private:
+    rw_status status_;
+};
+
+/** A short name for a status ("RW_ERR_NULL"). */
+inline const char *status_name(rw_status s) noexcept { return rw_status_name(static_cast<int32_t>(s)); }
+
+namespace detail {
+
+/** Throws error for a failed status: "<call>: RW_ERR_X: <rw_last_error>". */
+inline void check(rw_status s, const char *call) {
+    if (s == RW_OK) return;
+    throw error(s, std::string(call) + ": " + status_name(s) + ": " + rw_last_error());
+}
+
+/** The word layout of this header must be the library's; checked once. */
+inline void check_layout() {
+    static const bool same = rw_word_layout_version() == RW_WORD_LAYOUT_VERSION;
+    if (!same)
+        throw error(RW_ERR_UNSUPPORTED, "railwatch: the library's word layout version " +
+                                            std::to_string(rw_word_layout_version()) + " is not this header's " +
+                                            std::to_string(RW_WORD_LAYOUT_VERSION));
+}
+
+inline std::atomic<uint64_t> &swallowed() noexcept {
+    static std::atomic<uint64_t> n{0};
+    return n;
+}
+
+}  // namespace detail
+
+/** Exceptions thrown by selector and subscription callbacks, caught and
+ *  dropped at the C boundary, so far in this process. */
+inline uint64_t callback_exceptions() noexcept { return detail::swallowed().load(std::memory_order_relaxed); }
+
+// ---- libibverbs codes, for engines and tests without <infiniband/verbs.h> --
+
+/** ibv_event_type values (the same numbers as verbs.h). */
+namespace event_code {
+inline constexpr uint32_t cq_err = 0, qp_fatal = 1, qp_req_err = 2, qp_access_err = 3, comm_est = 4,
+                          sq_drained = 5, path_mig = 6, path_mig_err = 7, device_fatal = 8, port_active = 9,
+                          port_err = 10, lid_change = 11, pkey_change = 12, sm_change = 13, srq_err = 14,
+                          srq_limit_reached = 15, qp_last_wqe_reached = 16, client_reregister = 17,
+                          gid_change = 18, wq_fatal = 19;
+}
+/** ibv_port_state values. */
+namespace port_state {
+inline constexpr uint32_t nop = 0, down = 1, init = 2, armed = 3, active = 4, active_defer = 5;
+}
+
+/** Names for printing. */
+inline const char *state_name(uint32_t state) noexcept {
+    switch (state) {
+    case RW_RAIL_ACTIVE: return "active";
+    case RW_RAIL_PAUSED: return "paused";
+    case RW_RAIL_INERT: return "inert";
+    default: return "?";
+    }
+}
+inline const char *reason_name(uint32_t reason) noexcept {
+    static const char *const names[] = {"none", "port_err", "port_not_active", "device_fatal",
+                                        "device_removed", "not_opened", "damped", "settling"};
+    return reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "?";
+}
+inline const char *recovered_by_name(int32_t by) noexcept {
+    switch (by) {
+    case RW_BY_EVENT: return "event";
+    case RW_BY_POLL: return "poll";
+    case RW_BY_ATTACH: return "attach";
+    default: return "-";
+    }
+}
+
+// ---- settings -------------------------------------------------------------
+
+using config = rw_config;
+
+/** The library's default settings; change what you need. */
+inline config default_config() {
+    config c{};
+    detail::check(rw_config_default(&c), "rw_config_default");
+    return c;
+}
+
+// ---- the state word and the gate ------------------------------------------
+
+/** A state word, decoded with the header's rw_word_* functions. */
+struct word {
+    uint64_t raw = 0;
+    uint32_t state() const noexcept { return rw_word_state(raw); }
+    uint32_t reason() const noexcept { return rw_word_reason(raw); }
+    uint32_t port_state() const noexcept { return rw_word_port_state(raw); }
+    uint64_t generation() const noexcept { return rw_word_generation(raw); }
+    bool admits() const noexcept { return rw_word_admits(raw); }
+};
+
+/**
+ * One rail's gate, for worker threads. check() is the hot path: one
+ * acquire load of the rail's word, no call into the library, no lock.
+ * It may outlive the machine or monitor it came from (the word then no
+ * longer changes). Any thread may use it; copy it by asking for another.
+ */
+class gate {
+public:
+    gate() noexcept = default;
+    /** Takes ownership of a gate from rw_machine_gate / rw_monitor_gate. */
+    explicit gate(rw_gate *g) : g_(g) {
+        try {
+            detail::check_layout();
+            if (g_) {
+                word_ = const_cast<uint64_t *>(rw_gate_word(g_));
+                if (!word_ || reinterpret_cast<std::uintptr_t>(word_) % std::atomic_ref<uint64_t>::required_alignment)
+                    throw error(RW_ERR_STATE, "rw_gate_word: no usable word");
+            }
+        } catch (...) {
+            rw_gate_free(g_);  // no destructor runs for a throwing constructor
+            throw;
+        }
+    }
+    gate(gate &&o) noexcept : g_(std::exchange(o.g_, nullptr)), word_(std::exchange(o.word_, nullptr)) {}
+    gate &operator=(gate &&o) noexcept {
+        if (this != &o) {
+            reset();
+            g_ = std::exchange(o.g_, nullptr);
+            word_ = std::exchange(o.word_, nullptr);
+        }
+        return *this;
+    }
+    gate(const gate &) = delete;
+    gate &operator=(const gate &) = delete;
+    ~gate() { reset(); }
+
+    explicit operator bool() const noexcept { return g_ != nullptr; }
+    rw_gate *get() const noexcept { return g_; }
+
+    /** The word, loaded once with acquire ordering (the whole check). An
+     *  empty gate reads as inert. */
+    word load() const noexcept {
+        if (!word_) return word{uint64_t{RW_RAIL_INERT} | (uint64_t{RW_WORD_PORT_NONE} << RW_WORD_PORT_SHIFT)};
+        // The library only ever writes this word atomically; C++20's
+        // atomic_ref needs a non-const object even for a load.
+        return word{std::atomic_ref<uint64_t>(*word_).load(std::memory_order_acquire)};
+    }
+    /** The inline check: the generation when the rail admits, else
+     *  nullopt. Endpoints built under an older generation are stale. */
+    std::optional<uint64_t> check() const noexcept {
+        word w = load();
+        if (!w.admits()) return std::nullopt;
+        return w.generation();
+    }
+    /** The same check as a library call (rw_gate_check), for comparison. */
+    rw_ticket check_call() const {
+        rw_ticket t{};
+        detail::check(rw_gate_check(g_, &t), "rw_gate_check");
+        return t;
+    }
+
+private:
+    void reset() noexcept {
+        rw_gate_free(g_);
+        g_ = nullptr;
+        word_ = nullptr;
+    }
+    rw_gate *g_ = nullptr;
+    uint64_t *word_ = nullptr;
+};
+
+// ---- strings ----------------------------------------------------------------
+
+/** A string the library returned (rw_monitor_snapshot_json); freed with
+ *  rw_string_free. */
+class owned_string {
+public:
+    owned_string() noexcept = default;
+    explicit owned_string(char *s) noexcept : s_(s) {}
+    owned_string(owned_string &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    owned_string &operator=(owned_string &&o) noexcept {
+        if (this != &o) {
+            rw_string_free(s_);
+            s_ = std::exchange(o.s_, nullptr);
+        }
+        return *this;
+    }
+    owned_string(const owned_string &) = delete;
+    owned_string &operator=(const owned_string &) = delete;
+    ~owned_string() { rw_string_free(s_); }
+
+    std::string_view view() const noexcept { return s_ ? std::string_view(s_) : std::string_view(); }
+    std::string str() const { return std::string(view()); }
+    const char *c_str() const noexcept { return s_ ? s_ : ""; }
+
+private:
+    char *s_ = nullptr;
+};
+
+// ---- embedding 1: the engine keeps its loop ---------------------------------
+
+/**
+ * The rail machine: all policy, no I/O. Feed it events (or drain()), the
+ * answers to its QUERY_PORT / READ_LINK / READ_ADDRESS / REOPEN actions
+ * and the time (handle_timeout at poll_timeout()); after every input,
+ * carry out poll_action() until it returns nullopt. One thread at a time.
+ */
+class machine {
+public:
+    /** A machine with `cfg` (nullptr: the defaults). */
+    explicit machine(const config *cfg = nullptr) {
+        detail::check_layout();
+        detail::check(rw_machine_new(cfg, &m_), "rw_machine_new");
+    }
+    explicit machine(const config &cfg) : machine(&cfg) {}
+    machine(machine &&o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
+    machine &operator=(machine &&o) noexcept {
+        if (this != &o) {
+            rw_machine_free(m_);
+            m_ = std::exchange(o.m_, nullptr);
+        }
+        return *this;
+    }
+    machine(const machine &) = delete;
+    machine &operator=(const machine &) = delete;
+    ~machine() { rw_machine_free(m_); }
+
+    explicit operator bool() const noexcept { return m_ != nullptr; }
+    rw_machine *get() const noexcept { return m_; }
+
+    /** Adds a device; its index. The machine then asks to start reading it
+     *  and to query each port (the attach). */
+    uint32_t add_device(std::string_view name, std::span<const uint8_t> ports, uint64_t now_ms) {
+        uint32_t device = 0;
+        const std::string n(name);
+        detail::check(rw_machine_add_device(m_, n.c_str(), ports.data(), ports.size(), now_ms, &device),
+                      "rw_machine_add_device");
+        return device;
+    }
+    /** One event read and already acknowledged. */
+    void handle_event(uint32_t device, uint32_t code, uint64_t element, uint64_t now_ms) {
+        detail::check(rw_machine_handle_event(m_, device, code, element, now_ms), "rw_machine_handle_event");
+    }
+    void handle_read_error(uint32_t device, int32_t error, uint64_t now_ms) {
+        detail::check(rw_machine_handle_read_error(m_, device, error, now_ms), "rw_machine_handle_read_error");
+    }
+    void handle_hangup(uint32_t device, uint64_t now_ms) {
+        detail::check(rw_machine_handle_hangup(m_, device, now_ms), "rw_machine_handle_hangup");
+    }
+    /** Answer to QUERY_PORT: `error` 0 and the ibv_port_state, or an errno. */
+    void handle_port_state(uint32_t device, uint32_t port, int32_t error, uint32_t state, uint64_t now_ms) {
+        detail::check(rw_machine_handle_port_state(m_, device, port, error, state, now_ms),
+                      "rw_machine_handle_port_state");
+    }
+    /** Answer to READ_LINK. */
+    void handle_link(uint32_t device, uint32_t port, int32_t error, uint32_t speed, uint8_t width,
+                     uint64_t effective_100mbps, uint64_t now_ms) {
+        detail::check(rw_machine_handle_link(m_, device, port, error, speed, width, effective_100mbps, now_ms),
+                      "rw_machine_handle_link");
+    }
+    /** Answer to READ_ADDRESS with an address. */
+    void handle_address(uint32_t device, uint32_t port, const rw_port_address &address, uint64_t now_ms) {
+        detail::check(rw_machine_handle_address(m_, device, port, 0, &address, now_ms), "rw_machine_handle_address");
+    }
+    /** Answer to READ_ADDRESS with an errno (EOPNOTSUPP: never ask again). */
+    void handle_address_error(uint32_t device, uint32_t port, int32_t error, uint64_t now_ms) {
+        detail::check(rw_machine_handle_address(m_, device, port, error, nullptr, now_ms),
+                      "rw_machine_handle_address");
+    }
+    /** Answer to REOPEN: 0, or the errno of the failed open. */
+    void handle_reopen(uint32_t device, int32_t error, uint64_t now_ms) {
+        detail::check(rw_machine_handle_reopen(m_, device, error, now_ms), "rw_machine_handle_reopen");
+    }
+    void handle_removed(uint32_t device, uint64_t now_ms) {
+        detail::check(rw_machine_handle_removed(m_, device, now_ms), "rw_machine_handle_removed");
+    }
+    void handle_timeout(uint64_t now_ms) {
+        detail::check(rw_machine_handle_timeout(m_, now_ms), "rw_machine_handle_timeout");
+    }
+
+    /** The next action, or nullopt when the queue is empty. */
+    std::optional<rw_action> poll_action() {
+        rw_action a{};
+        detail::check(rw_machine_poll_action(m_, &a), "rw_machine_poll_action");
+        if (a.kind == RW_ACTION_NONE) return std::nullopt;
+        return a;
+    }
+    /** Up to out.size() actions at once, in order; how many (0: none).
+     *  Answer them all before the next input, then poll again. */
+    size_t poll_actions(std::span<rw_action> out) {
+        size_t n = 0;
+        detail::check(rw_machine_poll_actions(m_, out.data(), out.size(), &n), "rw_machine_poll_actions");
+        return n;
+    }
+    /** When to call handle_timeout (ms, the caller's clock); nullopt when
+     *  nothing is pending. */
+    std::optional<uint64_t> poll_timeout() {
+        uint64_t d = 0;
+        detail::check(rw_machine_poll_timeout(m_, &d), "rw_machine_poll_timeout");
+        if (d == RW_NO_DEADLINE) return std::nullopt;
+        return d;
+    }
+    /** A gate for rail (device, port), for worker threads. */
+    railwatch::gate gate(uint32_t device, uint32_t port) {
+        rw_gate *g = nullptr;
+        detail::check(rw_machine_gate(m_, device, port, &g), "rw_machine_gate");
+        return railwatch::gate(g);
+    }
+
+    /**
+     * The edge-triggered drain: calls `get(code, element)` until it returns
+     * EAGAIN, retrying EINTR; any other errno stops the drain and becomes
+     * a read error. `get` reads one event, acknowledges it
+     * (ibv_ack_async_event) and returns 0, or returns the errno.
+     * `budget` 0 means 256 calls. If `get` throws, the drain stops (as a
+     * read error, ECANCELED) and the exception is rethrown here.
+     */
+    template <class Get>
+    rw_drain_report drain(uint32_t device, Get &&get, uint64_t now_ms, uint32_t budget = 0) {
+        struct context {
+            std::remove_reference_t<Get> *get;
+            std::exception_ptr thrown;
+        } ctx{&get, nullptr};
+        auto trampoline = [](void *user, uint32_t *code, uint64_t *element) noexcept -> int32_t {
+            auto *c = static_cast<context *>(user);
+            if (c->thrown) return ECANCELED;
+            try {
+                return static_cast<int32_t>((*c->get)(*code, *element));
+            } catch (...) {
+                c->thrown = std::current_exception();
+                return ECANCELED;
+            }
+        };
+        rw_drain_report r{};
+        const rw_status s = rw_machine_drain(m_, device, trampoline, &ctx, budget, now_ms, &r);
+        if (ctx.thrown) std::rethrow_exception(ctx.thrown);
+        detail::check(s, "rw_machine_drain");
+        return r;
+    }
+
+private:
+    rw_machine *m_ = nullptr;
+};
+
+// ---- the simulated host -----------------------------------------------------
+
+/** A simulated host (real pipes as async fds), for embedding 2 in tests
+ *  and demos. Any thread may script it. */
+class sim {
+public:
+    sim() { detail::check(rw_sim_new(&s_), "rw_sim_new"); }
+    sim(sim &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    sim &operator=(sim &&o) noexcept {
+        if (this != &o) {
+            rw_sim_free(s_);
+            s_ = std::exchange(o.s_, nullptr);
+        }
+        return *this;
+    }
+    sim(const sim &) = delete;
+    sim &operator=(const sim &) = delete;
+    ~sim() { rw_sim_free(s_); }
+
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+    rw_sim *get() const noexcept { return s_; }
+
+    /** A device with ports 1..=nports, ACTIVE at 400 Gb/s; its index. */
+    uint32_t add_device(std::string_view name, uint32_t nports) {
+        uint32_t d = 0;
+        const std::string n(name);
+        detail::check(rw_sim_add_device(s_, n.c_str(), nports, &d), "rw_sim_add_device");
+        return d;
+    }
+    void push_event(uint32_t device, uint32_t code, uint64_t element, uint64_t repeat = 1) const {
+        detail::check(rw_sim_push_event(s_, device, code, element, repeat), "rw_sim_push_event");
+    }
+    /** What a port query returns from now on, without an event. */
+    void set_port_state(uint32_t device, uint32_t port, uint32_t state) const {
+        detail::check(rw_sim_set_port_state(s_, device, port, state), "rw_sim_set_port_state");
+    }
+    void port_down(uint32_t device, uint32_t port) const {
+        detail::check(rw_sim_port_down(s_, device, port), "rw_sim_port_down");
+    }
+    void port_up(uint32_t device, uint32_t port) const {
+        detail::check(rw_sim_port_up(s_, device, port), "rw_sim_port_up");
+    }
+    void eintr(uint32_t device, uint64_t n) const { detail::check(rw_sim_eintr(s_, device, n), "rw_sim_eintr"); }
+    void eio(uint32_t device) const { detail::check(rw_sim_eio(s_, device), "rw_sim_eio"); }
+    void unplug(uint32_t device) const { detail::check(rw_sim_unplug(s_, device), "rw_sim_unplug"); }
+    void plug(uint32_t device) const { detail::check(rw_sim_plug(s_, device), "rw_sim_plug"); }
+    rw_sim_counters counters(uint32_t device) const {
+        rw_sim_counters c{};
+        detail::check(rw_sim_get_counters(s_, device, &c), "rw_sim_get_counters");
+        return c;
+    }
+
+private:
+    rw_sim *s_ = nullptr;
+};
+
+// ---- embedding 2: railwatch owns a thread -------------------------------------
+
+/** The engine's rail selector, called on the monitor thread. Exceptions
+ *  are caught at the boundary (and counted, see callback_exceptions()). */
+class selector {
+public:
+    virtual ~selector() = default;
+    /** Rail (device, port) may (or may no longer) be picked. */
+    virtual void set_available(uint32_t device, uint32_t port, bool available) = 0;
+    /** The rail's rate, Mb/s (0: unknown); always before it is made
+     *  available. */
+    virtual void reseed(uint32_t device, uint32_t port, uint64_t rate_mbps) = 0;
+};
+
+/** A selector made of two std::functions (either may be empty). */
+class function_selector : public selector {
+public:
+    std::function<void(uint32_t, uint32_t, bool)> on_available;
+    std::function<void(uint32_t, uint32_t, uint64_t)> on_reseed;
+
+    function_selector() = default;
+    function_selector(std::function<void(uint32_t, uint32_t, bool)> a,
+                      std::function<void(uint32_t, uint32_t, uint64_t)> r)
+        : on_available(std::move(a)), on_reseed(std::move(r)) {}
+    void set_available(uint32_t d, uint32_t p, bool available) override {
+        if (on_available) on_available(d, p, available);
+    }
+    void reseed(uint32_t d, uint32_t p, uint64_t rate) override {
+        if (on_reseed) on_reseed(d, p, rate);
+    }
+};
+
+namespace detail {
+
+/** What outlives a monitor object's moves and is shared with its
+ *  subscriptions: the C handle (null once freed) and the selector. */
+struct monitor_core {
+    std::atomic<rw_monitor *> handle{nullptr};
+    std::shared_ptr<railwatch::selector> sel;
+
+    static void set_available(void *user, uint32_t d, uint32_t p, bool available) noexcept {
+        try {
+            static_cast<monitor_core *>(user)->sel->set_available(d, p, available);
+        } catch (...) {
+            swallowed().fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    static void reseed(void *user, uint32_t d, uint32_t p, uint64_t rate) noexcept {
+        try {
+            static_cast<monitor_core *>(user)->sel->reseed(d, p, rate);
+        } catch (...) {
+            swallowed().fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+};
+
+/** One subscription's callback, owned by its subscription object. */
+struct subscriber {
+    std::function<void(const rw_notification &)> fn;
+    bool destroy_after_call = false;  // destroyed from inside its own call
+
+    static subscriber *&running() noexcept {
+        thread_local subscriber *current = nullptr;
+        return current;
+    }
+    static void call(void *user, const rw_notification *n) noexcept {
+        auto *s = static_cast<subscriber *>(user);
+        subscriber *outer = std::exchange(running(), s);
+        try {
+            s->fn(*n);
+        } catch (...) {
+            swallowed().fetch_add(1, std::memory_order_relaxed);
+        }
+        running() = outer;
+        if (s->destroy_after_call) delete s;
+    }
+};
+
+}  // namespace detail
+
+class monitor;
+
+/**
+ * A subscription: while it lives, its function is called on the monitor
+ * thread for every notification. Its destructor unsubscribes and waits
+ * for a call in flight (from another thread); destroying it from inside
+ * its own callback is allowed (it is freed when the call returns). It may
+ * outlive its monitor (then there is nothing left to unsubscribe from).
+ */
+class [[nodiscard]] subscription {
+public:
+    subscription() noexcept = default;
+    subscription(subscription &&o) noexcept
+        : core_(std::move(o.core_)), id_(std::exchange(o.id_, 0)), sub_(std::exchange(o.sub_, nullptr)) {}
+    subscription &operator=(subscription &&o) noexcept {
+        if (this != &o) {
+            reset();
+            core_ = std::move(o.core_);
+            id_ = std::exchange(o.id_, 0);
+            sub_ = std::exchange(o.sub_, nullptr);
+        }
+        return *this;
+    }
+    subscription(const subscription &) = delete;
+    subscription &operator=(const subscription &) = delete;
+    ~subscription() { reset(); }
+
+    explicit operator bool() const noexcept { return sub_ != nullptr; }
+    uint64_t id() const noexcept { return id_; }
+
+    /** Unsubscribes now (as the destructor does). */
+    void reset() noexcept {
+        if (!sub_) return;
+        rw_monitor *m = core_ ? core_->handle.load(std::memory_order_acquire) : nullptr;
+        if (m) (void)rw_monitor_unsubscribe(m, id_);  // waits for a call in flight, unless on the monitor thread
+        if (detail::subscriber::running() == sub_)
+            sub_->destroy_after_call = true;  // inside its own call: freed when it returns
+        else
+            delete sub_;
+        sub_ = nullptr;
+        id_ = 0;
+        core_.reset();
+    }
+
+private:
+    friend class monitor;
+    subscription(std::shared_ptr<detail::monitor_core> core, uint64_t id, detail::subscriber *sub) noexcept
+        : core_(std::move(core)), id_(id), sub_(sub) {}
+
+    std::shared_ptr<detail::monitor_core> core_;
+    uint64_t id_ = 0;
+    detail::subscriber *sub_ = nullptr;
+};
+
+/**
+ * A monitor on its own thread. Start it over the simulator (start_sim) or
+ * the host's libibverbs devices (start_verbs); its destructor stops it and
+ * joins the thread (callbacks in flight finish first). Any thread may use
+ * it, its own callbacks included, except to destroy it.
+ */
+class monitor {
+public:
+    monitor() noexcept = default;
+
+    /** Over the devices of `s` (add them all first). `cfg` may be null;
+     *  `sel` may be empty (no selector). */
+    static monitor start_sim(const sim &s, const config *cfg = nullptr, std::shared_ptr<selector> sel = {}) {
+        monitor m(std::move(sel));
+        rw_monitor *h = nullptr;
+        detail::check(rw_monitor_start_sim(cfg, m.c_selector_ptr(), s.get(), &h), "rw_monitor_start_sim");
+        m.core_->handle.store(h, std::memory_order_release);
+        return m;
+    }
+    /** Over the host's libibverbs devices (all, or only `only_device`). */
+    static monitor start_verbs(const config *cfg = nullptr, std::shared_ptr<selector> sel = {},
+                               std::optional<std::string_view> only_device = std::nullopt) {
+        monitor m(std::move(sel));
+        std::string only;
+        if (only_device) only = std::string(*only_device);
+        rw_monitor *h = nullptr;
+        detail::check(rw_monitor_start_verbs(cfg, m.c_selector_ptr(), only_device ? only.c_str() : nullptr, &h),
+                      "rw_monitor_start_verbs");
+        m.core_->handle.store(h, std::memory_order_release);
+        return m;
+    }
+
+    monitor(monitor &&o) noexcept : core_(std::move(o.core_)) {}
+    monitor &operator=(monitor &&o) noexcept {
+        if (this != &o) {
+            free_quietly();
+            core_ = std::move(o.core_);
+        }
+        return *this;
+    }
+    monitor(const monitor &) = delete;
+    monitor &operator=(const monitor &) = delete;
+    /** Stops the monitor. Never destroy it from one of its own callbacks:
+     *  the thread cannot join itself, and the monitor is then leaked. */
+    ~monitor() { free_quietly(); }
+
+    explicit operator bool() const noexcept { return handle() != nullptr; }
+    rw_monitor *get() const noexcept { return handle(); }
+
+    /** Stops and joins now; throws error(RW_ERR_STATE) from the monitor's
+     *  own thread (and the monitor keeps running). */
+    void stop() {
+        if (!core_) return;
+        rw_monitor *h = core_->handle.load(std::memory_order_acquire);
+        if (!h) return;
+        detail::check(rw_monitor_free(h), "rw_monitor_free");
+        core_->handle.store(nullptr, std::memory_order_release);
+    }
+
+    /** Calls `fn` on the monitor thread for every notification from now
+     *  on, until the returned subscription is destroyed. */
+    subscription subscribe(std::function<void(const rw_notification &)> fn) const {
+        auto *s = new detail::subscriber{std::move(fn)};
+        uint64_t id = 0;
+        const rw_status st = rw_monitor_subscribe(handle(), &detail::subscriber::call, s, &id);
+        if (st != RW_OK) {
+            delete s;
+            detail::check(st, "rw_monitor_subscribe");
+        }
+        return subscription(core_, id, s);
+    }
+
+    /** The gate of rail `name` ("mlx5_0/1"); throws RW_ERR_NOT_FOUND when
+     *  there is no such rail (yet). */
+    railwatch::gate gate(std::string_view name) const {
+        rw_gate *g = nullptr;
+        const std::string n(name);
+        detail::check(rw_monitor_gate(handle(), n.c_str(), &g), "rw_monitor_gate");
+        return railwatch::gate(g);
+    }
+    /** The same, nullopt instead of RW_ERR_NOT_FOUND. */
+    std::optional<railwatch::gate> try_gate(std::string_view name) const {
+        rw_gate *g = nullptr;
+        const std::string n(name);
+        const rw_status st = rw_monitor_gate(handle(), n.c_str(), &g);
+        if (st == RW_ERR_NOT_FOUND) return std::nullopt;
+        detail::check(st, "rw_monitor_gate");
+        return railwatch::gate(g);
+    }
+
+    /** The latest snapshot's rails into `out`; their number. Throws
+     *  RW_ERR_BUFFER (nothing copied) when `out` is too small, and
+     *  RW_ERR_STATE before the first snapshot is published. */
+    size_t snapshot(std::span<rw_rail_info> out) const {
+        size_t n = 0;
+        detail::check(rw_monitor_snapshot(handle(), out.data(), out.size(), &n), "rw_monitor_snapshot");
+        return n;
+    }
+    /** The latest snapshot's rails. */
+    std::vector<rw_rail_info> snapshot() const {
+        std::vector<rw_rail_info> rails(8);
+        for (;;) {
+            size_t n = 0;
+            const rw_status st = rw_monitor_snapshot(handle(), rails.data(), rails.size(), &n);
+            if (st == RW_ERR_BUFFER && n > rails.size()) {
+                rails.resize(n);  // grew meanwhile: ask again
+                continue;
+            }
+            detail::check(st, "rw_monitor_snapshot");
+            rails.resize(n);
+            return rails;
+        }
+    }
+    /** The latest snapshot as JSON. */
+    owned_string snapshot_json() const {
+        char *s = nullptr;
+        detail::check(rw_monitor_snapshot_json(handle(), &s), "rw_monitor_snapshot_json");
+        return owned_string(s);
+    }
+
+private:
+    explicit monitor(std::shared_ptr<selector> sel) : core_(std::make_shared<detail::monitor_core>()) {
+        detail::check_layout();
+        core_->sel = std::move(sel);
+        c_sel_.user = core_.get();
+        c_sel_.set_available = &detail::monitor_core::set_available;
+        c_sel_.reseed = &detail::monitor_core::reseed;
+    }
+    /** The C selector (the library copies it at start), or null. */
+    const rw_selector *c_selector_ptr() const noexcept { return core_->sel ? &c_sel_ : nullptr; }
+    rw_monitor *handle() const noexcept { return core_ ? core_->handle.load(std::memory_order_acquire) : nullptr; }
+    void free_quietly() noexcept {
+        if (!core_) return;
+        rw_monitor *h = core_->handle.load(std::memory_order_acquire);
+        if (h && rw_monitor_free(h) != RW_OK) {
+            // On the monitor thread: it cannot be stopped from here. Keep
+            // what its callbacks use alive rather than free it under them.
+            new std::shared_ptr<detail::monitor_core>(std::move(core_));
+            return;
+        }
+        core_->handle.store(nullptr, std::memory_order_release);
+        core_.reset();
+    }
+
+    std::shared_ptr<detail::monitor_core> core_;
+    rw_selector c_sel_{};
+};
+
+}  // namespace railwatch
+
+#endif  // RAILWATCH_HPP

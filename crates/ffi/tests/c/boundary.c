@@ -1,0 +1,383 @@
+/*
+ * boundary.c: the C boundary itself. NULL handles and out-pointers,
+ * out-of-range devices and ports, invalid settings and names are errors
+ * with a message (never crashes); every destroy function takes NULL;
+ * status names; the last error is per thread.
+ */
+#include "check.h" /* first: it sets the feature macros */
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "railwatch.h"
+
+/* The last error mentions `what`. */
+static bool says(const char *what)
+{
+	const char *e = rw_last_error();
+
+	return e != NULL && e[0] != '\0' && strstr(e, what) != NULL;
+}
+
+/* Checks that `call` returns `want` with a last error naming `what`. */
+#define CHECK_FAILS(name, call, want, what)                                                       \
+	do {                                                                                      \
+		int st_ = (int)(call);                                                            \
+		check(st_ == (int)(want) && says(what), (name), "%s returned %s (want %s), last error \"%s\" (want it to name \"%s\")", \
+		      #call, rw_status_name(st_), rw_status_name((int)(want)), rw_last_error(), (what)); \
+	} while (0)
+
+static int32_t never_get(void *user, uint32_t *code, uint64_t *element)
+{
+	(void)user;
+	(void)code;
+	(void)element;
+	return 11; /* EAGAIN */
+}
+
+static void notify_nothing(void *user, const rw_notification *n)
+{
+	(void)user;
+	(void)n;
+}
+
+/* ---- NULL --------------------------------------------------------------- */
+
+static void nulls(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	rw_gate *g = NULL;
+	rw_action a;
+	rw_ticket t;
+	rw_config c;
+	rw_monitor *mon = (rw_monitor *)1;
+	uint64_t u64;
+	uint32_t dev;
+	size_t count;
+	char *json;
+	const uint8_t ports[] = { 1 };
+
+	CHECK_FAILS("machine_new_null_out", rw_machine_new(NULL, NULL), RW_ERR_NULL, "out");
+	CHECK_FAILS("config_default_null", rw_config_default(NULL), RW_ERR_NULL, "config");
+	CHECK_FAILS("handle_timeout_null_machine", rw_machine_handle_timeout(NULL, 0), RW_ERR_NULL, "machine");
+	CHECK_FAILS("handle_event_null_machine", rw_machine_handle_event(NULL, 0, 9, 1, 0), RW_ERR_NULL, "machine");
+	CHECK_FAILS("poll_action_null_machine", rw_machine_poll_action(NULL, &a), RW_ERR_NULL, "machine");
+	CHECK_FAILS("add_device_null_machine", rw_machine_add_device(NULL, "mlx5_0", ports, 1, 0, &dev), RW_ERR_NULL,
+		    "machine");
+	CHECK_FAILS("gate_check_null_gate", rw_gate_check(NULL, &t), RW_ERR_NULL, "gate");
+	check(rw_gate_word(NULL) == NULL, "gate_word_of_null_is_null", "a non-NULL word");
+	CHECK_FAILS("word_decode_null_ticket", rw_word_decode(0, NULL), RW_ERR_NULL, "ticket");
+
+	CHECK_OK("machine_new_defaults", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	CHECK_FAILS("poll_action_null_out", rw_machine_poll_action(m, NULL), RW_ERR_NULL, "action");
+	CHECK_FAILS("poll_timeout_null_out", rw_machine_poll_timeout(m, NULL), RW_ERR_NULL, "deadline_ms");
+	CHECK_FAILS("add_device_null_name", rw_machine_add_device(m, NULL, ports, 1, 0, &dev), RW_ERR_NULL, "name");
+	CHECK_FAILS("add_device_null_ports", rw_machine_add_device(m, "mlx5_0", NULL, 1, 0, &dev), RW_ERR_NULL, "ports");
+	CHECK_FAILS("add_device_null_out", rw_machine_add_device(m, "mlx5_0", ports, 1, 0, NULL), RW_ERR_NULL,
+		    "device");
+	CHECK_OK("add_device_ok", rw_machine_add_device(m, "mlx5_0", ports, 1, 0, &dev));
+	CHECK_FAILS("drain_null_get", rw_machine_drain(m, 0, NULL, NULL, 0, 0, NULL), RW_ERR_NULL, "get");
+	CHECK_OK("drain_null_report_is_allowed", rw_machine_drain(m, 0, never_get, NULL, 0, 0, NULL));
+	CHECK_FAILS("gate_null_out", rw_machine_gate(m, 0, 1, NULL), RW_ERR_NULL, "gate");
+	CHECK_FAILS("handle_address_null_address", rw_machine_handle_address(m, 0, 1, 0, NULL, 0), RW_ERR_NULL,
+		    "address");
+	CHECK_OK("gate_ok", rw_machine_gate(m, 0, 1, &g));
+	CHECK_FAILS("gate_check_null_ticket", rw_gate_check(g, NULL), RW_ERR_NULL, "ticket");
+	rw_gate_free(g);
+	rw_machine_free(m);
+
+	CHECK_FAILS("sim_new_null_out", rw_sim_new(NULL), RW_ERR_NULL, "out");
+	CHECK_FAILS("sim_add_device_null_sim", rw_sim_add_device(NULL, "mlx5_0", 1, &dev), RW_ERR_NULL, "sim");
+	CHECK_FAILS("sim_push_null_sim", rw_sim_push_event(NULL, 0, 9, 1, 1), RW_ERR_NULL, "sim");
+	CHECK_OK("sim_new", rw_sim_new(&sim));
+	if (sim) {
+		CHECK_FAILS("sim_add_device_null_out", rw_sim_add_device(sim, "mlx5_0", 1, NULL), RW_ERR_NULL, "device");
+		CHECK_OK("sim_add_device", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+		CHECK_FAILS("sim_counters_null_out", rw_sim_get_counters(sim, 0, NULL), RW_ERR_NULL, "counters");
+		CHECK_FAILS("start_sim_null_out", rw_monitor_start_sim(NULL, NULL, sim, NULL), RW_ERR_NULL, "out");
+	}
+	CHECK_FAILS("start_sim_null_sim", rw_monitor_start_sim(NULL, NULL, NULL, &mon), RW_ERR_NULL, "sim");
+	check(mon == (rw_monitor *)1, "failed_start_leaves_out_untouched", "out was overwritten");
+	CHECK_FAILS("start_verbs_null_out", rw_monitor_start_verbs(NULL, NULL, NULL, NULL), RW_ERR_NULL, "out");
+	CHECK_FAILS("subscribe_null_monitor", rw_monitor_subscribe(NULL, notify_nothing, NULL, &u64), RW_ERR_NULL,
+		    "monitor");
+	CHECK_FAILS("unsubscribe_null_monitor", rw_monitor_unsubscribe(NULL, 1), RW_ERR_NULL, "monitor");
+	CHECK_FAILS("monitor_gate_null_monitor", rw_monitor_gate(NULL, "mlx5_0/1", &g), RW_ERR_NULL, "monitor");
+	CHECK_FAILS("snapshot_null_monitor", rw_monitor_snapshot(NULL, NULL, 0, &count), RW_ERR_NULL, "monitor");
+	CHECK_FAILS("snapshot_json_null_monitor", rw_monitor_snapshot_json(NULL, &json), RW_ERR_NULL, "monitor");
+
+	/* A running monitor's NULL arguments. */
+	mon = NULL;
+	if (sim) {
+		rw_config_default(&c);
+		CHECK_OK("start_sim", rw_monitor_start_sim(&c, NULL, sim, &mon));
+	}
+	if (mon) {
+		CHECK_FAILS("subscribe_null_callback", rw_monitor_subscribe(mon, NULL, NULL, &u64), RW_ERR_NULL,
+			    "callback");
+		CHECK_FAILS("monitor_gate_null_rail", rw_monitor_gate(mon, NULL, &g), RW_ERR_NULL, "rail");
+		CHECK_FAILS("monitor_gate_null_out", rw_monitor_gate(mon, "mlx5_0/1", NULL), RW_ERR_NULL, "gate");
+		CHECK_FAILS("snapshot_json_null_out", rw_monitor_snapshot_json(mon, NULL), RW_ERR_NULL, "json");
+		CHECK_FAILS("unsubscribe_unknown_id", rw_monitor_unsubscribe(mon, 424242), RW_ERR_NOT_FOUND, "424242");
+		CHECK_FAILS("monitor_gate_unknown_rail", rw_monitor_gate(mon, "nope/1", &g), RW_ERR_NOT_FOUND, "nope/1");
+		CHECK_OK("monitor_free", rw_monitor_free(mon));
+	}
+	rw_sim_free(sim);
+}
+
+/* ---- range -------------------------------------------------------------- */
+
+static void ranges(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	rw_gate *g = NULL;
+	uint32_t dev;
+	const uint8_t ports[] = { 1, 2 };
+
+	CHECK_OK("range_machine_new", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	CHECK_OK("range_add_device", rw_machine_add_device(m, "mlx5_0", ports, 2, 0, &dev));
+	CHECK_FAILS("event_device_1_of_1", rw_machine_handle_event(m, 1, 9, 1, 0), RW_ERR_RANGE, "device 1");
+	CHECK_FAILS("read_error_device_huge", rw_machine_handle_read_error(m, 4000000000u, 5, 0), RW_ERR_RANGE,
+		    "4000000000");
+	CHECK_FAILS("hangup_device_7", rw_machine_handle_hangup(m, 7, 0), RW_ERR_RANGE, "7");
+	CHECK_FAILS("port_state_port_3", rw_machine_handle_port_state(m, 0, 3, 0, 4, 0), RW_ERR_RANGE, "port 3");
+	CHECK_FAILS("port_state_port_0", rw_machine_handle_port_state(m, 0, 0, 0, 4, 0), RW_ERR_RANGE, "port 0");
+	CHECK_FAILS("link_port_257", rw_machine_handle_link(m, 0, 257, 0, 128, 2, 0, 0), RW_ERR_RANGE, "257");
+	CHECK_FAILS("address_port_9", rw_machine_handle_address(m, 0, 9, 95, NULL, 0), RW_ERR_RANGE, "9");
+	CHECK_FAILS("reopen_device_2", rw_machine_handle_reopen(m, 2, 0, 0), RW_ERR_RANGE, "2");
+	CHECK_FAILS("removed_device_3", rw_machine_handle_removed(m, 3, 0), RW_ERR_RANGE, "3");
+	CHECK_FAILS("gate_port_5", rw_machine_gate(m, 0, 5, &g), RW_ERR_RANGE, "5");
+	check(g == NULL, "failed_gate_leaves_out_null", "gate written");
+	CHECK_FAILS("drain_device_9", rw_machine_drain(m, 9, never_get, NULL, 0, 0, NULL), RW_ERR_RANGE, "9");
+	rw_machine_free(m);
+
+	CHECK_OK("range_sim_new", rw_sim_new(&sim));
+	if (!sim)
+		return;
+	CHECK_OK("range_sim_add", rw_sim_add_device(sim, "mlx5_0", 2, &dev));
+	CHECK_FAILS("sim_push_device_1", rw_sim_push_event(sim, 1, 9, 1, 1), RW_ERR_RANGE, "1");
+	CHECK_FAILS("sim_port_down_port_3", rw_sim_port_down(sim, 0, 3), RW_ERR_RANGE, "3");
+	CHECK_FAILS("sim_port_up_port_0", rw_sim_port_up(sim, 0, 0), RW_ERR_RANGE, "port 0");
+	CHECK_FAILS("sim_set_state_port_300", rw_sim_set_port_state(sim, 0, 300, 4), RW_ERR_RANGE, "300");
+	CHECK_FAILS("sim_eintr_device_5", rw_sim_eintr(sim, 5, 1), RW_ERR_RANGE, "5");
+	CHECK_FAILS("sim_eio_device_5", rw_sim_eio(sim, 5), RW_ERR_RANGE, "5");
+	CHECK_FAILS("sim_unplug_device_5", rw_sim_unplug(sim, 5), RW_ERR_RANGE, "5");
+	CHECK_FAILS("sim_plug_device_5", rw_sim_plug(sim, 5), RW_ERR_RANGE, "5");
+	rw_sim_free(sim);
+}
+
+/* ---- invalid settings --------------------------------------------------- */
+
+/* rw_machine_new, rw_monitor_start_sim and rw_monitor_start_verbs all
+ * refuse `c`, naming `key`. */
+static void refuses(const char *name, const rw_config *c, const char *key, rw_sim *sim)
+{
+	char full[128];
+	rw_machine *m = NULL;
+	rw_monitor *mon = NULL;
+
+	snprintf(full, sizeof(full), "machine_new_refuses_%s", name);
+	CHECK_FAILS(full, rw_machine_new(c, &m), RW_ERR_INVALID, key);
+	snprintf(full, sizeof(full), "machine_new_refusing_%s_writes_no_machine", name);
+	check(m == NULL, full, "a machine was made");
+	rw_machine_free(m);
+	if (sim) {
+		snprintf(full, sizeof(full), "start_sim_refuses_%s", name);
+		CHECK_FAILS(full, rw_monitor_start_sim(c, NULL, sim, &mon), RW_ERR_INVALID, key);
+		rw_monitor_free(mon);
+		mon = NULL;
+	}
+	snprintf(full, sizeof(full), "start_verbs_refuses_%s", name);
+	CHECK_FAILS(full, rw_monitor_start_verbs(c, NULL, NULL, &mon), RW_ERR_INVALID, key);
+	rw_monitor_free(mon);
+}
+
+static void settings(void)
+{
+	rw_config d, c;
+	rw_sim *sim = NULL;
+	rw_machine *m = NULL;
+	uint32_t dev;
+
+	CHECK_OK("config_default", rw_config_default(&d));
+	CHECK_EQ("default_tick_ms_1000", d.tick_ms, 1000);
+	CHECK_EQ("default_drain_budget_256", d.drain_budget, 256);
+	check(!d.damping.enabled, "default_damping_off", "on");
+	CHECK_OK("defaults_are_accepted", rw_machine_new(&d, &m));
+	rw_machine_free(m);
+	if (rw_sim_new(&sim) == RW_OK)
+		rw_sim_add_device(sim, "mlx5_0", 1, &dev);
+
+	c = d;
+	c.tick_ms = 0;
+	refuses("tick_ms_0", &c, "tick_ms", sim);
+	c = d;
+	c.tick_ms = 8ull * 24 * 3600 * 1000;
+	refuses("tick_ms_8_days", &c, "tick_ms", sim);
+	c = d;
+	c.reopen_jitter_pct = 101;
+	refuses("jitter_101", &c, "reopen_jitter_pct", sim);
+	c = d;
+	c.reopen_initial_ms = 5000;
+	c.reopen_max_ms = 1000;
+	refuses("reopen_max_below_initial", &c, "reopen_max_ms", sim);
+	c = d;
+	c.drain_budget = 0;
+	refuses("drain_budget_0", &c, "drain_budget", sim);
+	c = d;
+	c.damping.enabled = true;
+	c.damping.reuse = c.damping.suppress + 1;
+	refuses("damping_reuse_above_suppress", &c, "reuse", sim);
+	c = d;
+	c.damping.enabled = true;
+	c.damping.half_life_ms = 0;
+	refuses("damping_half_life_0", &c, "half_life_ms", sim);
+	rw_sim_free(sim);
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+static void names(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	uint32_t dev = 77;
+	const uint8_t one[] = { 1 }, zero[] = { 0 }, twice[] = { 1, 1 };
+
+	CHECK_OK("names_machine_new", rw_machine_new(NULL, &m));
+	if (m) {
+		CHECK_FAILS("machine_name_empty", rw_machine_add_device(m, "", one, 1, 0, &dev), RW_ERR_INVALID, "name");
+		CHECK_FAILS("machine_name_with_slash", rw_machine_add_device(m, "mlx5/0", one, 1, 0, &dev),
+			    RW_ERR_INVALID, "mlx5/0");
+		CHECK_FAILS("machine_name_not_utf8", rw_machine_add_device(m, "mlx\xff", one, 1, 0, &dev),
+			    RW_ERR_INVALID, "UTF-8");
+		CHECK_FAILS("machine_no_ports", rw_machine_add_device(m, "mlx5_0", one, 0, 0, &dev), RW_ERR_INVALID,
+			    "ports");
+		CHECK_FAILS("machine_port_0", rw_machine_add_device(m, "mlx5_0", zero, 1, 0, &dev), RW_ERR_INVALID,
+			    "ports");
+		CHECK_FAILS("machine_port_twice", rw_machine_add_device(m, "mlx5_0", twice, 2, 0, &dev),
+			    RW_ERR_INVALID, "duplicate");
+		CHECK_EQ("refused_device_leaves_out_alone", dev, 77);
+		CHECK_OK("machine_name_ok", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+		CHECK_EQ("first_device_is_0", dev, 0);
+		CHECK_FAILS("machine_name_taken", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev), RW_ERR_INVALID,
+			    "mlx5_0");
+		CHECK_OK("machine_second_name_ok", rw_machine_add_device(m, "mlx5_1", one, 1, 0, &dev));
+		CHECK_EQ("second_device_is_1", dev, 1);
+		rw_machine_free(m);
+	}
+	CHECK_OK("names_sim_new", rw_sim_new(&sim));
+	if (sim) {
+		CHECK_FAILS("sim_name_null", rw_sim_add_device(sim, NULL, 1, &dev), RW_ERR_NULL, "name");
+		CHECK_FAILS("sim_name_empty", rw_sim_add_device(sim, "", 1, &dev), RW_ERR_INVALID, "name");
+		CHECK_FAILS("sim_name_with_slash", rw_sim_add_device(sim, "a/b", 1, &dev), RW_ERR_INVALID, "a/b");
+		CHECK_FAILS("sim_nports_0", rw_sim_add_device(sim, "mlx5_0", 0, &dev), RW_ERR_INVALID, "nports");
+		CHECK_FAILS("sim_nports_256", rw_sim_add_device(sim, "mlx5_0", 256, &dev), RW_ERR_INVALID, "256");
+		CHECK_OK("sim_name_ok", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+		CHECK_FAILS("sim_name_taken", rw_sim_add_device(sim, "mlx5_0", 1, &dev), RW_ERR_INVALID, "mlx5_0");
+		rw_sim_free(sim);
+	}
+}
+
+/* ---- destroy functions and status names --------------------------------- */
+
+static void destroys_and_names(void)
+{
+	static const char *const want[] = { "RW_OK",        "RW_ERR_NULL",  "RW_ERR_RANGE",       "RW_ERR_INVALID",
+					    "RW_ERR_NOT_FOUND", "RW_ERR_IO", "RW_ERR_STATE", "RW_ERR_UNSUPPORTED",
+					    "RW_ERR_PANIC", "RW_ERR_BUFFER" };
+	const int unknown[] = { 10, -1, 1000, INT32_MIN };
+	char before[256];
+
+	rw_machine_handle_timeout(NULL, 0);
+	snprintf(before, sizeof(before), "%s", rw_last_error());
+	rw_machine_free(NULL);
+	rw_gate_free(NULL);
+	rw_sim_free(NULL);
+	rw_string_free(NULL);
+	CHECK_OK("monitor_free_null_is_ok", rw_monitor_free(NULL));
+	check(strcmp(before, rw_last_error()) == 0, "destroying_null_sets_no_error", "last error became \"%s\"",
+	      rw_last_error());
+
+	for (int s = 0; s <= RW_ERR_BUFFER; s++) {
+		char name[64];
+		const char *got = rw_status_name(s);
+
+		snprintf(name, sizeof(name), "status_name_%d_is_%s", s, want[s]);
+		check(got != NULL && strcmp(got, want[s]) == 0, name, "got \"%s\"", got ? got : "(null)");
+	}
+	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		char name[64];
+		const char *got = rw_status_name(unknown[i]);
+
+		snprintf(name, sizeof(name), "status_name_%d_is_unknown_status", unknown[i]);
+		check(got != NULL && strcmp(got, "unknown status") == 0, name, "got \"%s\"", got ? got : "(null)");
+	}
+}
+
+/* ---- the last error is per thread ----------------------------------------- */
+
+struct other {
+	char initial[256];
+	char after[256];
+	int status;
+};
+
+static void *other_thread(void *arg)
+{
+	struct other *o = arg;
+	rw_machine *m = NULL;
+	const uint8_t one[] = { 1 };
+	uint32_t dev;
+
+	snprintf(o->initial, sizeof(o->initial), "%s", rw_last_error());
+	if (rw_machine_new(NULL, &m) == RW_OK) {
+		rw_machine_add_device(m, "other_0", one, 1, 0, &dev);
+		o->status = rw_machine_handle_event(m, 42, 9, 1, 0);
+		snprintf(o->after, sizeof(o->after), "%s", rw_last_error());
+		rw_machine_free(m);
+	}
+	return NULL;
+}
+
+static void per_thread(void)
+{
+	struct other o;
+	pthread_t t;
+	char mine[256];
+
+	memset(&o, 0, sizeof(o));
+	rw_gate_check(NULL, NULL);
+	snprintf(mine, sizeof(mine), "%s", rw_last_error());
+	check(strstr(mine, "gate") != NULL, "main_thread_error_names_gate", "\"%s\"", mine);
+	if (pthread_create(&t, NULL, other_thread, &o) != 0) {
+		check(false, "pthread_create", "failed");
+		return;
+	}
+	pthread_join(t, NULL);
+	check(o.initial[0] == '\0', "new_thread_starts_with_empty_error", "\"%s\"", o.initial);
+	CHECK_EQ("other_thread_failure_is_range", o.status, RW_ERR_RANGE);
+	check(strstr(o.after, "42") != NULL, "other_thread_sees_its_own_error", "\"%s\"", o.after);
+	check(strcmp(rw_last_error(), mine) == 0, "other_thread_failure_leaves_this_threads_error",
+	      "now \"%s\", was \"%s\"", rw_last_error(), mine);
+}
+
+int main(void)
+{
+	const char *e = rw_last_error();
+
+	check(e != NULL && e[0] == '\0', "last_error_empty_before_any_failure", "\"%s\"", e ? e : "(null)");
+	nulls();
+	ranges();
+	settings();
+	names();
+	destroys_and_names();
+	per_thread();
+	return check_done();
+}

@@ -1,0 +1,483 @@
+/*
+ * machine.c: embedding 1, the engine keeps its loop. Drives rw_machine
+ * through rw_machine_drain with a scripted event queue (the five drain
+ * cases), the recovery poll and the gates (the three transport cases),
+ * and checks the header's inline word decoders against the library.
+ */
+#include "check.h" /* first: it sets the feature macros */
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "railwatch.h"
+
+#define CODE_COMM_EST 4
+#define CODE_PORT_ACTIVE 9
+#define CODE_PORT_ERR 10
+#define PORT_DOWN 1
+#define PORT_ACTIVE 4
+#define QP_HANDLE 0x7f00deadbe00ull
+
+/* ---- a scripted async event queue -------------------------------------- */
+
+/* One entry: `ret` 0 is an event (`code`, `element`), else the errno the
+ * read returns. */
+struct entry {
+	int32_t ret;
+	uint32_t code;
+	uint64_t element;
+};
+
+struct queue {
+	struct entry entries[512];
+	size_t n;    /* entries queued */
+	size_t pos;  /* entries consumed */
+	uint64_t gets;
+	uint64_t acks;
+};
+
+static void q_reset(struct queue *q)
+{
+	memset(q, 0, sizeof(*q));
+}
+
+static void q_push(struct queue *q, int32_t ret, uint32_t code, uint64_t element)
+{
+	if (q->n < sizeof(q->entries) / sizeof(q->entries[0]))
+		q->entries[q->n++] = (struct entry){ .ret = ret, .code = code, .element = element };
+}
+
+/* rw_get_event_fn: the next entry; it acknowledges an event (as
+ * ibv_ack_async_event would) before returning it. EAGAIN once empty. */
+static int32_t q_get(void *user, uint32_t *code, uint64_t *element)
+{
+	struct queue *q = user;
+	struct entry e;
+
+	q->gets++;
+	if (q->pos >= q->n)
+		return EAGAIN;
+	e = q->entries[q->pos++];
+	if (e.ret != 0)
+		return e.ret;
+	*code = e.code;
+	*element = e.element;
+	q->acks++;
+	return 0;
+}
+
+/* ---- carrying out the machine's actions ------------------------------- */
+
+/* What the engine saw while carrying out actions. */
+struct seen {
+	unsigned queries[4][4];  /* QUERY_PORT per device, port */
+	unsigned stops[4];       /* STOP_READING per device */
+	unsigned read_failed_logs;
+	unsigned transitions;
+	rw_notification last_transition;
+	unsigned actions;
+};
+
+/* Polls every action and carries it out: port queries answered with
+ * `port_state`, link reads with NDR (128) 4x (2), address reads with
+ * EOPNOTSUPP. */
+static void pump(rw_machine *m, uint64_t now, uint32_t port_state, struct seen *s)
+{
+	rw_action a;
+
+	for (int guard = 0; guard < 10000; guard++) {
+		if (rw_machine_poll_action(m, &a) != RW_OK || a.kind == RW_ACTION_NONE)
+			return;
+		s->actions++;
+		switch (a.kind) {
+		case RW_ACTION_QUERY_PORT:
+			if (a.device < 4 && a.port < 4)
+				s->queries[a.device][a.port]++;
+			rw_machine_handle_port_state(m, a.device, a.port, 0, port_state, now);
+			break;
+		case RW_ACTION_READ_LINK:
+			rw_machine_handle_link(m, a.device, a.port, 0, 128, 2, 0, now);
+			break;
+		case RW_ACTION_READ_ADDRESS:
+			rw_machine_handle_address(m, a.device, a.port, 95 /* EOPNOTSUPP */, NULL, now);
+			break;
+		case RW_ACTION_STOP_READING:
+			if (a.device < 4)
+				s->stops[a.device]++;
+			break;
+		case RW_ACTION_LOG:
+			if (a.log.kind == RW_LOG_READ_FAILED)
+				s->read_failed_logs++;
+			break;
+		case RW_ACTION_NOTIFY:
+			if (a.notification.kind == RW_HAPPENING_TRANSITION) {
+				s->transitions++;
+				s->last_transition = a.notification;
+			}
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* A machine with `ndev` attached devices mlx5_0.. of one ACTIVE port each. */
+static rw_machine *attached(unsigned ndev)
+{
+	rw_config c;
+	rw_machine *m = NULL;
+	struct seen s;
+	const uint8_t ports[] = { 1 };
+
+	memset(&s, 0, sizeof(s));
+	rw_config_default(&c);
+	c.tick_ms = 100;
+	if (rw_machine_new(&c, &m) != RW_OK) {
+		check(false, "machine_new_with_tick_100_succeeds", "%s", rw_last_error());
+		return NULL;
+	}
+	for (unsigned i = 0; i < ndev; i++) {
+		char name[16];
+		uint32_t dev = 99;
+
+		snprintf(name, sizeof(name), "mlx5_%u", i);
+		if (rw_machine_add_device(m, name, ports, 1, 0, &dev) != RW_OK || dev != i)
+			check(false, "add_device_gives_the_next_index", "%s -> %u (%s)", name, dev, rw_last_error());
+	}
+	pump(m, 0, PORT_ACTIVE, &s);
+	return m;
+}
+
+/* The rail's word through its gate (freed here). */
+static uint64_t word_of(rw_machine *m, uint32_t dev, uint32_t port)
+{
+	rw_gate *g = NULL;
+	uint64_t w;
+
+	if (rw_machine_gate(m, dev, port, &g) != RW_OK)
+		return UINT64_MAX;
+	w = rw_gate_load(rw_gate_word(g));
+	rw_gate_free(g);
+	return w;
+}
+
+/* Pauses rail (dev, 1) with a PORT_ERR through a drain. */
+static void pause_rail(rw_machine *m, uint32_t dev, uint64_t now, struct seen *s)
+{
+	struct queue q;
+	rw_drain_report r;
+
+	q_reset(&q);
+	q_push(&q, 0, CODE_PORT_ERR, 1);
+	rw_machine_drain(m, dev, q_get, &q, 0, now, &r);
+	pump(m, now, PORT_DOWN, s);
+}
+
+/* ---- the five drain cases -------------------------------------------- */
+
+static void drain_burst(void)
+{
+	rw_machine *m = attached(1);
+	struct queue q;
+	rw_drain_report r;
+
+	if (!m)
+		return;
+	q_reset(&q);
+	for (int i = 0; i < 5; i++)
+		q_push(&q, 0, CODE_COMM_EST, QP_HANDLE + (uint64_t)i);
+	memset(&r, 0xAB, sizeof(r));
+	CHECK_OK("burst_drain_returns_ok", rw_machine_drain(m, 0, q_get, &q, 0, 1000, &r));
+	CHECK_EQ("burst_of_5_takes_6_gets", q.gets, 6);
+	CHECK_EQ("burst_of_5_acks_5", q.acks, 5);
+	CHECK_EQ("burst_report_counts_5_events", r.events, 5);
+	CHECK_EQ("burst_report_counts_6_gets", r.gets, 6);
+	CHECK_EQ("burst_report_no_eintr", r.interrupted, 0);
+	CHECK_EQ_I("burst_report_end_is_0_queue_emptied", r.end, 0);
+	check(rw_word_admits(word_of(m, 0, 1)), "burst_of_comm_est_leaves_rail_admitted", "word %#llx",
+	      (unsigned long long)word_of(m, 0, 1));
+	rw_machine_free(m);
+}
+
+static void drain_port_active_behind_burst(void)
+{
+	rw_machine *m = attached(1);
+	struct seen s;
+	struct queue q;
+	rw_drain_report r;
+	rw_gate *g = NULL;
+	const uint64_t *word;
+	uint64_t gen_paused, gen = 0;
+
+	if (!m)
+		return;
+	memset(&s, 0, sizeof(s));
+	CHECK_OK("behind_burst_gate", rw_machine_gate(m, 0, 1, &g));
+	if (!g)
+		goto out;
+	word = rw_gate_word(g);
+	check(word != NULL, "gate_word_is_not_null", "rw_gate_word returned NULL");
+	if (!word)
+		goto out;
+	pause_rail(m, 0, 1000, &s);
+	check(!rw_gate_check_inline(word, NULL), "port_err_pauses_rail_inline_gate_refuses", "word %#llx",
+	      (unsigned long long)rw_gate_load(word));
+	CHECK_EQ("port_err_rail_state_is_paused", rw_word_state(rw_gate_load(word)), RW_RAIL_PAUSED);
+	CHECK_EQ("port_err_reason_is_port_err", rw_word_reason(rw_gate_load(word)), RW_REASON_PORT_ERR);
+	gen_paused = rw_word_generation(rw_gate_load(word));
+
+	q_reset(&q);
+	for (int i = 0; i < 100; i++)
+		q_push(&q, 0, CODE_COMM_EST, QP_HANDLE + (uint64_t)i);
+	q_push(&q, 0, CODE_PORT_ACTIVE, 1);
+	CHECK_OK("behind_burst_drain_ok", rw_machine_drain(m, 0, q_get, &q, 0, 2000, &r));
+	CHECK_EQ("behind_burst_one_drain_reads_all_101", r.events, 101);
+	CHECK_EQ("behind_burst_one_drain_reaches_eagain", q.gets, 102);
+	CHECK_EQ("behind_burst_acks_101", q.acks, 101);
+	CHECK_EQ_I("behind_burst_end_0", r.end, 0);
+	memset(&s, 0, sizeof(s));
+	pump(m, 2000, PORT_ACTIVE, &s);
+	check(rw_gate_check_inline(word, &gen), "port_active_behind_burst_admits_after_one_drain", "word %#llx",
+	      (unsigned long long)rw_gate_load(word));
+	check(gen > gen_paused, "port_active_bumps_generation", "generation %llu, paused at %llu",
+	      (unsigned long long)gen, (unsigned long long)gen_paused);
+	CHECK_EQ("port_active_transition_to_active", s.last_transition.to_state, RW_RAIL_ACTIVE);
+	CHECK_EQ("port_active_transition_cause_by", s.last_transition.cause, RW_CAUSE_BY);
+	CHECK_EQ("port_active_transition_by_event", s.last_transition.cause_code, RW_BY_EVENT);
+	CHECK_EQ("port_active_transition_names_rail_port", s.last_transition.port, 1);
+out:
+	rw_gate_free(g);
+	rw_machine_free(m);
+}
+
+static void drain_empty(void)
+{
+	rw_machine *m = attached(1);
+	struct queue q;
+	rw_drain_report r;
+
+	if (!m)
+		return;
+	q_reset(&q);
+	CHECK_OK("empty_drain_ok", rw_machine_drain(m, 0, q_get, &q, 0, 1000, &r));
+	CHECK_EQ("empty_queue_takes_1_get", q.gets, 1);
+	CHECK_EQ("empty_queue_acks_nothing", q.acks, 0);
+	CHECK_EQ("empty_report_0_events", r.events, 0);
+	CHECK_EQ_I("empty_report_end_0", r.end, 0);
+	rw_machine_free(m);
+}
+
+static void drain_eintr(void)
+{
+	rw_machine *m = attached(1);
+	struct queue q;
+	rw_drain_report r;
+
+	if (!m)
+		return;
+	q_reset(&q);
+	q_push(&q, EINTR, 0, 0);
+	q_push(&q, 0, CODE_COMM_EST, QP_HANDLE);
+	q_push(&q, EINTR, 0, 0);
+	q_push(&q, EINTR, 0, 0);
+	q_push(&q, 0, CODE_COMM_EST, QP_HANDLE + 1);
+	CHECK_OK("eintr_drain_ok", rw_machine_drain(m, 0, q_get, &q, 0, 1000, &r));
+	CHECK_EQ("eintr_counted_as_interrupted", r.interrupted, 3);
+	CHECK_EQ("eintr_events_behind_it_still_read", r.events, 2);
+	CHECK_EQ("eintr_queue_read_to_eagain", q.gets, 6);
+	CHECK_EQ("eintr_acks_the_2_events", q.acks, 2);
+	CHECK_EQ_I("eintr_end_0", r.end, 0);
+	rw_machine_free(m);
+}
+
+static void drain_eio(void)
+{
+	rw_machine *m = attached(1);
+	struct queue q;
+	struct seen s;
+	rw_drain_report r;
+	rw_action a;
+	uint64_t deadline = 0;
+
+	if (!m)
+		return;
+	memset(&s, 0, sizeof(s));
+	q_reset(&q);
+	q_push(&q, 0, CODE_COMM_EST, QP_HANDLE);
+	q_push(&q, EIO, 0, 0);
+	q_push(&q, 0, CODE_COMM_EST, QP_HANDLE + 1);
+	q_push(&q, 0, CODE_COMM_EST, QP_HANDLE + 2);
+	CHECK_OK("eio_drain_ok", rw_machine_drain(m, 0, q_get, &q, 0, 1000, &r));
+	CHECK_EQ_I("eio_end_is_5", r.end, EIO);
+	CHECK_EQ("eio_stops_drain_no_get_after_it", q.gets, 2);
+	CHECK_EQ("eio_report_gets_2", r.gets, 2);
+	CHECK_EQ("eio_events_before_it_read", r.events, 1);
+	CHECK_EQ("eio_later_events_not_acked", q.acks, 1);
+	pump(m, 1000, PORT_ACTIVE, &s);
+	CHECK_EQ("eio_machine_stops_reading_device", s.stops[0], 1);
+	CHECK_EQ("eio_machine_logs_read_failed", s.read_failed_logs, 1);
+	CHECK_OK("eio_poll_timeout_ok", rw_machine_poll_timeout(m, &deadline));
+	check(deadline != RW_NO_DEADLINE && deadline > 1000, "eio_machine_asks_for_polling_deadline",
+	      "deadline %llu", (unsigned long long)deadline);
+	CHECK_OK("eio_handle_timeout_ok", rw_machine_handle_timeout(m, deadline));
+	CHECK_OK("eio_poll_action_ok", rw_machine_poll_action(m, &a));
+	check(a.kind == RW_ACTION_QUERY_PORT && a.device == 0 && a.port == 1, "eio_tick_queries_the_port",
+	      "first action after the tick: kind %u device %u port %u", a.kind, a.device, a.port);
+	if (a.kind == RW_ACTION_QUERY_PORT)
+		rw_machine_handle_port_state(m, a.device, a.port, 0, PORT_ACTIVE, deadline);
+	pump(m, deadline, PORT_ACTIVE, &s);
+	check(rw_word_admits(word_of(m, 0, 1)), "eio_polled_rail_stays_admitted", "word %#llx",
+	      (unsigned long long)word_of(m, 0, 1));
+	rw_machine_free(m);
+}
+
+/* ---- the three transport cases ---------------------------------------- */
+
+/* The recovery poll leaves inert rails alone, and an inert rail's gate
+ * refuses. */
+static void poll_skips_inert(void)
+{
+	rw_machine *m = attached(2);
+	struct seen s;
+	rw_gate *g = NULL;
+	rw_ticket t;
+	uint64_t now = 1000, deadline = 0;
+
+	if (!m)
+		return;
+	memset(&s, 0, sizeof(s));
+	CHECK_OK("removed_ok", rw_machine_handle_removed(m, 0, now));
+	pump(m, now, PORT_ACTIVE, &s);
+	/* Rail mlx5_1/1 paused keeps the tick running. */
+	pause_rail(m, 1, now, &s);
+	memset(&s, 0, sizeof(s));
+	for (int tick = 0; tick < 3; tick++) {
+		if (rw_machine_poll_timeout(m, &deadline) != RW_OK || deadline == RW_NO_DEADLINE)
+			break;
+		now = deadline;
+		rw_machine_handle_timeout(m, now);
+		pump(m, now, PORT_DOWN, &s);
+	}
+	check(s.queries[1][1] >= 3, "poll_queries_the_paused_rail_every_tick", "%u queries of mlx5_1/1 in 3 ticks",
+	      s.queries[1][1]);
+	CHECK_EQ("poll_never_queries_a_removed_devices_rail", s.queries[0][1], 0);
+
+	CHECK_OK("inert_rail_gate", rw_machine_gate(m, 0, 1, &g));
+	if (g) {
+		uint64_t gen = 12345;
+
+		check(!rw_gate_check_inline(rw_gate_word(g), &gen), "inert_rail_inline_gate_refuses", "word %#llx",
+		      (unsigned long long)rw_gate_load(rw_gate_word(g)));
+		CHECK_EQ("refused_inline_check_leaves_generation_alone", gen, 12345);
+		memset(&t, 0xFF, sizeof(t));
+		CHECK_OK("inert_rail_gate_check_ok", rw_gate_check(g, &t));
+		check(!t.admitted, "inert_rail_gate_check_refuses", "admitted");
+		CHECK_EQ("inert_rail_gate_check_state_inert", t.state, RW_RAIL_INERT);
+		CHECK_EQ("inert_rail_reason_device_removed", t.reason, RW_REASON_DEVICE_REMOVED);
+	}
+	rw_gate_free(g);
+	rw_machine_free(m);
+}
+
+/* A paused rail whose PORT_ACTIVE was lost: the tick's query reads ACTIVE
+ * and activates it. */
+static void poll_recovers_lost_port_active(void)
+{
+	rw_machine *m = attached(1);
+	struct seen s;
+	rw_gate *g = NULL;
+	uint64_t deadline = 0, gen_paused, gen = 0;
+
+	if (!m)
+		return;
+	memset(&s, 0, sizeof(s));
+	pause_rail(m, 0, 1000, &s);
+	CHECK_OK("lost_port_active_gate", rw_machine_gate(m, 0, 1, &g));
+	if (!g)
+		goto out;
+	check(!rw_gate_check_inline(rw_gate_word(g), NULL), "lost_port_active_rail_paused_first", "word %#llx",
+	      (unsigned long long)rw_gate_load(rw_gate_word(g)));
+	gen_paused = rw_word_generation(rw_gate_load(rw_gate_word(g)));
+	CHECK_OK("lost_port_active_poll_timeout", rw_machine_poll_timeout(m, &deadline));
+	check(deadline != RW_NO_DEADLINE, "paused_rail_arms_the_tick", "no deadline");
+	if (deadline == RW_NO_DEADLINE)
+		goto out;
+	memset(&s, 0, sizeof(s));
+	rw_machine_handle_timeout(m, deadline);
+	pump(m, deadline, PORT_ACTIVE, &s);
+	CHECK_EQ("tick_queries_the_paused_port", s.queries[0][1], 1);
+	check(rw_gate_check_inline(rw_gate_word(g), &gen), "poll_reading_active_admits", "word %#llx",
+	      (unsigned long long)rw_gate_load(rw_gate_word(g)));
+	check(gen > gen_paused, "poll_activation_bumps_generation", "generation %llu, paused at %llu",
+	      (unsigned long long)gen, (unsigned long long)gen_paused);
+	CHECK_EQ("poll_activation_notified_once", s.transitions, 1);
+	CHECK_EQ("poll_transition_from_paused", s.last_transition.from_state, RW_RAIL_PAUSED);
+	CHECK_EQ("poll_transition_to_active", s.last_transition.to_state, RW_RAIL_ACTIVE);
+	CHECK_EQ("poll_transition_cause_by", s.last_transition.cause, RW_CAUSE_BY);
+	CHECK_EQ("poll_transition_by_poll", s.last_transition.cause_code, RW_BY_POLL);
+	CHECK_EQ("poll_transition_generation_is_the_words", s.last_transition.generation, gen);
+	CHECK_OK("healthy_host_poll_timeout", rw_machine_poll_timeout(m, &deadline));
+	CHECK_EQ("healthy_host_has_no_deadline", deadline, RW_NO_DEADLINE);
+out:
+	rw_gate_free(g);
+	rw_machine_free(m);
+}
+
+/* ---- the word layout ------------------------------------------------- */
+
+static void word_layout(void)
+{
+	static const uint32_t port_states[] = { 0, 1, 2, 3, 4, 5, RW_WORD_PORT_NONE };
+	static const uint64_t gens[] = { 0, 1, 2, 255, 256, 65535, 123456789, (1ull << 39), RW_WORD_GEN_MASK - 1,
+					 RW_WORD_GEN_MASK };
+	unsigned words = 0, bad_state = 0, bad_reason = 0, bad_port = 0, bad_gen = 0, bad_admits = 0, bad_lib = 0;
+
+	CHECK_EQ("layout_version_matches_header", rw_word_layout_version(), RW_WORD_LAYOUT_VERSION);
+	for (uint32_t st = 0; st <= 2; st++)
+		for (uint32_t re = 0; re <= 7; re++)
+			for (size_t p = 0; p < sizeof(port_states) / sizeof(port_states[0]); p++)
+				for (size_t gi = 0; gi < sizeof(gens) / sizeof(gens[0]); gi++) {
+					uint64_t w = rw_word_encode(st, re, port_states[p], gens[gi]);
+					rw_ticket t;
+
+					words++;
+					bad_state += rw_word_state(w) != st;
+					bad_reason += rw_word_reason(w) != re;
+					bad_port += rw_word_port_state(w) != port_states[p];
+					bad_gen += rw_word_generation(w) != gens[gi];
+					bad_admits += rw_word_admits(w) != (st == RW_RAIL_ACTIVE);
+					if (rw_word_decode(w, &t) != RW_OK || t.state != rw_word_state(w) ||
+					    t.reason != rw_word_reason(w) || t.port_state != rw_word_port_state(w) ||
+					    t.generation != rw_word_generation(w) || t.admitted != rw_word_admits(w))
+						bad_lib++;
+				}
+	check(words == 3 * 8 * 7 * 10, "layout_covers_every_combination", "%u words", words);
+	check(bad_state == 0, "inline_state_decodes_library_words", "%u of %u words wrong", bad_state, words);
+	check(bad_reason == 0, "inline_reason_decodes_library_words", "%u of %u words wrong", bad_reason, words);
+	check(bad_port == 0, "inline_port_state_decodes_library_words", "%u of %u words wrong", bad_port, words);
+	check(bad_gen == 0, "inline_generation_decodes_library_words", "%u of %u words wrong", bad_gen, words);
+	check(bad_admits == 0, "inline_admits_iff_state_active", "%u of %u words wrong", bad_admits, words);
+	check(bad_lib == 0, "inline_decoders_agree_with_rw_word_decode", "%u of %u words differ", bad_lib, words);
+	/* Distinct fields land in distinct bits. */
+	check(rw_word_encode(0, 0, 0, 1) == (1ull << RW_WORD_GEN_SHIFT), "generation_1_is_bit_24",
+	      "encode(0,0,0,1) = %#llx", (unsigned long long)rw_word_encode(0, 0, 0, 1));
+	check(rw_word_encode(1, 0, 0, 0) == 1, "paused_is_state_1_in_bits_0_1", "encode(1,0,0,0) = %#llx",
+	      (unsigned long long)rw_word_encode(1, 0, 0, 0));
+	check(rw_word_encode(0, 1, 0, 0) == (1ull << RW_WORD_REASON_SHIFT), "reason_1_is_bit_2",
+	      "encode(0,1,0,0) = %#llx", (unsigned long long)rw_word_encode(0, 1, 0, 0));
+	check(rw_word_encode(0, 0, 4, 0) == (4ull << RW_WORD_PORT_SHIFT), "port_state_4_at_bit_8",
+	      "encode(0,0,4,0) = %#llx", (unsigned long long)rw_word_encode(0, 0, 4, 0));
+}
+
+int main(void)
+{
+	drain_burst();
+	drain_port_active_behind_burst();
+	drain_empty();
+	drain_eintr();
+	drain_eio();
+	poll_skips_inert();
+	poll_recovers_lost_port_active();
+	word_layout();
+	return check_done();
+}

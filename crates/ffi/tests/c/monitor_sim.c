@@ -1,0 +1,621 @@
+/*
+ * monitor_sim.c: embedding 2 over the simulator. A monitor on its own
+ * thread over rw_sim devices, with a C selector and subscribers: the five
+ * drain cases and the three transport cases seen from outside (the sim's
+ * counters, the gates, the snapshot), and what callbacks may do.
+ *
+ * Every wait is bounded: it polls with a deadline (WAIT_MS) and fails the
+ * check when the deadline passes.
+ */
+#include "check.h" /* first: it sets the feature macros */
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "railwatch.h"
+
+#define WAIT_MS 5000
+#define CODE_QP_REQ_ERR 2 /* notified (an object error): a callback per event */
+#define CODE_COMM_EST 4   /* only counted: no notification */
+#define PORT_ACTIVE 4
+#define QP_HANDLE 0x7f00deadbe00ull
+#define NDEV 4
+
+/* ---- what the callbacks saw --------------------------------------------- */
+
+struct rec {
+	pthread_mutex_t mu;
+	const rw_sim *sim;
+	rw_monitor *mon;
+	/* the selector */
+	unsigned seq;
+	unsigned reseed_seq[NDEV];    /* sequence number of the first reseed */
+	unsigned avail_seq[NDEV];     /* ... of the first set_available(true) */
+	uint64_t rate[NDEV];
+	bool available[NDEV];
+	unsigned unavailable_calls[NDEV];
+	/* notifications */
+	unsigned events[NDEV];
+	unsigned drains[NDEV];
+	unsigned drain_failures[NDEV];
+	int32_t last_drain_error[NDEV];
+	unsigned transitions[NDEV];
+	rw_notification last_transition[NDEV];
+	unsigned ack_checked, ack_violations;
+	/* calls into the API from inside a callback */
+	bool inside_armed, inside_done;
+	int inside_snapshot, inside_snapshot_small, inside_json, inside_gate, inside_gate_check, inside_free;
+	size_t inside_count, inside_needed;
+	bool inside_json_has_rail;
+};
+
+static void rec_init(struct rec *r, const rw_sim *sim)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->mu, NULL);
+	r->sim = sim;
+	r->inside_snapshot = r->inside_snapshot_small = r->inside_json = r->inside_gate = r->inside_free = -1;
+}
+
+static void sel_set_available(void *user, uint32_t device, uint32_t port, bool available)
+{
+	struct rec *r = user;
+
+	(void)port;
+	if (device >= NDEV)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->seq++;
+	if (available && r->avail_seq[device] == 0)
+		r->avail_seq[device] = r->seq;
+	if (!available)
+		r->unavailable_calls[device]++;
+	r->available[device] = available;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void sel_reseed(void *user, uint32_t device, uint32_t port, uint64_t rate_mbps)
+{
+	struct rec *r = user;
+
+	(void)port;
+	if (device >= NDEV)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->seq++;
+	if (r->reseed_seq[device] == 0)
+		r->reseed_seq[device] = r->seq;
+	r->rate[device] = rate_mbps;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* From inside a callback: snapshot, JSON, gate, and an attempt to free
+ * the monitor. */
+static void call_inside(struct rec *r)
+{
+	rw_rail_info rails[8];
+	size_t count = 0, needed = 0;
+	char *json = NULL;
+	rw_gate *g = NULL;
+	rw_ticket t;
+	int snap, small, js, gate, gate_check = -1, freed;
+	bool has_rail;
+
+	snap = rw_monitor_snapshot(r->mon, rails, 8, &count);
+	small = rw_monitor_snapshot(r->mon, rails, 0, &needed);
+	js = rw_monitor_snapshot_json(r->mon, &json);
+	has_rail = json != NULL && strstr(json, "\"mlx5_0/1\"") != NULL;
+	rw_string_free(json);
+	gate = rw_monitor_gate(r->mon, "mlx5_0/1", &g);
+	if (g)
+		gate_check = rw_gate_check(g, &t);
+	rw_gate_free(g);
+	freed = rw_monitor_free(r->mon);
+	pthread_mutex_lock(&r->mu);
+	r->inside_snapshot = snap;
+	r->inside_snapshot_small = small;
+	r->inside_count = count;
+	r->inside_needed = needed;
+	r->inside_json = js;
+	r->inside_json_has_rail = has_rail;
+	r->inside_gate = gate;
+	r->inside_gate_check = gate_check;
+	r->inside_free = freed;
+	r->inside_done = true;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void main_cb(void *user, const rw_notification *n)
+{
+	struct rec *r = user;
+	rw_sim_counters c;
+	bool inside = false;
+	int got = -1;
+
+	if (n->device >= NDEV)
+		return;
+	if (n->kind == RW_HAPPENING_EVENT)
+		got = rw_sim_get_counters(r->sim, n->device, &c);
+	pthread_mutex_lock(&r->mu);
+	switch (n->kind) {
+	case RW_HAPPENING_EVENT:
+		r->events[n->device]++;
+		r->ack_checked++;
+		if (got != RW_OK || c.acked != c.read)
+			r->ack_violations++;
+		break;
+	case RW_HAPPENING_DRAIN:
+		r->drains[n->device]++;
+		r->last_drain_error[n->device] = n->error;
+		if (n->error != 0)
+			r->drain_failures[n->device]++;
+		break;
+	case RW_HAPPENING_TRANSITION:
+		r->transitions[n->device]++;
+		r->last_transition[n->device] = *n;
+		if (r->inside_armed && !r->inside_done) {
+			inside = true;
+			r->inside_armed = false;
+		}
+		break;
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (inside)
+		call_inside(r);
+}
+
+/* A subscriber that ends its own subscription on its first call. */
+struct self_unsub {
+	pthread_mutex_t mu;
+	const rw_monitor *mon;
+	uint64_t id;
+	bool id_set;
+	unsigned calls;
+	int status;
+};
+
+static void self_unsub_cb(void *user, const rw_notification *n)
+{
+	struct self_unsub *s = user;
+
+	(void)n;
+	pthread_mutex_lock(&s->mu);
+	s->calls++;
+	if (s->id_set && s->status == -1)
+		s->status = rw_monitor_unsubscribe(s->mon, s->id);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* A slow subscriber ended from the main thread. */
+static atomic_uint counting_calls;
+static atomic_bool counting_over;	/* set once rw_monitor_unsubscribe returned */
+static atomic_uint counting_late;	/* calls that started after that */
+
+static void counting_cb(void *user, const rw_notification *n)
+{
+	unsigned *mine = user;
+
+	(void)n;
+	if (atomic_load(&counting_over))
+		atomic_fetch_add(&counting_late, 1);
+	(*mine)++;	/* freed right after unsubscribing: valgrind sees a late call */
+	atomic_fetch_add(&counting_calls, 1);
+	check_sleep_ms(1);
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static unsigned rec_get(struct rec *r, const unsigned *field)
+{
+	unsigned v;
+
+	pthread_mutex_lock(&r->mu);
+	v = *field;
+	pthread_mutex_unlock(&r->mu);
+	return v;
+}
+
+static bool rec_inside_done(struct rec *r)
+{
+	bool v;
+
+	pthread_mutex_lock(&r->mu);
+	v = r->inside_done;
+	pthread_mutex_unlock(&r->mu);
+	return v;
+}
+
+/* Rail (dev, 1) has become active again after `n` transitions. */
+static bool rec_reactivated(struct rec *r, uint32_t dev, unsigned n)
+{
+	bool v;
+
+	pthread_mutex_lock(&r->mu);
+	v = r->transitions[dev] >= n && r->last_transition[dev].to_state == RW_RAIL_ACTIVE;
+	pthread_mutex_unlock(&r->mu);
+	return v;
+}
+
+static rw_sim_counters counters(const rw_sim *sim, uint32_t dev)
+{
+	rw_sim_counters c;
+
+	memset(&c, 0, sizeof(c));
+	rw_sim_get_counters(sim, dev, &c);
+	return c;
+}
+
+/* The monitor's gate of `rail`, waiting for the rail to exist. */
+static rw_gate *gate_of(const rw_monitor *mon, const char *rail)
+{
+	rw_gate *g = NULL;
+	bool ok;
+
+	WAIT_UNTIL(ok, rw_monitor_gate(mon, rail, &g) == RW_OK, WAIT_MS);
+	(void)ok;
+	return g;
+}
+
+static uint64_t load(const rw_gate *g)
+{
+	return g ? rw_gate_load(rw_gate_word(g)) : UINT64_MAX;
+}
+
+static bool admits(const rw_gate *g)
+{
+	return g && rw_gate_check_inline(rw_gate_word(g), NULL);
+}
+
+/* The snapshot's entry for `rail`; false when absent. The snapshot is
+ * published after the wake-up that changed the gate's word: wait for it. */
+static bool rail_info(const rw_monitor *mon, const char *rail, rw_rail_info *out)
+{
+	rw_rail_info rails[8];
+	size_t n = 0;
+
+	if (rw_monitor_snapshot(mon, rails, 8, &n) != RW_OK)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(rails[i].name, rail) == 0) {
+			*out = rails[i];
+			return true;
+		}
+	return false;
+}
+
+static rw_monitor *start(const rw_sim *sim, uint64_t tick_ms, struct rec *r)
+{
+	rw_config c;
+	rw_selector sel = { .user = r, .set_available = sel_set_available, .reseed = sel_reseed };
+	rw_monitor *mon = NULL;
+
+	rw_config_default(&c);
+	c.tick_ms = tick_ms;
+	CHECK_OK("monitor_start_sim", rw_monitor_start_sim(&c, &sel, sim, &mon));
+	return mon;
+}
+
+/* ---- monitor A: the drain cases, the callbacks ------------------------------ */
+
+static void drains_and_callbacks(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	rw_gate *g0 = NULL, *g1 = NULL;
+	struct rec r;
+	struct self_unsub su;
+	unsigned *counting_user;
+	uint64_t main_id = 0, counting_id = 0, gen_paused;
+	uint32_t d0 = 9, d1 = 9;
+	rw_sim_counters before, after, c1;
+	unsigned drains_before, events_before, n;
+	bool ok;
+	rw_rail_info info;
+
+	if (rw_sim_new(&sim) != RW_OK) {
+		check(false, "sim_new", "%s", rw_last_error());
+		return;
+	}
+	CHECK_OK("sim_add_mlx5_0", rw_sim_add_device(sim, "mlx5_0", 1, &d0));
+	CHECK_OK("sim_add_mlx5_1", rw_sim_add_device(sim, "mlx5_1", 1, &d1));
+	CHECK_EQ("sim_devices_numbered_in_order", d0 * 10 + d1, 1);
+	rec_init(&r, sim);
+	/* The default tick (1 s): the event-driven cases finish long before it. */
+	mon = start(sim, 1000, &r);
+	if (!mon)
+		goto out;
+	r.mon = mon;
+	g0 = gate_of(mon, "mlx5_0/1");
+	g1 = gate_of(mon, "mlx5_1/1");
+	check(g0 && g1, "monitor_publishes_both_rails_gates", "mlx5_0/1 %p mlx5_1/1 %p", (void *)g0, (void *)g1);
+	if (!g0 || !g1)
+		goto out;
+	WAIT_UNTIL(ok, admits(g0) && admits(g1), WAIT_MS);
+	check(ok, "attached_rails_admitted", "words %#llx %#llx", (unsigned long long)load(g0),
+	      (unsigned long long)load(g1));
+	WAIT_UNTIL(ok, rec_get(&r, &r.avail_seq[0]) != 0 && rec_get(&r, &r.avail_seq[1]) != 0, WAIT_MS);
+	check(ok, "selector_told_both_rails_available", "not told");
+	pthread_mutex_lock(&r.mu);
+	check(r.reseed_seq[0] != 0 && r.reseed_seq[0] < r.avail_seq[0], "selector_reseeded_before_available",
+	      "reseed #%u, available #%u", r.reseed_seq[0], r.avail_seq[0]);
+	CHECK_EQ("selector_rate_is_ndr_4x_400000_mbps", r.rate[0], 400000);
+	pthread_mutex_unlock(&r.mu);
+
+	/* Subscribers, on a quiet host. */
+	CHECK_OK("subscribe_main", rw_monitor_subscribe(mon, main_cb, &r, &main_id));
+	memset(&su, 0, sizeof(su));
+	pthread_mutex_init(&su.mu, NULL);
+	su.mon = mon;
+	su.status = -1;
+	pthread_mutex_lock(&su.mu);
+	CHECK_OK("subscribe_self_unsubscriber", rw_monitor_subscribe(mon, self_unsub_cb, &su, &su.id));
+	su.id_set = true;
+	pthread_mutex_unlock(&su.mu);
+	counting_user = calloc(1, sizeof(*counting_user));
+	CHECK_OK("subscribe_counting", rw_monitor_subscribe(mon, counting_cb, counting_user, &counting_id));
+	check(main_id != su.id && su.id != counting_id && main_id != counting_id, "subscription_ids_differ",
+	      "%llu %llu %llu", (unsigned long long)main_id, (unsigned long long)su.id,
+	      (unsigned long long)counting_id);
+
+	/* (a) A burst of 5: read 5, acked 5, and the drain ends in one EAGAIN. */
+	before = counters(sim, 0);
+	drains_before = rec_get(&r, &r.drains[0]);
+	events_before = rec_get(&r, &r.events[0]);
+	CHECK_OK("push_5_qp_req_err", rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 5));
+	WAIT_UNTIL(ok, counters(sim, 0).read >= before.read + 5 && rec_get(&r, &r.drains[0]) > drains_before, WAIT_MS);
+	after = counters(sim, 0);
+	check(ok, "burst_drained", "read %llu -> %llu", (unsigned long long)before.read,
+	      (unsigned long long)after.read);
+	CHECK_EQ("burst_read_5", after.read - before.read, 5);
+	CHECK_EQ("burst_acked_5", after.acked - before.acked, 5);
+	n = rec_get(&r, &r.drains[0]) - drains_before;
+	/* (c) Every drain ends with one get that found the queue empty. */
+	CHECK_EQ("burst_gets_are_events_plus_one_eagain_per_drain", after.gets - before.gets, 5 + n);
+	CHECK_EQ("burst_5_event_notifications", rec_get(&r, &r.events[0]) - events_before, 5);
+
+	/* The self-unsubscriber was called once, ended itself, and is not
+	 * called again. */
+	pthread_mutex_lock(&su.mu);
+	CHECK_EQ("self_unsubscribe_from_callback_called_once", su.calls, 1);
+	CHECK_STATUS("self_unsubscribe_from_callback_ok", su.status, RW_OK);
+	pthread_mutex_unlock(&su.mu);
+
+	/* (d) EINTR is retried; the events behind it are read. */
+	before = counters(sim, 0);
+	drains_before = rec_get(&r, &r.drains[0]);
+	CHECK_OK("sim_eintr_3", rw_sim_eintr(sim, 0, 3));
+	CHECK_OK("push_2_after_eintr", rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 2));
+	WAIT_UNTIL(ok, counters(sim, 0).read >= before.read + 2 && rec_get(&r, &r.drains[0]) > drains_before, WAIT_MS);
+	after = counters(sim, 0);
+	check(ok, "eintr_events_still_read", "read %llu -> %llu", (unsigned long long)before.read,
+	      (unsigned long long)after.read);
+	n = rec_get(&r, &r.drains[0]) - drains_before;
+	CHECK_EQ("eintr_gets_are_events_eintrs_and_eagains", after.gets - before.gets, 2 + 3 + n);
+	CHECK_EQ("eintr_acked_2", after.acked - before.acked, 2);
+	CHECK_EQ("eintr_no_drain_failed", rec_get(&r, &r.drain_failures[0]), 0);
+
+	/* (b) PORT_ERR pauses; PORT_ACTIVE behind 100 COMM_EST re-admits, by
+	 * the event. The first transition also runs the in-callback calls. */
+	pthread_mutex_lock(&r.mu);
+	r.inside_armed = true;
+	pthread_mutex_unlock(&r.mu);
+	CHECK_OK("sim_port_down", rw_sim_port_down(sim, 0, 1));
+	WAIT_UNTIL(ok, !admits(g0), WAIT_MS);
+	check(ok, "port_err_gate_refuses", "word %#llx", (unsigned long long)load(g0));
+	CHECK_EQ("port_err_reason_in_word", rw_word_reason(load(g0)), RW_REASON_PORT_ERR);
+	WAIT_UNTIL(ok, rec_get(&r, &r.unavailable_calls[0]) > 0, WAIT_MS);
+	check(ok, "port_err_selector_told_unavailable", "never told");
+	gen_paused = rw_word_generation(load(g0));
+	before = counters(sim, 0);
+	CHECK_OK("push_100_comm_est", rw_sim_push_event(sim, 0, CODE_COMM_EST, QP_HANDLE, 100));
+	CHECK_OK("sim_port_up", rw_sim_port_up(sim, 0, 1));
+	WAIT_UNTIL(ok, admits(g0), WAIT_MS);
+	check(ok, "port_active_behind_100_comm_est_admits", "word %#llx", (unsigned long long)load(g0));
+	after = counters(sim, 0);
+	CHECK_EQ("behind_burst_all_101_read", after.read - before.read, 101);
+	CHECK_EQ("behind_burst_all_101_acked", after.acked - before.acked, 101);
+	check(rw_word_generation(load(g0)) > gen_paused, "behind_burst_generation_bumped", "generation %llu, was %llu",
+	      (unsigned long long)rw_word_generation(load(g0)), (unsigned long long)gen_paused);
+	info.recovered_by = -9;
+	WAIT_UNTIL(ok, rail_info(mon, "mlx5_0/1", &info) && info.generation == rw_word_generation(load(g0)), WAIT_MS);
+	check(ok && info.recovered_by == RW_BY_EVENT, "behind_burst_recovered_by_event", "recovered_by %d",
+	      info.recovered_by);
+	WAIT_UNTIL(ok, rec_reactivated(&r, 0, 2), WAIT_MS);
+	check(ok, "behind_burst_activation_notified", "no transition to active");
+	pthread_mutex_lock(&r.mu);
+	CHECK_EQ("behind_burst_transition_to_active", r.last_transition[0].to_state, RW_RAIL_ACTIVE);
+	CHECK_EQ("behind_burst_transition_cause_by_event", r.last_transition[0].cause * 10 + r.last_transition[0].cause_code,
+		 RW_CAUSE_BY * 10 + RW_BY_EVENT);
+	CHECK_EQ("behind_burst_transition_port_1", r.last_transition[0].port, 1);
+	pthread_mutex_unlock(&r.mu);
+
+	/* What the callback did from inside. */
+	WAIT_UNTIL(ok, rec_inside_done(&r), WAIT_MS);
+	check(ok, "callback_ran_the_inside_calls", "never");
+	pthread_mutex_lock(&r.mu);
+	CHECK_STATUS("snapshot_from_callback_ok", r.inside_snapshot, RW_OK);
+	CHECK_EQ("snapshot_from_callback_has_2_rails", r.inside_count, 2);
+	CHECK_STATUS("snapshot_from_callback_small_buffer", r.inside_snapshot_small, RW_ERR_BUFFER);
+	CHECK_EQ("snapshot_small_buffer_says_2_needed", r.inside_needed, 2);
+	CHECK_STATUS("json_from_callback_ok", r.inside_json, RW_OK);
+	check(r.inside_json_has_rail, "json_from_callback_names_rail", "no \"mlx5_0/1\"");
+	CHECK_STATUS("gate_from_callback_ok", r.inside_gate, RW_OK);
+	CHECK_STATUS("gate_check_from_callback_ok", r.inside_gate_check, RW_OK);
+	CHECK_STATUS("monitor_free_from_callback_refused", r.inside_free, RW_ERR_STATE);
+	pthread_mutex_unlock(&r.mu);
+
+	/* Ending a busy subscription from the main thread: no call after it
+	 * returns. */
+	n = atomic_load(&counting_calls);
+	CHECK_OK("push_40_for_counting", rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 40));
+	WAIT_UNTIL(ok, atomic_load(&counting_calls) >= n + 3, WAIT_MS);
+	check(ok, "counting_subscriber_called", "%u calls", atomic_load(&counting_calls) - n);
+	CHECK_OK("unsubscribe_from_main_thread", rw_monitor_unsubscribe(mon, counting_id));
+	atomic_store(&counting_over, true);
+	n = atomic_load(&counting_calls);
+	free(counting_user);
+	events_before = rec_get(&r, &r.events[0]);
+	CHECK_OK("push_5_after_unsubscribe", rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 5));
+	WAIT_UNTIL(ok, rec_get(&r, &r.events[0]) >= events_before + 5, WAIT_MS);
+	check(ok, "events_after_unsubscribe_dispatched", "main subscriber saw %u",
+	      rec_get(&r, &r.events[0]) - events_before);
+	CHECK_EQ("no_call_after_unsubscribe_returned", atomic_load(&counting_late), 0);
+	CHECK_EQ("call_count_frozen_after_unsubscribe", atomic_load(&counting_calls), n);
+	CHECK_STATUS("unsubscribe_twice_not_found", rw_monitor_unsubscribe(mon, counting_id), RW_ERR_NOT_FOUND);
+	pthread_mutex_lock(&su.mu);
+	CHECK_EQ("self_unsubscribed_never_called_again", su.calls, 1);
+	pthread_mutex_unlock(&su.mu);
+
+	/* (e) EIO on mlx5_1: the drain stops, the device is no longer read,
+	 * its port is polled. */
+	c1 = counters(sim, 1);
+	CHECK_OK("sim_eio", rw_sim_eio(sim, 1));
+	CHECK_OK("push_after_eio", rw_sim_push_event(sim, 1, CODE_COMM_EST, QP_HANDLE, 1));
+	WAIT_UNTIL(ok, rec_get(&r, &r.drain_failures[1]) > 0, WAIT_MS);
+	check(ok, "eio_drain_reported_failed", "no failed drain");
+	pthread_mutex_lock(&r.mu);
+	CHECK_EQ_I("eio_drain_error_is_eio", r.last_drain_error[1], EIO);
+	pthread_mutex_unlock(&r.mu);
+	after = counters(sim, 1);
+	CHECK_EQ("eio_one_get_then_stop", after.gets - c1.gets, 1);
+	CHECK_EQ("eio_nothing_read", after.read - c1.read, 0);
+	CHECK_OK("push_3_more_after_eio", rw_sim_push_event(sim, 1, CODE_COMM_EST, QP_HANDLE, 3));
+	/* Let the monitor prove it is awake: an event on mlx5_0 is read. */
+	before = counters(sim, 0);
+	CHECK_OK("push_probe_on_mlx5_0", rw_sim_push_event(sim, 0, CODE_COMM_EST, QP_HANDLE, 1));
+	WAIT_UNTIL(ok, counters(sim, 0).read > before.read, WAIT_MS);
+	check(ok, "monitor_still_reads_other_device", "probe not read");
+	CHECK_EQ("eio_device_not_read_again", counters(sim, 1).gets, after.gets);
+	CHECK_EQ("eio_later_events_not_read", counters(sim, 1).read, c1.read);
+	WAIT_UNTIL(ok, counters(sim, 1).port_queries >= c1.port_queries + 2, WAIT_MS);
+	check(ok, "eio_device_ports_polled", "port queries %llu -> %llu", (unsigned long long)c1.port_queries,
+	      (unsigned long long)counters(sim, 1).port_queries);
+	check(admits(g1), "eio_device_rail_stays_admitted", "word %#llx", (unsigned long long)load(g1));
+
+	/* The snapshot and JSON from the main thread. */
+	{
+		rw_rail_info rails[4];
+		size_t count = 0;
+		char *json = NULL;
+
+		CHECK_STATUS("snapshot_room_for_1_of_2", rw_monitor_snapshot(mon, rails, 1, &count), RW_ERR_BUFFER);
+		CHECK_EQ("snapshot_buffer_error_says_2", count, 2);
+		CHECK_OK("snapshot_room_for_4", rw_monitor_snapshot(mon, rails, 4, &count));
+		CHECK_EQ("snapshot_has_2_rails", count, 2);
+		check(count == 2 && strcmp(rails[0].name, "mlx5_0/1") == 0 && strcmp(rails[1].name, "mlx5_1/1") == 0,
+		      "snapshot_names_rails", "\"%s\" \"%s\"", rails[0].name, rails[1].name);
+		check(count == 2 && rails[0].state == RW_RAIL_ACTIVE && rails[0].available && rails[0].rate_mbps == 400000,
+		      "snapshot_rail_active_available_400g", "state %u available %d rate %llu", rails[0].state,
+		      rails[0].available, (unsigned long long)rails[0].rate_mbps);
+		CHECK_OK("snapshot_json", rw_monitor_snapshot_json(mon, &json));
+		check(json && json[0] == '{' && json[strlen(json) - 1] == '}' && strstr(json, "\"rails\":[") &&
+			      strstr(json, "\"rail\":\"mlx5_0/1\"") && strstr(json, "\"rail\":\"mlx5_1/1\""),
+		      "snapshot_json_has_rails", "%s", json ? json : "(null)");
+		rw_string_free(json);
+	}
+
+	pthread_mutex_lock(&r.mu);
+	check(r.ack_checked >= 50, "ack_checked_at_50_or_more_event_callbacks", "%u", r.ack_checked);
+	CHECK_EQ("events_acked_before_any_callback", r.ack_violations, 0);
+	pthread_mutex_unlock(&r.mu);
+out:
+	rw_gate_free(g0);
+	rw_gate_free(g1);
+	CHECK_OK("monitor_free", rw_monitor_free(mon));
+	rw_sim_free(sim);
+	pthread_mutex_destroy(&r.mu);
+	pthread_mutex_destroy(&su.mu);
+}
+
+/* ---- monitor B: the transport cases, with a 20 ms tick --------------------- */
+
+static void transport(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	rw_gate *g0 = NULL, *g1 = NULL;
+	struct rec r;
+	rw_sim_counters c0, c1;
+	rw_ticket t;
+	rw_rail_info info;
+	uint32_t dev;
+	uint64_t gen_paused;
+	bool ok;
+
+	if (rw_sim_new(&sim) != RW_OK)
+		return;
+	rw_sim_add_device(sim, "mlx5_0", 1, &dev);
+	rw_sim_add_device(sim, "mlx5_1", 1, &dev);
+	rec_init(&r, sim);
+	mon = start(sim, 20, &r);
+	if (!mon)
+		goto out;
+	r.mon = mon;
+	CHECK_OK("transport_subscribe", rw_monitor_subscribe(mon, main_cb, &r, NULL));
+	g0 = gate_of(mon, "mlx5_0/1");
+	g1 = gate_of(mon, "mlx5_1/1");
+	WAIT_UNTIL(ok, admits(g0) && admits(g1), WAIT_MS);
+	check(ok, "transport_rails_admitted", "words %#llx %#llx", (unsigned long long)load(g0),
+	      (unsigned long long)load(g1));
+
+	/* An unplugged device's rail goes inert: the gate refuses. */
+	CHECK_OK("sim_unplug", rw_sim_unplug(sim, 1));
+	WAIT_UNTIL(ok, rw_word_state(load(g1)) == RW_RAIL_INERT, WAIT_MS);
+	check(ok, "unplugged_rail_inert", "word %#llx", (unsigned long long)load(g1));
+	check(!rw_gate_check_inline(rw_gate_word(g1), NULL), "inert_rail_inline_gate_refuses", "admitted");
+	memset(&t, 0, sizeof(t));
+	CHECK_OK("inert_rail_gate_check", rw_gate_check(g1, &t));
+	check(!t.admitted && t.state == RW_RAIL_INERT, "inert_rail_gate_check_refuses", "admitted %d state %u",
+	      t.admitted, t.state);
+	WAIT_UNTIL(ok, rec_get(&r, &r.unavailable_calls[1]) > 0, WAIT_MS);
+	check(ok, "unplugged_rail_selector_told_unavailable", "never told");
+
+	/* mlx5_0/1 paused keeps the tick running: its port is queried every
+	 * tick, the unplugged one's never. */
+	c1 = counters(sim, 1);
+	CHECK_OK("transport_port_down", rw_sim_port_down(sim, 0, 1));
+	WAIT_UNTIL(ok, !admits(g0), WAIT_MS);
+	check(ok, "transport_port_err_pauses", "word %#llx", (unsigned long long)load(g0));
+	gen_paused = rw_word_generation(load(g0));
+	c0 = counters(sim, 0);
+	WAIT_UNTIL(ok, counters(sim, 0).port_queries >= c0.port_queries + 3, WAIT_MS);
+	check(ok, "tick_polls_paused_rail", "port queries %llu -> %llu", (unsigned long long)c0.port_queries,
+	      (unsigned long long)counters(sim, 0).port_queries);
+	CHECK_EQ("tick_never_queries_unplugged_device", counters(sim, 1).port_queries, c1.port_queries);
+	check(!admits(g1), "unplugged_rail_still_refused", "word %#llx", (unsigned long long)load(g1));
+
+	/* The port comes back with no event: the poll finds it. */
+	CHECK_OK("silent_port_active", rw_sim_set_port_state(sim, 0, 1, PORT_ACTIVE));
+	WAIT_UNTIL(ok, admits(g0), WAIT_MS);
+	check(ok, "poll_recovers_silent_port", "word %#llx", (unsigned long long)load(g0));
+	check(rw_word_generation(load(g0)) > gen_paused, "poll_recovery_bumps_generation", "generation %llu, was %llu",
+	      (unsigned long long)rw_word_generation(load(g0)), (unsigned long long)gen_paused);
+	info.recovered_by = -9;
+	WAIT_UNTIL(ok, rail_info(mon, "mlx5_0/1", &info) && info.generation == rw_word_generation(load(g0)), WAIT_MS);
+	check(ok && info.recovered_by == RW_BY_POLL, "poll_recovery_recovered_by_poll", "recovered_by %d",
+	      info.recovered_by);
+	WAIT_UNTIL(ok, rec_reactivated(&r, 0, 2), WAIT_MS);
+	pthread_mutex_lock(&r.mu);
+	check(ok && r.last_transition[0].cause == RW_CAUSE_BY && r.last_transition[0].cause_code == RW_BY_POLL,
+	      "poll_transition_cause_by_poll", "cause %u code %u", r.last_transition[0].cause,
+	      r.last_transition[0].cause_code);
+	pthread_mutex_unlock(&r.mu);
+	CHECK_EQ("unplugged_device_still_never_queried", counters(sim, 1).port_queries, c1.port_queries);
+out:
+	rw_gate_free(g0);
+	rw_gate_free(g1);
+	CHECK_OK("transport_monitor_free", rw_monitor_free(mon));
+	rw_sim_free(sim);
+	pthread_mutex_destroy(&r.mu);
+}
+
+int main(void)
+{
+	drains_and_callbacks();
+	transport();
+	return check_done();
+}

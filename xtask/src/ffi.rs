@@ -1,0 +1,484 @@
+//! `cargo xtask ffi`: the C API tested from C and C++.
+//!
+//! Builds `railwatch-ffi` with the `verbs` feature (`librailwatch.so` and
+//! `librailwatch.a`), compiles every `crates/ffi/tests/c/*.c` and
+//! `crates/ffi/tests/cpp/*.cpp` twice, against the shared and the static
+//! library, into `target/ffi-tests/{dynamic,static}/`, and runs each with
+//! `LD_LIBRARY_PATH` starting at the fake `libibverbs.so.1` that
+//! railwatch-verbs-backend's build script makes (so libibverbs is always
+//! the fake). A program prints `ok - NAME` / `not ok - NAME: why` per check
+//! and exits 0 iff all passed; the checks are counted. The examples,
+//! `crates/ffi/examples/*.cpp`, are built and run the same way (they play
+//! the network under the fake) and pass by exiting 0. Each dynamic binary
+//! then runs again under valgrind, which must report no error and nothing
+//! definitely lost. Every run is killed after [`TIMEOUT`].
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::run::{cargo, root, step};
+
+/// The longest a test program may run (under valgrind included).
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the runner was asked to do.
+struct Options {
+    valgrind: bool,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut opts = Options { valgrind: true };
+    for arg in args {
+        match arg.as_str() {
+            "--no-valgrind" => opts.valgrind = false,
+            other => return Err(format!("ffi: unknown argument {other:?} (only --no-valgrind)")),
+        }
+    }
+    Ok(opts)
+}
+
+/// One test source and the compiler for it.
+struct Source {
+    path: PathBuf,
+    name: String,
+    cpp: bool,
+    /// An example (`crates/ffi/examples/`): uses libibverbs itself, prints
+    /// a timeline rather than checks, and passes by exiting 0.
+    example: bool,
+}
+
+/// How a binary is linked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Dynamic,
+    Static,
+}
+
+impl Link {
+    fn name(self) -> &'static str {
+        match self {
+            Link::Dynamic => "dynamic",
+            Link::Static => "static",
+        }
+    }
+}
+
+/// `cargo xtask ffi [--no-valgrind]`: the runs passed and failed (each
+/// program under each link, and under valgrind); an error when any program
+/// failed, timed out or valgrind complained.
+pub fn run(args: &[String]) -> Result<(u64, u64), String> {
+    let opts = parse(args)?;
+    let root = root();
+    let (lib_dir, fake_dir) = build()?;
+    let sources = sources(&root)?;
+    let out = crate::run::target_dir().join("ffi-tests");
+    let include = root.join("crates/ffi/include");
+    let valgrind = if opts.valgrind { Some(find_valgrind()?) } else { None };
+
+    let mut binaries = Vec::new();
+    for link in [Link::Dynamic, Link::Static] {
+        let dir = out.join(link.name());
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        for src in &sources {
+            let bin = dir.join(&src.name);
+            compile(src, link, &include, &lib_dir, &bin)?;
+            binaries.push((src.name.clone(), link, bin));
+        }
+    }
+
+    let ld_path = ld_library_path(&fake_dir, &lib_dir);
+    // Checks (the programs' `ok -` lines) and runs (each program, each
+    // link, and each valgrind run: what CI's test count adds).
+    let (mut passed, mut failed) = (0, 0);
+    let (mut runs_ok, mut runs_failed) = (0u64, 0u64);
+    let mut problems = Vec::new();
+    for (name, link, bin) in &binaries {
+        let example = sources.iter().any(|s| s.example && s.name == *name);
+        let label = format!("{name} ({})", link.name());
+        let mut cmd = Command::new(bin);
+        cmd.env("LD_LIBRARY_PATH", &ld_path).current_dir(&root);
+        eprintln!("==> ffi: {label}: LD_LIBRARY_PATH={} {}", ld_path, bin.display());
+        match run_counted(&mut cmd, &label) {
+            Ok(r) => {
+                passed += r.passed;
+                failed += r.failed;
+                eprintln!("==> ffi: {label}: {} passed, {} failed ({})", r.passed, r.failed, r.status);
+                match r.problem(example) {
+                    Some(why) => {
+                        runs_failed += 1;
+                        problems.push(format!("{label}: {why}"));
+                    }
+                    None => runs_ok += 1,
+                }
+            }
+            Err(e) => {
+                runs_failed += 1;
+                problems.push(e);
+            }
+        }
+    }
+
+    let mut summaries = Vec::new();
+    if let Some(valgrind) = &valgrind {
+        let logs = out.join("valgrind");
+        std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
+        for (name, _, bin) in binaries.iter().filter(|(_, link, _)| *link == Link::Dynamic) {
+            let label = format!("{name} (valgrind)");
+            let log = logs.join(format!("{name}.log"));
+            let mut cmd = Command::new(valgrind);
+            cmd.args([
+                "--error-exitcode=99",
+                "--leak-check=full",
+                "--errors-for-leak-kinds=definite",
+                "--show-leak-kinds=definite",
+            ])
+            .arg(format!("--log-file={}", log.display()))
+            .arg(bin)
+            .env("LD_LIBRARY_PATH", &ld_path)
+            .current_dir(&root);
+            eprintln!("==> ffi: {label}: {cmd:?}");
+            let outcome = run_counted(&mut cmd, &label);
+            let report = std::fs::read_to_string(&log).unwrap_or_default();
+            let summary = valgrind_summary(&report);
+            eprintln!("==> ffi: {label}: {summary} (log: {})", log.display());
+            summaries.push(format!("{name}: {summary}"));
+            let example = sources.iter().any(|s| s.example && s.name == *name);
+            let problem = match outcome {
+                Ok(r) => valgrind_problem(&report)
+                    .map(|why| format!("{label}: {why} (see {})", log.display()))
+                    .or_else(|| r.problem(example).map(|why| format!("{label}: {why}"))),
+                Err(e) => Some(e),
+            };
+            match problem {
+                Some(p) => {
+                    runs_failed += 1;
+                    problems.push(p);
+                }
+                None => runs_ok += 1,
+            }
+        }
+    }
+
+    let programs = sources.len();
+    eprintln!(
+        "==> ffi: {programs} program(s), linked dynamically and statically: {passed} checks passed, {failed} failed; \
+         {runs_ok} runs passed, {runs_failed} failed (valgrind runs included)"
+    );
+    for s in &summaries {
+        eprintln!("==> ffi: valgrind {s}");
+    }
+    if !problems.is_empty() {
+        return Err(format!("ffi: {passed} checks passed, {failed} failed; {}", problems.join("; ")));
+    }
+    if valgrind.is_none() {
+        eprintln!("==> ffi: valgrind skipped (--no-valgrind)");
+    }
+    Ok((runs_ok, runs_failed))
+}
+
+/// Builds the library; its directory and the fake libibverbs's directory,
+/// from cargo's JSON messages.
+fn build() -> Result<(PathBuf, PathBuf), String> {
+    let mut cmd = cargo();
+    cmd.args(["build", "-p", "railwatch-ffi", "--features", "verbs", "--message-format=json"]).stdout(Stdio::piped());
+    eprintln!("==> build librailwatch: {cmd:?}");
+    let out = cmd.output().map_err(|e| format!("build librailwatch: cannot start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("build librailwatch failed ({})", out.status));
+    }
+    let (mut lib_dir, mut fake_dir) = (None, None);
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let package = json_string(line, "package_id").unwrap_or_default();
+        match json_string(line, "reason").as_deref() {
+            Some("build-script-executed") if names_package(&package, "railwatch-verbs-backend") => {
+                fake_dir = json_string(line, "out_dir").map(|d| Path::new(&d).join("fake-ibverbs/basic"));
+            }
+            Some("compiler-artifact") if names_package(&package, "railwatch-ffi") => {
+                let so = json_strings(line, "filenames").into_iter().find(|f| f.ends_with("librailwatch.so"));
+                lib_dir = so.and_then(|f| Path::new(&f).parent().map(Path::to_path_buf));
+            }
+            _ => {}
+        }
+    }
+    let lib_dir = lib_dir.ok_or("build librailwatch: cargo named no librailwatch.so")?;
+    let fake_dir = fake_dir.ok_or("build librailwatch: no build-script-executed message of railwatch-verbs-backend")?;
+    for needed in [lib_dir.join("librailwatch.a"), fake_dir.join("libibverbs.so.1")] {
+        if !needed.is_file() {
+            return Err(format!(
+                "{} is missing (the fake libibverbs needs a C compiler and the rdma-core headers: cargo xtask deps)",
+                needed.display()
+            ));
+        }
+    }
+    eprintln!("==> ffi: library {}, fake libibverbs {}", lib_dir.display(), fake_dir.display());
+    Ok((lib_dir, fake_dir))
+}
+
+/// Whether cargo's `package_id` is the package `name`: spelled
+/// `path+file:///…#name@1.0.0`, `path+file:///…/name#1.0.0` (when the
+/// directory is the name) or, by older cargos, `name 1.0.0 (…)`.
+fn names_package(id: &str, name: &str) -> bool {
+    if let Some((url, tail)) = id.rsplit_once('#') {
+        return match tail.split_once('@') {
+            Some((package, _)) => package == name,
+            None => url.rsplit('/').next() == Some(name),
+        };
+    }
+    id.split(' ').next() == Some(name)
+}
+
+/// The C and C++ test sources, sorted by name.
+fn sources(root: &Path) -> Result<Vec<Source>, String> {
+    let mut found = Vec::new();
+    for (dir, ext, cpp) in [("crates/ffi/tests/c", "c", false), ("crates/ffi/tests/cpp", "cpp", true)] {
+        let dir = root.join(dir);
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some(ext) {
+                continue;
+            }
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("test").to_string();
+            let name = if cpp { format!("{stem}_cpp") } else { stem };
+            found.push(Source { path, name, cpp, example: false });
+        }
+    }
+    found.sort_by(|a, b| (a.cpp, &a.name).cmp(&(b.cpp, &b.name)));
+    if found.iter().all(|s| s.cpp) {
+        return Err(format!("ffi: no C test programs in {}", root.join("crates/ffi/tests/c").display()));
+    }
+    // The examples, run under the fake too (they play the network there).
+    let mut examples: Vec<Source> = std::fs::read_dir(root.join("crates/ffi/examples"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("cpp"))
+                .map(|path| {
+                    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("example");
+                    Source { name: format!("example_{stem}"), path, cpp: true, example: true }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    examples.sort_by(|a, b| a.name.cmp(&b.name));
+    found.extend(examples);
+    Ok(found)
+}
+
+/// Compiles one test program into `bin`.
+fn compile(src: &Source, link: Link, include: &Path, lib_dir: &Path, bin: &Path) -> Result<(), String> {
+    let mut cmd = if src.cpp {
+        let mut c = Command::new("c++");
+        c.arg("-std=c++20");
+        c
+    } else {
+        let mut c = Command::new("cc");
+        c.arg("-std=c11");
+        c
+    };
+    cmd.args(["-g", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", include.display()))
+        .arg("-o")
+        .arg(bin)
+        .arg(&src.path);
+    match link {
+        Link::Dynamic => {
+            cmd.arg(format!("-L{}", lib_dir.display()))
+                .arg("-lrailwatch")
+                .arg(format!("-Wl,-rpath,{}", lib_dir.display()));
+        }
+        // The static library's own dependencies (what rustc's
+        // native-static-libs lists that is not linked by default).
+        Link::Static => {
+            cmd.arg(lib_dir.join("librailwatch.a")).args(["-libverbs", "-lm"]);
+        }
+    }
+    if src.example && link == Link::Dynamic {
+        // The examples call libibverbs themselves.
+        cmd.arg("-libverbs");
+    }
+    cmd.args(["-pthread", "-ldl"]);
+    step(&format!("compile {} ({})", src.name, link.name()), &mut cmd)
+}
+
+/// `LD_LIBRARY_PATH`: the fake libibverbs first, then the library
+/// (nothing inherited: `cargo run` adds its own directories).
+fn ld_library_path(fake_dir: &Path, lib_dir: &Path) -> String {
+    format!("{}:{}", fake_dir.display(), lib_dir.display())
+}
+
+fn find_valgrind() -> Result<PathBuf, String> {
+    let out = Command::new("which").arg("valgrind").output().map_err(|e| format!("ffi: cannot run which: {e}"))?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || path.is_empty() {
+        return Err("ffi: valgrind not found (cargo xtask deps installs it; --no-valgrind skips it)".into());
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// One program's run.
+struct Counted {
+    passed: u64,
+    failed: u64,
+    status: ExitStatus,
+}
+
+impl Counted {
+    /// Why the run failed, if it did (an example needs no checks).
+    fn problem(&self, example: bool) -> Option<String> {
+        if self.failed > 0 {
+            Some(format!("{} check(s) failed", self.failed))
+        } else if !self.status.success() {
+            Some(format!("exited with {}", self.status))
+        } else if self.passed == 0 && !example {
+            Some("ran no checks".into())
+        } else {
+            None
+        }
+    }
+}
+
+/// Runs `cmd`, echoing its standard output and counting its `ok -` and
+/// `not ok -` lines; killed after [`TIMEOUT`], which is an error naming it.
+fn run_counted(cmd: &mut Command, label: &str) -> Result<Counted, String> {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().map_err(|e| format!("{label}: cannot start: {e}"))?;
+    let stdout = child.stdout.take().ok_or_else(|| format!("{label}: no stdout"))?;
+    let reader = std::thread::spawn(move || {
+        let (mut passed, mut failed) = (0u64, 0u64);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{line}");
+            if line.starts_with("ok - ") {
+                passed += 1;
+            } else if line.starts_with("not ok - ") {
+                failed += 1;
+            }
+        }
+        (passed, failed)
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| format!("{label}: {e}"))? {
+            break status;
+        }
+        if started.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = reader.join();
+            return Err(format!("{label}: did not finish within {} s and was killed", TIMEOUT.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (passed, failed) = reader.join().map_err(|_| format!("{label}: the output reader panicked"))?;
+    Ok(Counted { passed, failed, status })
+}
+
+/// Valgrind's verdict lines: the error summary and what was definitely
+/// lost.
+fn valgrind_summary(report: &str) -> String {
+    let pick = |key: &str| report.lines().find_map(|l| l.find(key).map(|at| l[at..].trim().to_string()));
+    let errors = pick("ERROR SUMMARY:").unwrap_or_else(|| "no ERROR SUMMARY".into());
+    let lost = pick("definitely lost:").unwrap_or_else(|| {
+        if report.contains("no leaks are possible") {
+            "definitely lost: 0 bytes (no leaks are possible)".into()
+        } else {
+            "definitely lost: not reported".into()
+        }
+    });
+    format!("{errors}; {lost}")
+}
+
+/// Why valgrind's report fails the run, if it does.
+fn valgrind_problem(report: &str) -> Option<String> {
+    let Some(line) = report.lines().find(|l| l.contains("ERROR SUMMARY:")) else {
+        return Some("valgrind printed no ERROR SUMMARY".into());
+    };
+    if !line.contains("ERROR SUMMARY: 0 errors") {
+        return Some(line[line.find("ERROR SUMMARY:").unwrap_or(0)..].to_string());
+    }
+    let lost = report.lines().find(|l| l.contains("definitely lost:"))?;
+    if lost.contains("definitely lost: 0 bytes") {
+        return None;
+    }
+    Some(lost[lost.find("definitely lost:").unwrap_or(0)..].to_string())
+}
+
+/// The string value of `"key":"…"` in one line of JSON (unescaped).
+fn json_string(line: &str, key: &str) -> Option<String> {
+    let at = line.find(&format!("\"{key}\":\""))? + key.len() + 4;
+    parse_json_string(&line[at..]).map(|(s, _)| s)
+}
+
+/// The strings of the array `"key":["…","…"]` in one line of JSON.
+fn json_strings(line: &str, key: &str) -> Vec<String> {
+    let Some(at) = line.find(&format!("\"{key}\":[")) else { return Vec::new() };
+    let mut rest = &line[at + key.len() + 4..];
+    let mut found = Vec::new();
+    while let Some(s) = rest.strip_prefix('"') {
+        let Some((value, used)) = parse_json_string(s) else { break };
+        found.push(value);
+        rest = &s[used..];
+        match rest.strip_prefix(',') {
+            Some(r) => rest = r,
+            None => break,
+        }
+    }
+    found
+}
+
+/// A JSON string's text up to its closing quote (`s` starts after the
+/// opening one): the unescaped value and the bytes used, quote included.
+fn parse_json_string(s: &str) -> Option<(String, usize)> {
+    let mut value = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Some((value, i + 1)),
+            '\\' => match chars.next()?.1 {
+                'n' => value.push('\n'),
+                't' => value.push('\t'),
+                'r' => value.push('\r'),
+                'u' => {
+                    let hex: String = (0..4).filter_map(|_| chars.next().map(|(_, h)| h)).collect();
+                    value.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).unwrap_or('\u{fffd}'));
+                }
+                other => value.push(other),
+            },
+            c => value.push(c),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cargo_messages() {
+        let line = r#"{"reason":"build-script-executed","package_id":"path+file:///src/crates/verbs-backend#railwatch-verbs-backend@0.1.0","out_dir":"/t/debug/build/x-1/out","env":[]}"#;
+        assert_eq!(json_string(line, "reason").as_deref(), Some("build-script-executed"));
+        assert_eq!(json_string(line, "out_dir").as_deref(), Some("/t/debug/build/x-1/out"));
+        assert!(names_package(&json_string(line, "package_id").unwrap(), "railwatch-verbs-backend"));
+        assert!(!names_package("path+file:///src/crates/ffi#railwatch-ffi@0.1.0", "railwatch"));
+        assert!(names_package("railwatch-ffi 0.1.0 (path+file:///src/crates/ffi)", "railwatch-ffi"));
+        assert!(names_package("path+file:///src/railwatch-ffi#0.1.0", "railwatch-ffi"));
+        assert!(!names_package("path+file:///src/railwatch-ffi#0.1.0", "railwatch"));
+        let art =
+            r#"{"reason":"compiler-artifact","filenames":["/t/debug/librailwatch.so","/t/d\"q/librailwatch.a"],"x":1}"#;
+        assert_eq!(json_strings(art, "filenames"), ["/t/debug/librailwatch.so", "/t/d\"q/librailwatch.a"]);
+    }
+
+    #[test]
+    fn judges_valgrind_reports() {
+        let clean = "==1== ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)\n==1==    definitely lost: 0 bytes in 0 blocks\n";
+        assert_eq!(valgrind_problem(clean), None);
+        let leak = "==1==    definitely lost: 16 bytes in 1 blocks\n==1== ERROR SUMMARY: 0 errors from 0 contexts\n";
+        assert!(valgrind_problem(leak).unwrap().contains("16 bytes"));
+        assert!(valgrind_problem("==1== ERROR SUMMARY: 2 errors from 2 contexts").is_some());
+        assert!(valgrind_problem("").is_some());
+        assert!(valgrind_summary(clean).starts_with("ERROR SUMMARY: 0 errors"));
+    }
+}
