@@ -1660,12 +1660,12 @@ fn invalid_configs_are_refused_with_their_key() {
         ("reopen_max_ms", MachineConfig { reopen_initial_ms: 20, reopen_max_ms: 10, ..Default::default() }),
         ("reopen_jitter_pct", MachineConfig { reopen_jitter_pct: 101, ..Default::default() }),
         ("settle_ms", MachineConfig { settle_ms: MAX_DELAY_MS + 1, ..Default::default() }),
-        ("half_life_ms", damping(DampingConfig { half_life_ms: u64::MAX, ..Default::default() })),
-        ("half_life_ms", damping(DampingConfig { half_life_ms: 0, ..Default::default() })),
-        ("half_life_ms", damping(DampingConfig { half_life_ms: MAX_DELAY_MS / 3 + 1, ..Default::default() })),
-        ("reuse", damping(DampingConfig { reuse: 3000.0, ..Default::default() })),
-        ("penalty_per_flap", damping(DampingConfig { penalty_per_flap: f64::NAN, ..Default::default() })),
-        ("max_penalty", damping(DampingConfig { max_penalty: 100.0, ..Default::default() })),
+        ("damping.half_life_ms", damping(DampingConfig { half_life_ms: u64::MAX, ..Default::default() })),
+        ("damping.half_life_ms", damping(DampingConfig { half_life_ms: 0, ..Default::default() })),
+        ("damping.half_life_ms", damping(DampingConfig { half_life_ms: MAX_DELAY_MS / 3 + 1, ..Default::default() })),
+        ("damping.reuse", damping(DampingConfig { reuse: 3000.0, ..Default::default() })),
+        ("damping.penalty_per_flap", damping(DampingConfig { penalty_per_flap: f64::NAN, ..Default::default() })),
+        ("damping.max_penalty", damping(DampingConfig { max_penalty: 100.0, ..Default::default() })),
     ];
     for (key, cfg) in bad {
         assert_eq!(cfg.validate().map_err(|e| e.key), Err(key), "{cfg:?}");

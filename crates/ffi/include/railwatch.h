@@ -243,13 +243,13 @@ typedef struct rw_machine rw_machine;
 
 // A monitor running on its own thread. Made by `rw_monitor_start_verbs`
 // or `rw_monitor_start_sim`, destroyed by [`rw_monitor_free`]. Any thread
-// may use it, including the monitor thread from inside a callback
-// (except to free it).
+// may use it, including the monitor thread from inside a callback.
 typedef struct rw_monitor rw_monitor;
 
 // A simulated host: devices whose async fds are real pipes. Made by
-// [`rw_sim_new`], destroyed by [`rw_sim_free`] (after any monitor started
-// over it). Any thread may script it.
+// [`rw_sim_new`], destroyed by [`rw_sim_free`], before or after the
+// monitors started over it (they hold what they read). Any thread may
+// script it.
 typedef struct rw_sim rw_sim;
 
 // Flap damping settings (see `docs/STATE-MACHINE.md`).
@@ -268,9 +268,15 @@ typedef struct rw_damping {
   double max_penalty;
 } rw_damping;
 
-// Every setting. Start from `rw_config_default` and change what you need:
-// the struct may grow (at the end) in later versions.
+// Every setting. Start from `rw_config_default` and change what you need.
+// The struct may grow at the end in later versions: `size` (set by
+// `rw_config_default`) says which version the caller was built with, and
+// a library reads no more than that (this one accepts exactly its own
+// size; later ones will also accept the sizes before them).
 typedef struct rw_config {
+  // `sizeof(rw_config)` as the caller knows it; set by
+  // `rw_config_default`.
+  uint32_t size;
   // Recovery tick period, ms (default 1000); runs only while needed.
   uint64_t tick_ms;
   // Re-read every active rail's port this often, ms; 0 = off (default).
@@ -499,6 +505,9 @@ typedef struct rw_sim_counters {
   uint64_t port_queries;
   // Link reads.
   uint64_t link_queries;
+  // A monitor holds the device open (false once the monitor closed it,
+  // or was freed).
+  bool open;
 } rw_sim_counters;
 
 #ifdef __cplusplus
@@ -686,14 +695,17 @@ enum rw_status rw_monitor_start_sim(const struct rw_config *config,
                                     struct rw_monitor **out);
 
 // Stops the monitor, joins its thread and destroys it; NULL is ignored.
-// Callbacks in flight finish first; none runs after it returns. From the
-// monitor thread (inside a callback) it cannot join itself: it returns
-// `RW_ERR_STATE` and the monitor lives on.
+// No subscriber callback runs after it returns, and from another thread
+// every callback in flight (selector ones included) has finished. From
+// the monitor thread itself (inside a callback) it cannot join its own
+// thread: it stops the monitor, which a short-lived thread then joins,
+// and returns at once (the callback that called it finishes normally).
 enum rw_status rw_monitor_free(struct rw_monitor *monitor);
 
 // Calls `callback(user, notification)` on the monitor thread for every
 // notification from now on; its id into `*id` (may be NULL). A callback
-// may call any `rw_*` function except `rw_monitor_free` of its monitor.
+// may call any `rw_*` function, `rw_monitor_free` of its own monitor
+// included.
 enum rw_status rw_monitor_subscribe(const struct rw_monitor *monitor,
                                     rw_notify_fn callback,
                                     void *user,
@@ -732,8 +744,8 @@ void rw_string_free(char *s);
 // Makes an empty simulated host into `*out`.
 enum rw_status rw_sim_new(struct rw_sim **out);
 
-// Destroys a simulated host; NULL is ignored. Free the monitors started
-// over it first (they hold its devices' fds, not the host).
+// Destroys a simulated host; NULL is ignored. Monitors started over it
+// keep running (they hold its devices' fds, not the host).
 void rw_sim_free(struct rw_sim *sim);
 
 // Adds a device called `name` with ports 1..=`nports`, each ACTIVE at

@@ -653,15 +653,17 @@ public:
     }
     monitor(const monitor &) = delete;
     monitor &operator=(const monitor &) = delete;
-    /** Stops the monitor. Never destroy it from one of its own callbacks:
-     *  the thread cannot join itself, and the monitor is then leaked. */
+    /** Stops the monitor (joined; from one of its own callbacks, stopped
+     *  and joined by a short-lived thread once the callback returns). */
     ~monitor() { free_quietly(); }
 
     explicit operator bool() const noexcept { return handle() != nullptr; }
     rw_monitor *get() const noexcept { return handle(); }
 
-    /** Stops and joins now; throws error(RW_ERR_STATE) from the monitor's
-     *  own thread (and the monitor keeps running). */
+    /** Stops and joins now. From one of the monitor's own callbacks it
+     *  stops it and returns at once: no subscriber is called after it, and
+     *  a short-lived thread joins the monitor thread once the callback
+     *  returns. */
     void stop() {
         if (!core_) return;
         rw_monitor *h = core_->handle.load(std::memory_order_acquire);
@@ -746,8 +748,8 @@ private:
         if (!core_) return;
         rw_monitor *h = core_->handle.load(std::memory_order_acquire);
         if (h && rw_monitor_free(h) != RW_OK) {
-            // On the monitor thread: it cannot be stopped from here. Keep
-            // what its callbacks use alive rather than free it under them.
+            // Only when no thread could be started to stop it: keep what
+            // its callbacks use alive rather than free it under them.
             new std::shared_ptr<detail::monitor_core>(std::move(core_));
             return;
         }

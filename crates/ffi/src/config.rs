@@ -25,11 +25,17 @@ pub struct rw_damping {
     pub max_penalty: f64,
 }
 
-/// Every setting. Start from `rw_config_default` and change what you need:
-/// the struct may grow (at the end) in later versions.
+/// Every setting. Start from `rw_config_default` and change what you need.
+/// The struct may grow at the end in later versions: `size` (set by
+/// `rw_config_default`) says which version the caller was built with, and
+/// a library reads no more than that (this one accepts exactly its own
+/// size; later ones will also accept the sizes before them).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rw_config {
+    /// `sizeof(rw_config)` as the caller knows it; set by
+    /// `rw_config_default`.
+    pub size: u32,
     /// Recovery tick period, ms (default 1000); runs only while needed.
     pub tick_ms: u64,
     /// Re-read every active rail's port this often, ms; 0 = off (default).
@@ -60,6 +66,7 @@ impl Default for rw_config {
         let c = Config::default();
         let d = DampingConfig::default();
         rw_config {
+            size: std::mem::size_of::<rw_config>() as u32,
             tick_ms: c.tick_ms,
             audit_ms: c.audit_ms.unwrap_or(0),
             explain_every_ms: c.explain_every_ms,
@@ -121,11 +128,28 @@ pub extern "C" fn rw_config_default(config: *mut rw_config) -> rw_status {
     guard(|| unsafe { put(config, rw_config::default(), "config") })
 }
 
-/// The settings at `p`, or the defaults for NULL.
+/// The settings at `p`, or the defaults for NULL; `RW_ERR_INVALID` when
+/// its `size` is not this library's (not from `rw_config_default`, or
+/// another version of the header).
 ///
 /// # Safety
-/// `p` is NULL or points to a config.
-pub(crate) unsafe fn read(p: *const rw_config) -> rw_config {
-    // SAFETY: the caller promises NULL or a valid config.
-    unsafe { p.as_ref() }.copied().unwrap_or_default()
+/// `p` is NULL or points to at least a `u32` (its `size`), and to `size`
+/// bytes of config when that size is this library's.
+pub(crate) unsafe fn read(p: *const rw_config) -> Result<rw_config> {
+    if p.is_null() {
+        return Ok(rw_config::default());
+    }
+    let expected = std::mem::size_of::<rw_config>();
+    // SAFETY: non-null; `size` is the first field, a u32 any bits of which
+    // are a valid value, and the caller promises it is readable.
+    let size = unsafe { (&raw const (*p).size).read() } as usize;
+    if size != expected {
+        return Err(Error::new(
+            rw_status::RW_ERR_INVALID,
+            format!("rw_config.size is {size}, this library's is {expected}: start from rw_config_default()"),
+        ));
+    }
+    // SAFETY: the caller's struct is this library's (same size, same
+    // header), so all of it is readable.
+    Ok(unsafe { p.read() })
 }

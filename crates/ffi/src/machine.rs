@@ -198,7 +198,7 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
             return Err(crate::status::null("out"));
         }
         // SAFETY: NULL or a config, by the API's contract.
-        let config = unsafe { read(config) }.machine()?;
+        let config = unsafe { read(config) }?.machine()?;
         let machine = Machine::new(config).map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
         let boxed = Box::into_raw(Box::new(rw_machine { machine }));
         // SAFETY: checked non-null above; the caller passes a writable

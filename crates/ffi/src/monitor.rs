@@ -143,8 +143,7 @@ impl<P: VerbsPort + Send + 'static> Running for MonitorHandle<P, CSelector, Syst
 
 /// A monitor running on its own thread. Made by `rw_monitor_start_verbs`
 /// or `rw_monitor_start_sim`, destroyed by [`rw_monitor_free`]. Any thread
-/// may use it, including the monitor thread from inside a callback
-/// (except to free it).
+/// may use it, including the monitor thread from inside a callback.
 pub struct rw_monitor {
     running: Option<Box<dyn Running>>,
     thread: Option<ThreadId>,
@@ -169,7 +168,7 @@ fn start<P: VerbsPort + Send + 'static>(
         return Err(crate::status::null("out"));
     }
     // SAFETY: NULL or a config, by the API's contract.
-    let config = unsafe { read(config) }.runtime()?;
+    let config = unsafe { read(config) }?.runtime()?;
     // SAFETY: NULL or a selector, by the API's contract.
     let selector = unsafe { selector.as_ref() }.copied().unwrap_or(rw_selector {
         user: std::ptr::null_mut(),
@@ -256,26 +255,39 @@ pub extern "C" fn rw_monitor_start_sim(
 }
 
 /// Stops the monitor, joins its thread and destroys it; NULL is ignored.
-/// Callbacks in flight finish first; none runs after it returns. From the
-/// monitor thread (inside a callback) it cannot join itself: it returns
-/// `RW_ERR_STATE` and the monitor lives on.
+/// No subscriber callback runs after it returns, and from another thread
+/// every callback in flight (selector ones included) has finished. From
+/// the monitor thread itself (inside a callback) it cannot join its own
+/// thread: it stops the monitor, which a short-lived thread then joins,
+/// and returns at once (the callback that called it finishes normally).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_free(monitor: *mut rw_monitor) -> rw_status {
     if monitor.is_null() {
         return rw_status::RW_OK;
     }
     guard(|| {
-        {
-            // SAFETY: a live monitor, by the API's contract.
-            let m = unsafe { handle(monitor, "monitor") }?;
-            if m.on_monitor_thread() {
-                return Err(Error::new(rw_status::RW_ERR_STATE, "rw_monitor_free from the monitor's own thread"));
-            }
-        }
         // SAFETY: made by `start`, destroyed once, by the API's contract.
         let mut m = unsafe { Box::from_raw(monitor) };
-        if let Some(r) = m.running.take() {
-            r.stop();
+        let on_thread = m.on_monitor_thread();
+        // No subscriber is called from now on; from another thread, wait
+        // for a call in flight.
+        for s in lock(&m.shared.subscribers).drain(..) {
+            s.active.store(false, Ordering::Release);
+            if !on_thread {
+                drop(lock(&s.in_call));
+            }
+        }
+        if let Some(running) = m.running.take() {
+            if on_thread {
+                // The join has to happen elsewhere: this thread must first
+                // return from the callback for the monitor to stop.
+                std::thread::Builder::new()
+                    .name("railwatch-stop".into())
+                    .spawn(move || running.stop())
+                    .map_err(|e| Error::new(rw_status::RW_ERR_IO, format!("cannot start a thread to stop it: {e}")))?;
+            } else {
+                running.stop();
+            }
         }
         Ok(())
     })
@@ -283,7 +295,8 @@ pub extern "C" fn rw_monitor_free(monitor: *mut rw_monitor) -> rw_status {
 
 /// Calls `callback(user, notification)` on the monitor thread for every
 /// notification from now on; its id into `*id` (may be NULL). A callback
-/// may call any `rw_*` function except `rw_monitor_free` of its monitor.
+/// may call any `rw_*` function, `rw_monitor_free` of its own monitor
+/// included.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_subscribe(
     monitor: *const rw_monitor,

@@ -10,8 +10,9 @@ use crate::args::{handle, put, text};
 use crate::status::{Error, Result, guard, guard_void, rw_status};
 
 /// A simulated host: devices whose async fds are real pipes. Made by
-/// [`rw_sim_new`], destroyed by [`rw_sim_free`] (after any monitor started
-/// over it). Any thread may script it.
+/// [`rw_sim_new`], destroyed by [`rw_sim_free`], before or after the
+/// monitors started over it (they hold what they read). Any thread may
+/// script it.
 pub struct rw_sim {
     pub(crate) handles: Vec<SimHandle>,
 }
@@ -33,6 +34,9 @@ pub struct rw_sim_counters {
     pub port_queries: u64,
     /// Link reads.
     pub link_queries: u64,
+    /// A monitor holds the device open (false once the monitor closed it,
+    /// or was freed).
+    pub open: bool,
 }
 
 /// Makes an empty simulated host into `*out`.
@@ -47,8 +51,8 @@ pub extern "C" fn rw_sim_new(out: *mut *mut rw_sim) -> rw_status {
     })
 }
 
-/// Destroys a simulated host; NULL is ignored. Free the monitors started
-/// over it first (they hold its devices' fds, not the host).
+/// Destroys a simulated host; NULL is ignored. Monitors started over it
+/// keep running (they hold its devices' fds, not the host).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_free(sim: *mut rw_sim) {
     if sim.is_null() {
@@ -221,6 +225,7 @@ pub extern "C" fn rw_sim_get_counters(sim: *const rw_sim, device: u32, counters:
             gets: c.gets,
             port_queries: c.port_queries,
             link_queries: c.link_queries,
+            open: h.is_open(),
         };
         // SAFETY: the caller passes writable counters or NULL.
         unsafe { put(counters, out, "counters") }

@@ -142,7 +142,7 @@ fn bad_configs_are_refused_before_anything_starts() {
     refuse(Config { drain_budget: 0, ..Config::default() }, "drain_budget");
     // The damping hold that would overflow (defect 1): refused with its key.
     let damping = DampingConfig { half_life_ms: u64::MAX, ..DampingConfig::default() };
-    refuse(Config { damping: Some(damping), ..Config::default() }, "half_life_ms");
+    refuse(Config { damping: Some(damping), ..Config::default() }, "damping.half_life_ms");
     let damping = DampingConfig { reuse: 1e-300, half_life_ms: 3_600_000, ..DampingConfig::default() };
-    refuse(Config { damping: Some(damping), ..Config::default() }, "half_life_ms");
+    refuse(Config { damping: Some(damping), ..Config::default() }, "damping.half_life_ms");
 }

@@ -80,6 +80,18 @@ fn delay(key: &'static str, value: u64, zero_ok: bool) -> Result<(), ConfigError
     Ok(())
 }
 
+/// A damping setting's name as the machine's settings name it.
+fn damping_key(key: &'static str) -> &'static str {
+    match key {
+        "penalty_per_flap" => "damping.penalty_per_flap",
+        "suppress" => "damping.suppress",
+        "reuse" => "damping.reuse",
+        "half_life_ms" => "damping.half_life_ms",
+        "max_penalty" => "damping.max_penalty",
+        other => other,
+    }
+}
+
 impl MachineConfig {
     /// Checks every setting; the error names the first bad one.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -101,7 +113,7 @@ impl MachineConfig {
         }
         delay("settle_ms", self.settle_ms, true)?;
         if let Some(d) = &self.damping {
-            d.validate().map_err(|(key, message)| ConfigError { key, message })?;
+            d.validate().map_err(|(key, message)| ConfigError { key: damping_key(key), message })?;
         }
         Ok(())
     }

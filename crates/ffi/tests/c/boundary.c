@@ -209,11 +209,20 @@ static void settings(void)
 	CHECK_EQ("default_tick_ms_1000", d.tick_ms, 1000);
 	CHECK_EQ("default_drain_budget_256", d.drain_budget, 256);
 	check(!d.damping.enabled, "default_damping_off", "on");
+	CHECK_EQ("default_size_is_the_structs", d.size, sizeof(rw_config));
 	CHECK_OK("defaults_are_accepted", rw_machine_new(&d, &m));
 	rw_machine_free(m);
 	if (rw_sim_new(&sim) == RW_OK)
 		rw_sim_add_device(sim, "mlx5_0", 1, &dev);
 
+	/* A config not made by rw_config_default (or from another header)
+	 * is refused, not read past its end. */
+	c = d;
+	c.size = 0;
+	refuses("size_0", &c, "rw_config.size", sim);
+	c = d;
+	c.size = (uint32_t)sizeof(rw_config) + 8;
+	refuses("size_from_a_newer_header", &c, "rw_config.size", sim);
 	c = d;
 	c.tick_ms = 0;
 	refuses("tick_ms_0", &c, "tick_ms", sim);
@@ -233,11 +242,11 @@ static void settings(void)
 	c = d;
 	c.damping.enabled = true;
 	c.damping.reuse = c.damping.suppress + 1;
-	refuses("damping_reuse_above_suppress", &c, "reuse", sim);
+	refuses("damping_reuse_above_suppress", &c, "damping.reuse", sim);
 	c = d;
 	c.damping.enabled = true;
 	c.damping.half_life_ms = 0;
-	refuses("damping_half_life_0", &c, "half_life_ms", sim);
+	refuses("damping_half_life_0", &c, "damping.half_life_ms", sim);
 	rw_sim_free(sim);
 }
 

@@ -46,7 +46,7 @@ struct rec {
 	unsigned ack_checked, ack_violations;
 	/* calls into the API from inside a callback */
 	bool inside_armed, inside_done;
-	int inside_snapshot, inside_snapshot_small, inside_json, inside_gate, inside_gate_check, inside_free;
+	int inside_snapshot, inside_snapshot_small, inside_json, inside_gate, inside_gate_check;
 	size_t inside_count, inside_needed;
 	bool inside_json_has_rail;
 };
@@ -56,7 +56,7 @@ static void rec_init(struct rec *r, const rw_sim *sim)
 	memset(r, 0, sizeof(*r));
 	pthread_mutex_init(&r->mu, NULL);
 	r->sim = sim;
-	r->inside_snapshot = r->inside_snapshot_small = r->inside_json = r->inside_gate = r->inside_free = -1;
+	r->inside_snapshot = r->inside_snapshot_small = r->inside_json = r->inside_gate = -1;
 }
 
 static void sel_set_available(void *user, uint32_t device, uint32_t port, bool available)
@@ -100,7 +100,7 @@ static void call_inside(struct rec *r)
 	char *json = NULL;
 	rw_gate *g = NULL;
 	rw_ticket t;
-	int snap, small, js, gate, gate_check = -1, freed;
+	int snap, small, js, gate, gate_check = -1;
 	bool has_rail;
 
 	snap = rw_monitor_snapshot(r->mon, rails, 8, &count);
@@ -112,7 +112,6 @@ static void call_inside(struct rec *r)
 	if (g)
 		gate_check = rw_gate_check(g, &t);
 	rw_gate_free(g);
-	freed = rw_monitor_free(r->mon);
 	pthread_mutex_lock(&r->mu);
 	r->inside_snapshot = snap;
 	r->inside_snapshot_small = small;
@@ -122,7 +121,6 @@ static void call_inside(struct rec *r)
 	r->inside_json_has_rail = has_rail;
 	r->inside_gate = gate;
 	r->inside_gate_check = gate_check;
-	r->inside_free = freed;
 	r->inside_done = true;
 	pthread_mutex_unlock(&r->mu);
 }
@@ -445,7 +443,6 @@ static void drains_and_callbacks(void)
 	check(r.inside_json_has_rail, "json_from_callback_names_rail", "no \"mlx5_0/1\"");
 	CHECK_STATUS("gate_from_callback_ok", r.inside_gate, RW_OK);
 	CHECK_STATUS("gate_check_from_callback_ok", r.inside_gate_check, RW_OK);
-	CHECK_STATUS("monitor_free_from_callback_refused", r.inside_free, RW_ERR_STATE);
 	pthread_mutex_unlock(&r.mu);
 
 	/* Ending a busy subscription from the main thread: no call after it
@@ -613,9 +610,53 @@ out:
 	pthread_mutex_destroy(&r.mu);
 }
 
+/* A subscriber that frees its own monitor from inside its first call. */
+struct self_free {
+	rw_monitor *mon;
+	atomic_uint calls;
+	atomic_int status; /* -1 until the free returned */
+};
+
+static void self_free_cb(void *user, const rw_notification *n)
+{
+	struct self_free *sf = user;
+	(void)n;
+	if (atomic_fetch_add(&sf->calls, 1) == 0)
+		atomic_store(&sf->status, rw_monitor_free(sf->mon));
+}
+
+/* rw_monitor_free from the monitor thread (inside a callback): it
+ * succeeds, no callback runs after it, and the monitor stops (its device
+ * is closed) without anybody else freeing it. */
+static void free_from_callback(void)
+{
+	rw_sim *sim = NULL;
+	uint32_t dev = 0;
+	struct self_free sf;
+	bool ok;
+
+	atomic_init(&sf.calls, 0);
+	atomic_init(&sf.status, -1);
+	CHECK_OK("self_free_sim_new", rw_sim_new(&sim));
+	CHECK_OK("self_free_add_device", rw_sim_add_device(sim, "mlx5_7", 1, &dev));
+	CHECK_OK("self_free_start", rw_monitor_start_sim(NULL, NULL, sim, &sf.mon));
+	CHECK_OK("self_free_subscribe", rw_monitor_subscribe(sf.mon, self_free_cb, &sf, NULL));
+	WAIT_UNTIL(ok, counters(sim, dev).open, WAIT_MS);
+	check(ok, "self_free_device_opened", "never opened");
+	CHECK_OK("self_free_push_3", rw_sim_push_event(sim, dev, CODE_QP_REQ_ERR, QP_HANDLE, 3));
+	WAIT_UNTIL(ok, atomic_load(&sf.status) != -1, WAIT_MS);
+	check(ok, "self_free_returned", "rw_monitor_free never returned inside the callback");
+	CHECK_STATUS("self_free_from_callback_ok", atomic_load(&sf.status), RW_OK);
+	WAIT_UNTIL(ok, !counters(sim, dev).open, WAIT_MS);
+	check(ok, "self_free_monitor_stopped_and_closed_the_device", "the device is still open");
+	CHECK_EQ("self_free_no_call_after_the_free", atomic_load(&sf.calls), 1);
+	rw_sim_free(sim);
+}
+
 int main(void)
 {
 	drains_and_callbacks();
 	transport();
+	free_from_callback();
 	return check_done();
 }
