@@ -335,7 +335,7 @@ fn table(v: &BTreeMap<String, f64>) -> Result<String, String> {
 
     rows.push(ratio_row(
         "8",
-        "C: the header's inline gate check (acquire load, decode, generation kept) vs a relaxed load of a flag and a branch, per check",
+        "C: the header's inline gate check (acquire load, decode, generation used) vs a relaxed load of a flag word and a branch (latency: dependent chain over 16 rails)",
         get("c_gate_inline_ns")?,
         get("c_gate_relaxed_ns")?,
         get("c_gate_ratio")?,

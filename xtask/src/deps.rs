@@ -1,5 +1,5 @@
 //! `cargo xtask deps`: the Debian packages the verbs backend builds against
-//! (and valgrind, for `cargo xtask ffi`).
+//! (and the compilers, valgrind and cmake, for `cargo xtask ffi`).
 //!
 //! Installs the missing ones when running as root with apt-get (as CI does);
 //! elsewhere prints what to install and fails, so nothing is half-built.
@@ -9,9 +9,10 @@ use std::process::Command;
 use crate::run::step;
 
 /// rdma-sys needs the verbs and rdmacm headers, libclang for bindgen and
-/// pkg-config to find them; `cargo xtask ffi` runs the C API's tests under
-/// valgrind.
-pub const PACKAGES: [&str; 5] = ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config", "valgrind"];
+/// pkg-config to find them; `cargo xtask ffi` compiles the C API's tests
+/// (gcc, g++), runs them under valgrind and builds the example with cmake.
+pub const PACKAGES: [&str; 8] =
+    ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config", "valgrind", "cmake", "gcc", "g++"];
 
 /// Whether the Debian package `pkg` is installed.
 pub(crate) fn installed(pkg: &str) -> bool {

@@ -161,6 +161,15 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
         }
     }
 
+    // The CMake lines of the README, as an engine's build would use them.
+    match cmake_example(&root, &out, &lib_dir, &ld_path) {
+        Ok(()) => runs_ok += 1,
+        Err(e) => {
+            runs_failed += 1;
+            problems.push(e);
+        }
+    }
+
     let programs = sources.len();
     eprintln!(
         "==> ffi: {programs} program(s), linked dynamically and statically: {passed} checks passed, {failed} failed; \
@@ -176,6 +185,35 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
         eprintln!("==> ffi: valgrind skipped (--no-valgrind)");
     }
     Ok((runs_ok, runs_failed))
+}
+
+/// Configures and builds `crates/ffi/examples/CMakeLists.txt` (the
+/// README's CMake lines) against the built library, then runs both of its
+/// engines (shared and static) under the fake libibverbs.
+fn cmake_example(root: &Path, out: &Path, lib_dir: &Path, ld_path: &str) -> Result<(), String> {
+    let build = out.join("cmake");
+    let _ = std::fs::remove_dir_all(&build);
+    step(
+        "cmake configure (examples/CMakeLists.txt)",
+        Command::new("cmake")
+            .arg("-S")
+            .arg(root.join("crates/ffi/examples"))
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DRAILWATCH_ROOT={}", root.display()))
+            .arg(format!("-DRAILWATCH_LIB_DIR={}", lib_dir.display())),
+    )?;
+    step("cmake build", Command::new("cmake").arg("--build").arg(&build))?;
+    for engine in ["engine", "engine_static"] {
+        let bin = build.join(engine);
+        let label = format!("cmake {engine}");
+        let r = run_counted(Command::new(&bin).env("LD_LIBRARY_PATH", ld_path).current_dir(root), &label)?;
+        if let Some(why) = r.problem(true) {
+            return Err(format!("{label}: {why}"));
+        }
+        eprintln!("==> ffi: {label}: exited 0");
+    }
+    Ok(())
 }
 
 /// Builds the library; its directory and the fake libibverbs's directory,

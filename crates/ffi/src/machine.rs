@@ -495,7 +495,10 @@ pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *
 /// into `*count` (0: none pending). One call for what
 /// `rw_machine_poll_action` gives one by one; answering them after the
 /// batch (before the next input) keeps the documented order. Poll again
-/// after answering: answers cause further actions.
+/// after answering: answers cause further actions. The machine adds
+/// actions only in response to an input (a `rw_machine_add_device` or
+/// `rw_machine_handle_*` call), so a batch shorter than `capacity` with no
+/// input since means the queue is empty.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_poll_actions(
     machine: *mut rw_machine,
