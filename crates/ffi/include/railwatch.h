@@ -63,8 +63,8 @@ typedef enum rw_status {
   RW_ERR_NOT_FOUND = 4,
   // A system call or libibverbs call failed.
   RW_ERR_IO = 5,
-  // The call is not allowed now (such as stopping a monitor from its
-  // own thread).
+  // The call is not possible now (such as asking a monitor for a
+  // snapshot before it published one).
   RW_ERR_STATE = 6,
   // Not built in (such as libibverbs without the `verbs` feature).
   RW_ERR_UNSUPPORTED = 7,
@@ -254,8 +254,9 @@ typedef struct rw_sim rw_sim;
 
 // Flap damping settings (see `docs/STATE-MACHINE.md`).
 typedef struct rw_damping {
-  // Damping on (default false).
-  bool enabled;
+  // Damping on: 0 off (the default), anything else on. (An integer, not
+  // a `bool`: any value C puts here is valid.)
+  uint8_t enabled;
   // Added per flap (default 1000).
   double penalty_per_flap;
   // At or above this the rail is held (default 2500).
@@ -644,7 +645,10 @@ enum rw_status rw_machine_poll_action(struct rw_machine *machine, struct rw_acti
 // into `*count` (0: none pending). One call for what
 // `rw_machine_poll_action` gives one by one; answering them after the
 // batch (before the next input) keeps the documented order. Poll again
-// after answering: answers cause further actions.
+// after answering: answers cause further actions. The machine adds
+// actions only in response to an input (a `rw_machine_add_device` or
+// `rw_machine_handle_*` call), so a batch shorter than `capacity` with no
+// input since means the queue is empty.
 enum rw_status rw_machine_poll_actions(struct rw_machine *machine,
                                        struct rw_action *actions,
                                        size_t capacity,
@@ -668,6 +672,8 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // then polled). At most `budget` calls (0: 256). Every event is
 // acknowledged by `get` before the machine sees it, so nothing the engine
 // does in response (destroying a QP) waits on an unacknowledged event.
+// `get` may call other `rw_machine_*` functions on this machine (no
+// borrow of it is held while `get` runs).
 enum rw_status rw_machine_drain(struct rw_machine *machine,
                                 uint32_t device,
                                 rw_get_event_fn get,
@@ -695,11 +701,14 @@ enum rw_status rw_monitor_start_sim(const struct rw_config *config,
                                     struct rw_monitor **out);
 
 // Stops the monitor, joins its thread and destroys it; NULL is ignored.
-// No subscriber callback runs after it returns, and from another thread
-// every callback in flight (selector ones included) has finished. From
-// the monitor thread itself (inside a callback) it cannot join its own
-// thread: it stops the monitor, which a short-lived thread then joins,
-// and returns at once (the callback that called it finishes normally).
+// The handle is gone after this call, whatever it returns. From another
+// thread: subscriber calls in flight finish first, the thread is joined,
+// and no callback (selector or subscriber) runs after it returns. From
+// the monitor thread itself (inside a callback), where it cannot join its
+// own thread: it stops the monitor there and then (no selector or
+// subscriber call happens after it returns, except the rest of the
+// calling callback), and a short-lived thread joins the monitor thread
+// once that callback returns.
 enum rw_status rw_monitor_free(struct rw_monitor *monitor);
 
 // Calls `callback(user, notification)` on the monitor thread for every
@@ -750,8 +759,9 @@ void rw_sim_free(struct rw_sim *sim);
 
 // Adds a device called `name` with ports 1..=`nports`, each ACTIVE at
 // NDR 4x (400 Gb/s); its index (0, 1, ... in the order added) into
-// `*device`. Add every device before starting a monitor over the host.
-enum rw_status rw_sim_add_device(struct rw_sim *sim,
+// `*device`. Add every device before starting a monitor over the host:
+// one added later is not seen by it.
+enum rw_status rw_sim_add_device(const struct rw_sim *sim,
                                  const char *name,
                                  uint32_t nports,
                                  uint32_t *device);
@@ -814,6 +824,10 @@ const char *rw_status_name(int32_t status);
 
 #endif  /* RAILWATCH_H */
 
+/* cbindgen puts this after the include guard: it has its own. */
+#ifndef RAILWATCH_H_INLINE
+#define RAILWATCH_H_INLINE
+
 /* ---- The gate, inline: no call on the workers' hot path ----------------
  *
  * A rail's state word (rw_gate_word) is 64 bits, laid out as the RW_WORD_*
@@ -823,7 +837,9 @@ const char *rw_status_name(int32_t status);
  *   bits 2-7   pause reason (rw_pause_reason)
  *   bits 8-23  last port state read (ibv_port_state; 0xFFFF never read)
  *   bits 24-63 generation (wraps at 2^40)
- * Only railwatch writes it; read it with an acquire load. The decoders
+ * Only railwatch writes it; read it with an acquire load. State 3 and
+ * reasons above 7 are never written (rw_word_decode reads them as inert
+ * and none; the decoders below return the bits as they are). The decoders
  * below are plain C and C++; the load itself is C11 here and
  * std::atomic_ref in railwatch.hpp.
  */
@@ -856,4 +872,6 @@ static inline bool rw_gate_check_inline(const uint64_t *word, uint64_t *generati
     if (generation) *generation = rw_word_generation(w);
     return true;
 }
-#endif
+#endif /* !__cplusplus */
+
+#endif /* RAILWATCH_H_INLINE */

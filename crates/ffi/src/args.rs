@@ -30,7 +30,12 @@ pub(crate) unsafe fn slice<'a, T>(p: *const T, len: usize, arg: &str) -> Result<
     if p.is_null() {
         return Err(null(arg));
     }
-    // SAFETY: non-null, and the caller promises `len` elements.
+    // No real array is this long; a slice this long is undefined behaviour.
+    if len > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
+        return Err(Error::new(rw_status::RW_ERR_RANGE, format!("{arg}: {len} elements is more than any array")));
+    }
+    // SAFETY: non-null, not too long for a slice, and the caller promises
+    // `len` elements.
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 

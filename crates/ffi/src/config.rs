@@ -11,8 +11,9 @@ use crate::status::{Error, Result, guard, rw_status};
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rw_damping {
-    /// Damping on (default false).
-    pub enabled: bool,
+    /// Damping on: 0 off (the default), anything else on. (An integer, not
+    /// a `bool`: any value C puts here is valid.)
+    pub enabled: u8,
     /// Added per flap (default 1000).
     pub penalty_per_flap: f64,
     /// At or above this the rail is held (default 2500).
@@ -76,7 +77,7 @@ impl Default for rw_config {
             seed: 0,
             settle_ms: c.settle_ms,
             damping: rw_damping {
-                enabled: false,
+                enabled: 0,
                 penalty_per_flap: d.penalty_per_flap,
                 suppress: d.suppress,
                 reuse: d.reuse,
@@ -102,7 +103,7 @@ impl rw_config {
             reopen_jitter_pct: self.reopen_jitter_pct,
             seed: (self.seed != 0).then_some(self.seed),
             settle_ms: self.settle_ms,
-            damping: d.enabled.then_some(DampingConfig {
+            damping: (d.enabled != 0).then_some(DampingConfig {
                 penalty_per_flap: d.penalty_per_flap,
                 suppress: d.suppress,
                 reuse: d.reuse,
@@ -150,6 +151,7 @@ pub(crate) unsafe fn read(p: *const rw_config) -> Result<rw_config> {
         ));
     }
     // SAFETY: the caller's struct is this library's (same size, same
-    // header), so all of it is readable.
+    // header), so all of it is readable, and every field is an integer or
+    // a float: any bits C left there are a valid value.
     Ok(unsafe { p.read() })
 }

@@ -592,6 +592,8 @@ pub struct rw_drain_report {
 /// then polled). At most `budget` calls (0: 256). Every event is
 /// acknowledged by `get` before the machine sees it, so nothing the engine
 /// does in response (destroying a QP) waits on an unacknowledged event.
+/// `get` may call other `rw_machine_*` functions on this machine (no
+/// borrow of it is held while `get` runs).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_drain(
     machine: *mut rw_machine,
@@ -602,8 +604,15 @@ pub extern "C" fn rw_machine_drain(
     now_ms: u64,
     report: *mut rw_drain_report,
 ) -> rw_status {
-    with(machine, |m| {
-        device_in(m, device)?;
+    // No borrow of the machine is held while `get` runs: a `get` that
+    // calls back into this machine gets its own, one at a time.
+    let feed = |input: &dyn Fn(&mut Machine)| with(machine, |m| Ok(input(m)));
+    guard(|| {
+        let status = with(machine, |m| device_in(m, device));
+        if status != rw_status::RW_OK {
+            // `with` set the last error; say it again as this call's.
+            return Err(Error::new(status, crate::status::last_error_text()));
+        }
         let get = get.ok_or_else(|| crate::status::null("get"))?;
         let budget = if budget == 0 { 256 } else { u64::from(budget) };
         let now = Millis(now_ms);
@@ -614,7 +623,7 @@ pub extern "C" fn rw_machine_drain(
             match get(user, &mut code, &mut element) {
                 0 => {
                     r.events += 1;
-                    m.handle_event(device, event(code, element), now);
+                    feed(&|m| m.handle_event(device, event(code, element), now));
                 }
                 libc::EAGAIN => {
                     r.end = 0;
@@ -623,7 +632,7 @@ pub extern "C" fn rw_machine_drain(
                 libc::EINTR => r.interrupted += 1,
                 errno => {
                     r.end = errno;
-                    m.handle_read_error(device, Errno(errno), now);
+                    feed(&|m| m.handle_read_error(device, Errno(errno), now));
                     break;
                 }
             }

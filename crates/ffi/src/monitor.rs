@@ -82,7 +82,9 @@ unsafe impl Sync for Subscriber {}
 #[derive(Default)]
 struct Shared {
     snapshot: Mutex<Option<Snapshot>>,
-    gates: Mutex<HashMap<String, Gate>>,
+    /// Every rail's gate by name (a name that came back with other ports
+    /// maps to its latest rail), and how many rails it was built from.
+    gates: Mutex<(usize, HashMap<String, Gate>)>,
     subscribers: Mutex<Vec<Arc<Subscriber>>>,
     next_id: AtomicU64,
 }
@@ -105,10 +107,12 @@ impl Shared {
             *lock(&self.snapshot) = Some(monitor.snapshot());
             let rails = monitor.rails();
             let mut gates = lock(&self.gates);
-            if gates.len() != rails.len() {
+            if gates.0 != rails.len() {
+                gates.0 = rails.len();
+                // In the order added: a later rail of the same name wins.
                 for (id, name) in rails {
                     if let Some(g) = monitor.gate(id) {
-                        gates.entry(name).or_insert(g);
+                        gates.1.insert(name, g);
                     }
                 }
             }
@@ -131,11 +135,17 @@ impl Shared {
 
 /// The running monitor, whatever its devices.
 trait Running: Send {
+    /// Asks the thread to stop after what it is doing; does not wait.
+    fn request_stop(&self);
     /// Stops and joins the thread.
     fn stop(self: Box<Self>);
 }
 
 impl<P: VerbsPort + Send + 'static> Running for MonitorHandle<P, CSelector, SystemClock> {
+    fn request_stop(&self) {
+        MonitorHandle::request_stop(self);
+    }
+
     fn stop(self: Box<Self>) {
         drop(self);
     }
@@ -145,7 +155,9 @@ impl<P: VerbsPort + Send + 'static> Running for MonitorHandle<P, CSelector, Syst
 /// or `rw_monitor_start_sim`, destroyed by [`rw_monitor_free`]. Any thread
 /// may use it, including the monitor thread from inside a callback.
 pub struct rw_monitor {
-    running: Option<Box<dyn Running>>,
+    /// Taken by `rw_monitor_free`, through a shared reference: a callback
+    /// on the monitor thread may be using the handle meanwhile.
+    running: Mutex<Option<Box<dyn Running>>>,
     thread: Option<ThreadId>,
     shared: Arc<Shared>,
 }
@@ -183,7 +195,7 @@ fn start<P: VerbsPort + Send + 'static>(
     let mut first = true;
     let handle = monitor.spawn_with(move |m| publisher.after_wake(m, &notes, &mut first))?;
     let thread = handle.thread_id();
-    let boxed = Box::into_raw(Box::new(rw_monitor { running: Some(Box::new(handle)), thread, shared }));
+    let boxed = Box::into_raw(Box::new(rw_monitor { running: Mutex::new(Some(Box::new(handle))), thread, shared }));
     // SAFETY: checked non-null; the caller passes a writable pointer.
     unsafe { put(out, boxed, "out") }
 }
@@ -249,48 +261,75 @@ pub extern "C" fn rw_monitor_start_sim(
     guard(|| {
         // SAFETY: a live sim or NULL, by the API's contract.
         let sim = unsafe { handle(sim, "sim") }?;
-        let host = SimHost::new(sim.handles.clone())?;
+        let host = SimHost::new(sim.handles())?;
         start(config, selector, Box::new(host), Duration::from_secs(3600), out)
     })
 }
 
 /// Stops the monitor, joins its thread and destroys it; NULL is ignored.
-/// No subscriber callback runs after it returns, and from another thread
-/// every callback in flight (selector ones included) has finished. From
-/// the monitor thread itself (inside a callback) it cannot join its own
-/// thread: it stops the monitor, which a short-lived thread then joins,
-/// and returns at once (the callback that called it finishes normally).
+/// The handle is gone after this call, whatever it returns. From another
+/// thread: subscriber calls in flight finish first, the thread is joined,
+/// and no callback (selector or subscriber) runs after it returns. From
+/// the monitor thread itself (inside a callback), where it cannot join its
+/// own thread: it stops the monitor there and then (no selector or
+/// subscriber call happens after it returns, except the rest of the
+/// calling callback), and a short-lived thread joins the monitor thread
+/// once that callback returns.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_free(monitor: *mut rw_monitor) -> rw_status {
     if monitor.is_null() {
         return rw_status::RW_OK;
     }
-    guard(|| {
-        // SAFETY: made by `start`, destroyed once, by the API's contract.
-        let mut m = unsafe { Box::from_raw(monitor) };
+    let status = guard(|| {
+        // SAFETY: a live monitor, by the API's contract; only a shared
+        // reference until the end, since a callback on the monitor thread
+        // may hold one too.
+        let m = unsafe { handle(monitor, "monitor") }?;
         let on_thread = m.on_monitor_thread();
-        // No subscriber is called from now on; from another thread, wait
-        // for a call in flight.
-        for s in lock(&m.shared.subscribers).drain(..) {
+        // No subscriber is called from now on. The list is taken out
+        // before waiting, so a callback that (un)subscribes meanwhile does
+        // not wait for this thread.
+        let subscribers = std::mem::take(&mut *lock(&m.shared.subscribers));
+        for s in &subscribers {
             s.active.store(false, Ordering::Release);
-            if !on_thread {
+        }
+        if !on_thread {
+            for s in &subscribers {
                 drop(lock(&s.in_call));
             }
         }
-        if let Some(running) = m.running.take() {
+        let running = lock(&m.running).take();
+        if let Some(running) = running {
             if on_thread {
-                // The join has to happen elsewhere: this thread must first
-                // return from the callback for the monitor to stop.
-                std::thread::Builder::new()
-                    .name("railwatch-stop".into())
-                    .spawn(move || running.stop())
-                    .map_err(|e| Error::new(rw_status::RW_ERR_IO, format!("cannot start a thread to stop it: {e}")))?;
+                // Stopped now: after this callback the thread exits
+                // instead of reading events again. It cannot join itself;
+                // a helper thread does.
+                running.request_stop();
+                let slot = Arc::new(Mutex::new(Some(running)));
+                let joiner = slot.clone();
+                let spawned = std::thread::Builder::new().name("railwatch-stop".into()).spawn(move || {
+                    if let Some(r) = lock(&joiner).take() {
+                        r.stop();
+                    }
+                });
+                if spawned.is_err() {
+                    // No thread to join it: it stops by itself, detached
+                    // (dropping the handle here would join this thread).
+                    if let Some(r) = lock(&slot).take() {
+                        std::mem::forget(r);
+                    }
+                }
             } else {
                 running.stop();
             }
         }
         Ok(())
-    })
+    });
+    // SAFETY: made by `start`, destroyed once, by the API's contract; the
+    // thread is stopped (or stopping, when called from it), so nothing
+    // else of ours uses it.
+    crate::status::guard_void(|| drop(unsafe { Box::from_raw(monitor) }));
+    status
 }
 
 /// Calls `callback(user, notification)` on the monitor thread for every
@@ -361,6 +400,7 @@ pub extern "C" fn rw_monitor_gate(
             return Err(crate::status::null("gate"));
         }
         let g = lock(&m.shared.gates)
+            .1
             .get(rail)
             .cloned()
             .ok_or_else(|| Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {rail:?}")))?;

@@ -14,7 +14,19 @@ use crate::status::{Error, Result, guard, guard_void, rw_status};
 /// monitors started over it (they hold what they read). Any thread may
 /// script it.
 pub struct rw_sim {
-    pub(crate) handles: Vec<SimHandle>,
+    /// Behind a lock: devices may be added while other threads script.
+    handles: std::sync::Mutex<Vec<SimHandle>>,
+}
+
+impl rw_sim {
+    /// The devices so far (handles share their device).
+    pub(crate) fn handles(&self) -> Vec<SimHandle> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SimHandle>> {
+        self.handles.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// What happened to one simulated device so far.
@@ -47,7 +59,7 @@ pub extern "C" fn rw_sim_new(out: *mut *mut rw_sim) -> rw_status {
             return Err(crate::status::null("out"));
         }
         // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, Box::into_raw(Box::new(rw_sim { handles: Vec::new() })), "out") }
+        unsafe { put(out, Box::into_raw(Box::new(rw_sim { handles: Default::default() })), "out") }
     })
 }
 
@@ -67,13 +79,18 @@ pub extern "C" fn rw_sim_free(sim: *mut rw_sim) {
 
 /// Adds a device called `name` with ports 1..=`nports`, each ACTIVE at
 /// NDR 4x (400 Gb/s); its index (0, 1, ... in the order added) into
-/// `*device`. Add every device before starting a monitor over the host.
+/// `*device`. Add every device before starting a monitor over the host:
+/// one added later is not seen by it.
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_sim_add_device(sim: *mut rw_sim, name: *const c_char, nports: u32, device: *mut u32) -> rw_status {
+pub extern "C" fn rw_sim_add_device(
+    sim: *const rw_sim,
+    name: *const c_char,
+    nports: u32,
+    device: *mut u32,
+) -> rw_status {
     guard(|| {
-        // SAFETY: a live sim or NULL, used by one thread at a time while
-        // devices are added, by the API's contract.
-        let sim = unsafe { crate::args::handle_mut(sim, "sim") }?;
+        // SAFETY: a live sim or NULL, by the API's contract.
+        let sim = unsafe { handle(sim, "sim") }?;
         // SAFETY: a NUL-terminated name, by the API's contract.
         let name = unsafe { text(name, "name") }?;
         if device.is_null() {
@@ -82,7 +99,8 @@ pub extern "C" fn rw_sim_add_device(sim: *mut rw_sim, name: *const c_char, nport
         if !(1..=255).contains(&nports) {
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("nports {nports} (need 1..=255)")));
         }
-        if name.is_empty() || name.contains('/') || sim.handles.iter().any(|h| h.name() == name) {
+        let mut handles = sim.lock();
+        if name.is_empty() || name.contains('/') || handles.iter().any(|h| h.name() == name) {
             return Err(Error::new(
                 rw_status::RW_ERR_INVALID,
                 format!("device name {name:?}: empty, has a '/', or taken"),
@@ -90,8 +108,9 @@ pub extern "C" fn rw_sim_add_device(sim: *mut rw_sim, name: *const c_char, nport
         }
         let ports: Vec<PortSpec> = (1..=nports as u8).map(PortSpec::active).collect();
         let dev = SimDevice::new(name, &ports)?;
-        sim.handles.push(dev.handle());
-        let index = u32::try_from(sim.handles.len() - 1).unwrap_or(u32::MAX);
+        handles.push(dev.handle());
+        let index = u32::try_from(handles.len() - 1).unwrap_or(u32::MAX);
+        drop(handles);
         // SAFETY: checked non-null; the caller passes a writable u32.
         unsafe { put(device, index, "device") }
     })
@@ -103,14 +122,15 @@ fn with(sim: *const rw_sim, device: u32, port: u32, body: impl FnOnce(&SimHandle
         // SAFETY: a live sim or NULL, by the API's contract.
         let sim = unsafe { handle(sim, "sim") }?;
         let h = sim
-            .handles
+            .lock()
             .get(device as usize)
+            .cloned()
             .ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("the sim has no device {device}")))?;
         let port8 = u8::try_from(port).unwrap_or(0);
         if port != 0 && (port8 == 0 || !h.ports().contains(&port8)) {
             return Err(Error::new(rw_status::RW_ERR_RANGE, format!("{} has no port {port}", h.name())));
         }
-        body(h, port8)
+        body(&h, port8)
     })
 }
 

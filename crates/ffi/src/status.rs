@@ -22,8 +22,8 @@ pub enum rw_status {
     RW_ERR_NOT_FOUND = 4,
     /// A system call or libibverbs call failed.
     RW_ERR_IO = 5,
-    /// The call is not allowed now (such as stopping a monitor from its
-    /// own thread).
+    /// The call is not possible now (such as asking a monitor for a
+    /// snapshot before it published one).
     RW_ERR_STATE = 6,
     /// Not built in (such as libibverbs without the `verbs` feature).
     RW_ERR_UNSUPPORTED = 7,
@@ -73,7 +73,9 @@ thread_local! {
 fn set_last_error(message: &str) {
     // An interior NUL would truncate; replace it rather than lose the text.
     let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = text);
+    // At thread exit the slot may be gone (a C++ thread_local destroyed
+    // late): the status still says what happened.
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = text);
 }
 
 /// Runs `body`, turning an error or a panic into a status and the
@@ -107,12 +109,17 @@ pub(crate) fn guard_void(body: impl FnOnce()) {
     });
 }
 
+/// This thread's last error, as Rust text.
+pub(crate) fn last_error_text() -> String {
+    LAST_ERROR.try_with(|e| e.borrow().to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 /// The last error of a failed call on this thread, as UTF-8 text; an
 /// empty string when none failed yet. Valid until the next failing call on
 /// this thread. Never NULL.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    LAST_ERROR.try_with(|e| e.borrow().as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 /// A short name for a status (`"RW_ERR_NULL"`; `"unknown status"` for a

@@ -119,6 +119,17 @@ impl<P, S, C> MonitorHandle<P, S, C> {
         self.ask(Command::Subscribe)
     }
 
+    /// Asks the thread to stop, without waiting: it finishes what it is
+    /// doing (a wake-up's work, or the `spawn_with` hook that is running)
+    /// and then exits instead of polling again. Dropping the handle (or
+    /// [`shutdown`](Self::shutdown)) still joins it. Safe to call from the
+    /// monitor thread itself, where joining is not.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        // If the wake fails the thread is already gone.
+        let _ = self.waker.wake();
+    }
+
     /// The monitor thread's id (`None` once stopped): an embedding that
     /// calls back in from that thread must not wait for it.
     pub fn thread_id(&self) -> Option<std::thread::ThreadId> {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 
 #include "railwatch.h"
+/* Twice: the header, its inline part included, is guarded. */
+#include "railwatch.h"
 
 /* The last error mentions `what`. */
 static bool says(const char *what)
@@ -155,6 +157,19 @@ static void ranges(void)
 	CHECK_FAILS("gate_port_5", rw_machine_gate(m, 0, 5, &g), RW_ERR_RANGE, "5");
 	check(g == NULL, "failed_gate_leaves_out_null", "gate written");
 	CHECK_FAILS("drain_device_9", rw_machine_drain(m, 9, never_get, NULL, 0, 0, NULL), RW_ERR_RANGE, "9");
+	/* Counts no array can have: refused, never made into a slice. */
+	CHECK_FAILS("add_device_size_max_ports", rw_machine_add_device(m, "mlx5_1", ports, SIZE_MAX, 0, &dev),
+		    RW_ERR_RANGE, "ports");
+	{
+		rw_gid gid;
+		rw_port_address a;
+		memset(&gid, 0, sizeof(gid));
+		memset(&a, 0, sizeof(a));
+		a.gids = &gid;
+		a.ngids = SIZE_MAX / 2;
+		CHECK_FAILS("address_with_size_max_gids", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE,
+			    "gids");
+	}
 	rw_machine_free(m);
 
 	CHECK_OK("range_sim_new", rw_sim_new(&sim));

@@ -175,6 +175,38 @@ static void pause_rail(rw_machine *m, uint32_t dev, uint64_t now, struct seen *s
 
 /* ---- the five drain cases -------------------------------------------- */
 
+/* A `get` that calls back into the machine it is draining for. */
+struct reentrant {
+	struct queue q;
+	rw_machine *m;
+	int inner_status;
+	uint64_t inner_deadline;
+};
+
+static int32_t reentrant_get(void *user, uint32_t *code, uint64_t *element)
+{
+	struct reentrant *r = user;
+	r->inner_status = rw_machine_poll_timeout(r->m, &r->inner_deadline);
+	return q_get(&r->q, code, element);
+}
+
+static void drain_get_may_call_the_machine(void)
+{
+	struct reentrant r;
+	rw_drain_report rep;
+
+	memset(&r, 0, sizeof(r));
+	r.m = attached(1);
+	r.inner_status = -1;
+	if (!r.m)
+		return;
+	q_push(&r.q, 0, CODE_COMM_EST, QP_HANDLE);
+	CHECK_OK("reentrant_drain_ok", rw_machine_drain(r.m, 0, reentrant_get, &r, 0, 1000, &rep));
+	CHECK_STATUS("reentrant_get_called_the_machine", r.inner_status, RW_OK);
+	CHECK_EQ("reentrant_drain_read_the_event", rep.events, 1);
+	rw_machine_free(r.m);
+}
+
 static void drain_burst(void)
 {
 	rw_machine *m = attached(1);
@@ -471,6 +503,7 @@ static void word_layout(void)
 
 int main(void)
 {
+	drain_get_may_call_the_machine();
 	drain_burst();
 	drain_port_active_behind_burst();
 	drain_empty();

@@ -610,19 +610,75 @@ out:
 	pthread_mutex_destroy(&r.mu);
 }
 
+/* A callback that unsubscribes itself while another thread frees the
+ * monitor: neither may wait for the other. */
+struct slow_unsub {
+	rw_monitor *mon;
+	uint64_t id;
+	atomic_bool in_call;
+	atomic_int status; /* -1 until the unsubscribe returned */
+};
+
+static void slow_unsub_cb(void *user, const rw_notification *n)
+{
+	struct slow_unsub *su = user;
+	struct timespec nap = { 0, 200 * 1000 * 1000 };
+	(void)n;
+	if (atomic_exchange(&su->in_call, true))
+		return;
+	nanosleep(&nap, NULL); /* the main thread is in rw_monitor_free by now */
+	atomic_store(&su->status, rw_monitor_unsubscribe(su->mon, su->id));
+}
+
+static void free_while_a_callback_unsubscribes(void)
+{
+	rw_sim *sim = NULL;
+	uint32_t dev = 0;
+	struct slow_unsub su;
+	bool ok;
+
+	atomic_init(&su.in_call, false);
+	atomic_init(&su.status, -1);
+	CHECK_OK("slow_unsub_sim_new", rw_sim_new(&sim));
+	CHECK_OK("slow_unsub_add_device", rw_sim_add_device(sim, "mlx5_6", 1, &dev));
+	CHECK_OK("slow_unsub_start", rw_monitor_start_sim(NULL, NULL, sim, &su.mon));
+	CHECK_OK("slow_unsub_subscribe", rw_monitor_subscribe(su.mon, slow_unsub_cb, &su, &su.id));
+	CHECK_OK("slow_unsub_push", rw_sim_push_event(sim, dev, CODE_QP_REQ_ERR, QP_HANDLE, 1));
+	WAIT_UNTIL(ok, atomic_load(&su.in_call), WAIT_MS);
+	check(ok, "slow_unsub_callback_started", "never called");
+	CHECK_OK("slow_unsub_free_returns", rw_monitor_free(su.mon));
+	CHECK_STATUS("slow_unsub_callback_finished_first", atomic_load(&su.status), RW_ERR_NOT_FOUND);
+	rw_sim_free(sim);
+}
+
 /* A subscriber that frees its own monitor from inside its first call. */
 struct self_free {
 	rw_monitor *mon;
+	rw_sim *sim;
 	atomic_uint calls;
 	atomic_int status; /* -1 until the free returned */
+	atomic_uint selector_calls_late; /* selector calls after the free returned */
 };
 
 static void self_free_cb(void *user, const rw_notification *n)
 {
 	struct self_free *sf = user;
 	(void)n;
-	if (atomic_fetch_add(&sf->calls, 1) == 0)
+	if (atomic_fetch_add(&sf->calls, 1) == 0) {
+		/* Work the monitor would do next, were it not stopped. */
+		rw_sim_port_down(sf->sim, 0, 1);
 		atomic_store(&sf->status, rw_monitor_free(sf->mon));
+	}
+}
+
+static void self_free_set_available(void *user, uint32_t device, uint32_t port, bool available)
+{
+	struct self_free *sf = user;
+	(void)device;
+	(void)port;
+	(void)available;
+	if (atomic_load(&sf->status) != -1)
+		atomic_fetch_add(&sf->selector_calls_late, 1);
 }
 
 /* rw_monitor_free from the monitor thread (inside a callback): it
@@ -637,9 +693,12 @@ static void free_from_callback(void)
 
 	atomic_init(&sf.calls, 0);
 	atomic_init(&sf.status, -1);
+	atomic_init(&sf.selector_calls_late, 0);
 	CHECK_OK("self_free_sim_new", rw_sim_new(&sim));
+	sf.sim = sim;
 	CHECK_OK("self_free_add_device", rw_sim_add_device(sim, "mlx5_7", 1, &dev));
-	CHECK_OK("self_free_start", rw_monitor_start_sim(NULL, NULL, sim, &sf.mon));
+	rw_selector sel = { .user = &sf, .set_available = self_free_set_available, .reseed = NULL };
+	CHECK_OK("self_free_start", rw_monitor_start_sim(NULL, &sel, sim, &sf.mon));
 	CHECK_OK("self_free_subscribe", rw_monitor_subscribe(sf.mon, self_free_cb, &sf, NULL));
 	WAIT_UNTIL(ok, counters(sim, dev).open, WAIT_MS);
 	check(ok, "self_free_device_opened", "never opened");
@@ -650,6 +709,7 @@ static void free_from_callback(void)
 	WAIT_UNTIL(ok, !counters(sim, dev).open, WAIT_MS);
 	check(ok, "self_free_monitor_stopped_and_closed_the_device", "the device is still open");
 	CHECK_EQ("self_free_no_call_after_the_free", atomic_load(&sf.calls), 1);
+	CHECK_EQ("self_free_no_selector_call_after_the_free", atomic_load(&sf.selector_calls_late), 0);
 	rw_sim_free(sim);
 }
 
@@ -658,5 +718,6 @@ int main(void)
 	drains_and_callbacks();
 	transport();
 	free_from_callback();
+	free_while_a_callback_unsubscribes();
 	return check_done();
 }
