@@ -606,7 +606,12 @@ pub extern "C" fn rw_machine_drain(
 ) -> rw_status {
     // No borrow of the machine is held while `get` runs: a `get` that
     // calls back into this machine gets its own, one at a time.
-    let feed = |input: &dyn Fn(&mut Machine)| with(machine, |m| Ok(input(m)));
+    let feed = |input: &dyn Fn(&mut Machine)| {
+        with(machine, |m| {
+            input(m);
+            Ok(())
+        })
+    };
     guard(|| {
         let status = with(machine, |m| device_in(m, device));
         if status != rw_status::RW_OK {
