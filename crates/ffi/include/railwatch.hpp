@@ -40,8 +40,11 @@
  *     function. A moved-from handle is empty (operator bool is false).
  *   - Threads: a machine is used by one thread at a time; gates, sims and
  *     monitors by any thread. Selector and subscription callbacks run on
- *     the monitor thread; they may call any monitor method and destroy any
- *     subscription (their own included) but must not destroy the monitor.
+ *     the monitor thread; they may call any monitor method, destroy any
+ *     subscription (their own included), and stop or destroy the monitor
+ *     (then nothing is called after it but the rest of the calling
+ *     callback; see monitor::stop). How teardown avoids races and
+ *     deadlocks: "Teardown" in namespace detail.
  *   - Names are std::string_view (copied to add the NUL the C API needs),
  *     port lists and snapshot buffers std::span.
  *   - The word layout (RW_WORD_LAYOUT_VERSION) is checked against the
@@ -55,6 +58,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -511,49 +515,171 @@ public:
 
 namespace detail {
 
-/** What outlives a monitor object's moves and is shared with its
- *  subscriptions: the C handle (null once freed) and the selector. */
+/*
+ * Teardown: how stopping the monitor, resetting a subscription and the
+ * library's calls into the wrapper stay out of each other's way.
+ *
+ * The locks, in the order a thread may hold them (it only ever waits for
+ * a later one while holding an earlier one):
+ *
+ *   1. subscriber::in_call: held by subscriber::call() on the monitor
+ *      thread while the subscription's function runs; the function may
+ *      take lock 2 (stop the monitor, reset a subscription).
+ *   2. monitor_core::mu: held only for short sections that wait for no
+ *      callback: the bookkeeping around a free, and a reset()'s
+ *      rw_monitor_unsubscribe.
+ *   3. the library's own locks, inside rw_monitor_* calls.
+ *
+ * Why nothing can deadlock:
+ *   - rw_monitor_free waits (from another thread) for the callbacks in
+ *     flight, which may take lock 2; so it runs with no lock held, under
+ *     the flag `freeing` instead, and the handle is taken out of the core
+ *     (null) before it starts.
+ *   - A callback never waits for a free in progress: that free may be
+ *     waiting for it. Its stop() returns at once (the monitor is being
+ *     stopped), its reset() leaves the subscriber to that free to delete
+ *     (`orphans`).
+ *   - reset() from another thread waits for lock 1 with nothing held,
+ *     and sets `dead` under it; only then does it take lock 2. Its
+ *     rw_monitor_unsubscribe waits for the library's in-call lock of the
+ *     same subscriber, whose holder (the monitor thread in call()) now
+ *     only takes that subscriber's lock 1, held by nobody, and skips the
+ *     function: it never needs lock 2.
+ *   - reset() inside its own callback does not take lock 1 (its thread
+ *     holds it): it hands the delete to call(), which runs it once the
+ *     function has returned.
+ * (A callback that resets a subscription of another monitor waits for
+ * that subscription's call in flight, as rw_monitor_unsubscribe does: two
+ * such callbacks must not wait for each other.)
+ */
+
+/** How many selector or subscription calls this thread is inside. */
+inline int &callback_depth() noexcept {
+    thread_local int depth = 0;
+    return depth;
+}
+
+/** Marks a callback on this thread for its scope. */
+struct in_callback {
+    in_callback() noexcept { ++callback_depth(); }
+    ~in_callback() { --callback_depth(); }
+    in_callback(const in_callback &) = delete;
+    in_callback &operator=(const in_callback &) = delete;
+};
+
+struct subscriber;
+
+/**
+ * What a monitor object shares with its subscriptions and outlives its
+ * moves: the C handle, the selector (the C selector's `user`) and the
+ * teardown's bookkeeping. The monitor object keeps it until
+ * rw_monitor_free has returned; after that the library calls neither the
+ * selector nor any subscriber (also when freed from inside a callback).
+ */
 struct monitor_core {
+    /** The C handle; null from the moment a free starts. */
     std::atomic<rw_monitor *> handle{nullptr};
     std::shared_ptr<railwatch::selector> sel;
 
+    std::mutex mu;                    // lock 2: guards the fields below
+    std::condition_variable freed;    // notified when `freeing` clears
+    bool freeing = false;             // rw_monitor_free is running (outside mu)
+    bool failed = false;              // it failed: the library may still call back
+    subscriber *orphans = nullptr;    // reset meanwhile: deleted after the free
+
+    /** Frees the handle (once; a no-op when already freed). Waits for a
+     *  free in progress on another thread, except inside a callback. */
+    rw_status free() noexcept;
+
+    // The C selector's functions.
     static void set_available(void *user, uint32_t d, uint32_t p, bool available) noexcept {
-        try {
-            static_cast<monitor_core *>(user)->sel->set_available(d, p, available);
-        } catch (...) {
-            swallowed().fetch_add(1, std::memory_order_relaxed);
-        }
+        with_selector(user, [&](railwatch::selector &s) { s.set_available(d, p, available); });
     }
     static void reseed(void *user, uint32_t d, uint32_t p, uint64_t rate) noexcept {
+        with_selector(user, [&](railwatch::selector &s) { s.reseed(d, p, rate); });
+    }
+
+private:
+    template <class F>
+    static void with_selector(void *user, F &&f) noexcept {
+        // A reference of our own: if the selector destroys the monitor
+        // (and with it the core), it still lives until it returns.
+        const std::shared_ptr<railwatch::selector> sel = static_cast<monitor_core *>(user)->sel;
+        in_callback mark;
         try {
-            static_cast<monitor_core *>(user)->sel->reseed(d, p, rate);
+            f(*sel);
         } catch (...) {
             swallowed().fetch_add(1, std::memory_order_relaxed);
         }
     }
 };
 
-/** One subscription's callback, owned by its subscription object. */
+/** One subscription's callback, owned by its subscription object (or,
+ *  once that is reset, by whoever reset() hands it to). */
 struct subscriber {
     std::function<void(const rw_notification &)> fn;
-    bool destroy_after_call = false;  // destroyed from inside its own call
+    std::mutex in_call;              // lock 1: held by call() around fn
+    bool dead = false;               // under in_call: fn is not called again
+    bool delete_after_call = false;  // under in_call: reset() inside fn, call() deletes it
+    subscriber *next_orphan = nullptr;  // in monitor_core::orphans
 
+    explicit subscriber(std::function<void(const rw_notification &)> f) : fn(std::move(f)) {}
+
+    /** The subscriber whose function this thread is running, if any. */
     static subscriber *&running() noexcept {
         thread_local subscriber *current = nullptr;
         return current;
     }
     static void call(void *user, const rw_notification *n) noexcept {
         auto *s = static_cast<subscriber *>(user);
-        subscriber *outer = std::exchange(running(), s);
-        try {
-            s->fn(*n);
-        } catch (...) {
-            swallowed().fetch_add(1, std::memory_order_relaxed);
+        bool delete_now = false;
+        {
+            std::lock_guard<std::mutex> l(s->in_call);
+            if (!s->dead) {
+                subscriber *outer = std::exchange(running(), s);
+                in_callback mark;
+                try {
+                    s->fn(*n);
+                } catch (...) {
+                    swallowed().fetch_add(1, std::memory_order_relaxed);
+                }
+                running() = outer;
+            }
+            delete_now = s->delete_after_call;
         }
-        running() = outer;
-        if (s->destroy_after_call) delete s;
+        // Not touched after the unlock (a reset() on another thread may
+        // delete it from then on), unless reset() handed it to us.
+        if (delete_now) delete s;
     }
 };
+
+inline rw_status monitor_core::free() noexcept {
+    std::unique_lock<std::mutex> l(mu);
+    while (freeing) {
+        // Another thread is freeing it. A callback must not wait: that
+        // free may be waiting for it, and the monitor is stopping anyway.
+        if (callback_depth() > 0) return RW_OK;
+        freed.wait(l);
+    }
+    rw_monitor *h = handle.exchange(nullptr, std::memory_order_acq_rel);
+    if (!h) return RW_OK;
+    freeing = true;
+    l.unlock();
+    // No lock held: from another thread this waits for the callbacks in
+    // flight, and they may take mu.
+    const rw_status st = rw_monitor_free(h);
+    l.lock();
+    freeing = false;
+    subscriber *gone = nullptr;
+    if (st == RW_OK)
+        gone = std::exchange(orphans, nullptr);  // nothing calls them any more
+    else
+        failed = true;  // the handle is gone, but the library may still call back: keep them
+    l.unlock();
+    freed.notify_all();
+    while (gone) delete std::exchange(gone, gone->next_orphan);
+    return st;
+}
 
 }  // namespace detail
 
@@ -561,10 +687,11 @@ class monitor;
 
 /**
  * A subscription: while it lives, its function is called on the monitor
- * thread for every notification. Its destructor unsubscribes and waits
- * for a call in flight (from another thread); destroying it from inside
- * its own callback is allowed (it is freed when the call returns). It may
- * outlive its monitor (then there is nothing left to unsubscribe from).
+ * thread for every notification. Its destructor unsubscribes; from
+ * another thread it waits for a call in flight, so that when it returns
+ * the function has finished and is never called again. Destroying it from
+ * inside its own callback is allowed (it is freed when the call returns).
+ * It may outlive its monitor, and be destroyed while the monitor stops.
  */
 class [[nodiscard]] subscription {
 public:
@@ -587,18 +714,42 @@ public:
     explicit operator bool() const noexcept { return sub_ != nullptr; }
     uint64_t id() const noexcept { return id_; }
 
-    /** Unsubscribes now (as the destructor does). */
+    /** Unsubscribes now (as the destructor does). See "Teardown" in
+     *  namespace detail for the locks. */
     void reset() noexcept {
-        if (!sub_) return;
-        rw_monitor *m = core_ ? core_->handle.load(std::memory_order_acquire) : nullptr;
-        if (m) (void)rw_monitor_unsubscribe(m, id_);  // waits for a call in flight, unless on the monitor thread
-        if (detail::subscriber::running() == sub_)
-            sub_->destroy_after_call = true;  // inside its own call: freed when it returns
+        detail::subscriber *s = std::exchange(sub_, nullptr);
+        if (!s) return;
+        const std::shared_ptr<detail::monitor_core> core = std::move(core_);
+        const uint64_t id = std::exchange(id_, 0);
+        // Inside its own call (on the monitor thread, in_call held here)?
+        const bool inside = detail::subscriber::running() == s;
+        if (inside) {
+            s->dead = true;
+        } else {
+            std::lock_guard<std::mutex> l(s->in_call);  // a call in flight finishes first
+            s->dead = true;
+        }
+        // The function never runs again. Unsubscribe, under mu so that the
+        // handle is not freed meanwhile; when the monitor is gone there is
+        // nothing to unsubscribe from.
+        if (core) {
+            std::lock_guard<std::mutex> l(core->mu);
+            if (rw_monitor *m = core->handle.load(std::memory_order_acquire)) {
+                // No call after it; from another thread it waits for a
+                // call() in flight, which skips the function.
+                (void)rw_monitor_unsubscribe(m, id);
+            } else if (core->freeing || core->failed) {
+                // Being freed (or failed to be): the library may still
+                // call it (skipping the function) until that free
+                // returns, and the free deletes it then.
+                s->next_orphan = std::exchange(core->orphans, s);
+                return;
+            }
+        }
+        if (inside)
+            s->delete_after_call = true;  // freed when its call returns
         else
-            delete sub_;
-        sub_ = nullptr;
-        id_ = 0;
-        core_.reset();
+            delete s;
     }
 
 private:
@@ -615,7 +766,8 @@ private:
  * A monitor on its own thread. Start it over the simulator (start_sim) or
  * the host's libibverbs devices (start_verbs); its destructor stops it and
  * joins the thread (callbacks in flight finish first). Any thread may use
- * it, its own callbacks included, except to destroy it.
+ * it, its own callbacks included: a callback may also stop or destroy it
+ * (see stop()).
  */
 class monitor {
 public:
@@ -653,29 +805,39 @@ public:
     }
     monitor(const monitor &) = delete;
     monitor &operator=(const monitor &) = delete;
-    /** Stops the monitor (joined; from one of its own callbacks, stopped
-     *  and joined by a short-lived thread once the callback returns). */
+    /** Stops the monitor as stop() does, then releases the selector
+     *  (unless a subscription still holds it; the library no longer
+     *  calls it either way). */
     ~monitor() { free_quietly(); }
 
+    /** False once stopped (or stopping). */
     explicit operator bool() const noexcept { return handle() != nullptr; }
     rw_monitor *get() const noexcept { return handle(); }
 
-    /** Stops and joins now. From one of the monitor's own callbacks it
-     *  stops it and returns at once: no subscriber is called after it, and
-     *  a short-lived thread joins the monitor thread once the callback
-     *  returns. */
+    /**
+     * Stops and joins now: callbacks in flight finish first, and none
+     * runs after it returns. From one of the monitor's own callbacks
+     * (selector or subscription) it stops the monitor and returns at
+     * once: neither the selector nor any subscriber is called after it,
+     * except that the calling callback runs to its end, and a short-lived
+     * thread joins the monitor thread once it has returned. When another
+     * thread is stopping the monitor at that moment, it waits for it;
+     * inside a callback, which that thread may be waiting for, it
+     * returns at once and leaves the stop to it.
+     */
     void stop() {
         if (!core_) return;
-        rw_monitor *h = core_->handle.load(std::memory_order_acquire);
-        if (!h) return;
-        detail::check(rw_monitor_free(h), "rw_monitor_free");
-        core_->handle.store(nullptr, std::memory_order_release);
+        const rw_status st = core_->free();
+        if (st != RW_OK) {
+            keep_alive(core_);
+            detail::check(st, "rw_monitor_free");
+        }
     }
 
     /** Calls `fn` on the monitor thread for every notification from now
      *  on, until the returned subscription is destroyed. */
     subscription subscribe(std::function<void(const rw_notification &)> fn) const {
-        auto *s = new detail::subscriber{std::move(fn)};
+        auto *s = new detail::subscriber(std::move(fn));
         uint64_t id = 0;
         const rw_status st = rw_monitor_subscribe(handle(), &detail::subscriber::call, s, &id);
         if (st != RW_OK) {
@@ -744,17 +906,18 @@ private:
     /** The C selector (the library copies it at start), or null. */
     const rw_selector *c_selector_ptr() const noexcept { return core_->sel ? &c_sel_ : nullptr; }
     rw_monitor *handle() const noexcept { return core_ ? core_->handle.load(std::memory_order_acquire) : nullptr; }
+    /** Stops it; only once rw_monitor_free has returned is the core (the
+     *  selector's `user`) let go. */
     void free_quietly() noexcept {
         if (!core_) return;
-        rw_monitor *h = core_->handle.load(std::memory_order_acquire);
-        if (h && rw_monitor_free(h) != RW_OK) {
-            // Only when no thread could be started to stop it: keep what
-            // its callbacks use alive rather than free it under them.
-            new std::shared_ptr<detail::monitor_core>(std::move(core_));
-            return;
-        }
-        core_->handle.store(nullptr, std::memory_order_release);
+        if (core_->free() != RW_OK) keep_alive(core_);
         core_.reset();
+    }
+    /** After a failed rw_monitor_free the library may still call the
+     *  selector and subscribers: keep what they use alive for good rather
+     *  than free it under them. */
+    static void keep_alive(const std::shared_ptr<detail::monitor_core> &core) noexcept {
+        new std::shared_ptr<detail::monitor_core>(core);
     }
 
     std::shared_ptr<detail::monitor_core> core_;

@@ -1,8 +1,10 @@
 // Embedding 2 through the C++ wrapper: railwatch owns a thread, over the
 // simulator (railwatch::sim). The behaviours of the original fix seen from
 // outside (a flap, a PORT_ACTIVE behind a burst, a silent recovery by the
-// poll, EINTR, EIO), the selector, snapshots, RAII subscriptions, and
-// callbacks that call back into the API.
+// poll, EINTR, EIO), the selector, snapshots, RAII subscriptions,
+// callbacks that call back into the API, and teardown races: a reset while
+// the callback runs, a callback that stops the monitor while another
+// thread resets its subscription, a callback that destroys its monitor.
 //
 // Prints `ok - NAME` / `not ok - NAME: why` per check, then a summary;
 // exits 0 iff every check passed. Every wait is a bounded deadline loop.
@@ -17,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -400,6 +403,163 @@ int main() {
             check(eventually([&] { return !host3.counters(d).open; }),
                   "self-stop: the monitor stopped and closed its device");
             check(calls.load() == 1 && !m3, "self-stop: no call after the stop, and the handle is empty");
+        }
+
+        // A subscription reset from another thread (here, this one) while
+        // its callback runs: the reset waits for the call, which finishes,
+        // and nothing is called after it.
+        {
+            rw::sim host4;
+            const uint32_t d = host4.add_device("mlx5_7", 1);
+            rw::monitor m4 = rw::monitor::start_sim(host4, &cfg);
+            struct state {
+                std::atomic<int> calls{0};
+                std::atomic<bool> entered{false}, resetting{false}, finished{false};
+            };
+            auto st = std::make_shared<state>();
+            auto token = std::make_shared<int>(0);
+            notes witness;
+            rw::subscription w = m4.subscribe([&](const rw_notification &n) { witness.add(n); });
+            rw::subscription s4 = m4.subscribe([st, token](const rw_notification &) {
+                if (st->calls.fetch_add(1) != 0) return;
+                st->entered.store(true);
+                // Still running when the other thread is inside reset().
+                eventually([&] { return st->resetting.load(); });
+                std::this_thread::sleep_for(std::chrono::milliseconds(150));
+                st->finished.store(true);
+            });
+            check(eventually([&] { return host4.counters(d).open; }), "reset-in-call: the device is opened");
+            host4.port_down(d, 1);
+            check_or_exit(eventually([&] { return st->entered.load(); }), "reset-in-call: the callback is entered",
+                          "timed out");
+            st->resetting.store(true);
+            s4.reset();
+            check(st->finished.load(), "reset-in-call: reset() waits for the call in flight to finish");
+            check(token.use_count() == 1, "reset-in-call: then the function is released");
+            const int frozen = st->calls.load();
+            const size_t mark = witness.size();
+            host4.port_up(d, 1);
+            check(eventually([&] {
+                      return witness.any(mark, [&](const rw_notification &n) {
+                          return n.kind == RW_HAPPENING_TRANSITION && n.to_state == RW_RAIL_ACTIVE;
+                      });
+                  }),
+                  "reset-in-call: the monitor goes on notifying");
+            check(st->calls.load() == frozen, "reset-in-call: no call after the reset",
+                  std::to_string(st->calls.load() - frozen) + " calls after it");
+            w.reset();
+        }
+
+        // A callback stops its monitor and keeps running while another
+        // thread resets that subscription, the reset coming after the stop
+        // (the handle is already null) or before it (waiting for the
+        // call): either way the reset waits for the call, whose function
+        // stays alive to its end, then frees it.
+        for (const bool stop_first : {true, false}) {
+            const std::string name = stop_first ? "stop-then-reset: " : "reset-then-stop: ";
+            rw::sim host5;
+            const uint32_t d = host5.add_device("mlx5_6", 1);
+            rw::monitor m5 = rw::monitor::start_sim(host5, &cfg);
+            struct state {
+                std::atomic<int> calls{0};
+                std::atomic<bool> entered{false}, resetting{false}, stopped{false}, finished{false};
+                std::atomic<bool> reset_done{false}, reset_after_finish{false}, payload_ok{false};
+            };
+            auto st = std::make_shared<state>();
+            auto payload = std::make_shared<std::string>("still here, after the stop");
+            rw::subscription s5 = m5.subscribe([st, payload, stop_first, &m5](const rw_notification &) {
+                if (st->calls.fetch_add(1) != 0) return;
+                st->entered.store(true);
+                if (stop_first) {
+                    m5.stop();
+                    st->stopped.store(true);
+                    eventually([&] { return st->resetting.load(); });
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the reset is under way
+                } else {
+                    eventually([&] { return st->resetting.load(); });
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the reset is waiting
+                    m5.stop();
+                    st->stopped.store(true);
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(150));
+                // Its captures must still be alive: read them.
+                st->payload_ok.store(*payload == "still here, after the stop");
+                st->finished.store(true);
+            });
+            check(eventually([&] { return host5.counters(d).open; }), name + "the device is opened");
+            host5.port_down(d, 1);
+            check_or_exit(eventually([&] { return stop_first ? st->stopped.load() : st->entered.load(); }),
+                          name + "the callback is entered", "timed out");
+            std::thread other([&] {
+                st->resetting.store(true);
+                s5.reset();
+                st->reset_after_finish.store(st->finished.load());
+                st->reset_done.store(true);
+            });
+            check_or_exit(eventually([&] { return st->reset_done.load(); }), name + "the reset returns",
+                          "timed out: deadlock between stop() and reset()?");
+            other.join();
+            check(st->stopped.load() && !m5, name + "the callback stopped the monitor");
+            check(st->reset_after_finish.load(), name + "the reset returned only after the call finished");
+            check(st->payload_ok.load(), name + "the function was alive to the end of its call");
+            check(eventually([&] { return !host5.counters(d).open; }),
+                  name + "the monitor stopped and closed its device");
+            check(st->calls.load() == 1, name + "no call after the stop", std::to_string(st->calls.load()) + " calls");
+            check(payload.use_count() == 1, name + "the function is released");
+        }
+
+        // A callback destroys its monitor, which has a selector: the
+        // selector is released then and there and never called again
+        // (under valgrind: no read of the freed selector state).
+        {
+            struct counting_selector : rw::selector {
+                std::atomic<uint64_t> calls{0}, after_free{0};
+                std::atomic<bool> freed{false};
+                void set_available(uint32_t, uint32_t, bool) override { count(); }
+                void reseed(uint32_t, uint32_t, uint64_t) override { count(); }
+                void count() {
+                    ++calls;
+                    if (freed.load()) ++after_free;
+                }
+            };
+            rw::sim host6;
+            const uint32_t d = host6.add_device("mlx5_5", 2);
+            auto sel6 = std::make_shared<counting_selector>();
+            std::optional<rw::monitor> m6 = rw::monitor::start_sim(host6, &cfg, sel6);
+            std::optional<rw::gate> g;
+            check_or_exit(eventually([&] {
+                              if (!g) g = m6->try_gate("mlx5_5/1");
+                              return g && admits(*g) && sel6->calls.load() >= 4;
+                          }),
+                          "destroy-in-callback: the rails come up, the selector told", "timed out");
+            struct state {
+                std::atomic<bool> done{false};
+                bool released = false, empty = false;
+                rw::subscription self;
+            };
+            auto st = std::make_shared<state>();
+            st->self = m6->subscribe([st, &m6, sel6](const rw_notification &n) {
+                if (st->done.load() || n.kind != RW_HAPPENING_TRANSITION) return;
+                st->self.reset();  // its own: freed when this call returns
+                m6.reset();        // ~monitor, from its own callback
+                sel6->freed.store(true);
+                // The monitor let go of the selector: the only references
+                // left are this function's and the test's.
+                st->released = sel6.use_count() == 2;
+                st->empty = !m6.has_value();
+                st->done.store(true);
+            });
+            host6.port_down(d, 1);  // port 2 stays available
+            check_or_exit(eventually([&] { return st->done.load(); }),
+                          "destroy-in-callback: the callback destroyed its monitor", "timed out");
+            check(st->empty && st->released, "destroy-in-callback: the monitor let go of the selector at once");
+            check(eventually([&] { return !host6.counters(d).open; }),
+                  "destroy-in-callback: the monitor stopped and closed its device");
+            check(eventually([&] { return st.use_count() == 1; }),
+                  "destroy-in-callback: its subscription was freed after its call");
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            check(sel6->after_free.load() == 0, "destroy-in-callback: the selector is not called after the free",
+                  std::to_string(sel6->after_free.load()) + " calls after it");
         }
 
         mon = rw::monitor();
