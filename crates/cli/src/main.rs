@@ -1,7 +1,8 @@
 //! `railwatch`: watch RDMA rails, or simulate their failure modes.
 //!
 //! Exit codes: 0 all expectations held (or the command succeeded), 1 an
-//! expectation failed, 2 bad input (or a command this build lacks).
+//! expectation failed (or `watch --check` found the settings bad), 2 bad
+//! input (or a command this build lacks).
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 mod builtin;
+mod config;
 mod output;
 mod simulate;
 #[cfg(feature = "verbs")]
@@ -57,18 +59,52 @@ struct SimulateArgs {
 
 #[derive(Args, Debug)]
 struct WatchArgs {
-    /// Watch only this device (default: every device).
+    /// Read the settings from this file (TOML, see docs/CONFIG.md); the
+    /// flags below override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
+    /// Check the settings, print the effective ones and exit: 0 valid,
+    /// 1 not. Opens no device (works without the `verbs` feature).
+    #[arg(long)]
+    check: bool,
+    /// Watch only this device (an include of one; default: every device).
     #[arg(long, value_name = "D")]
     device: Option<String>,
+    /// Watch this device (repeatable; replaces the file's `include`).
+    #[arg(long, value_name = "NAME")]
+    include: Vec<String>,
+    /// Do not watch this device (repeatable; replaces the file's `exclude`).
+    #[arg(long, value_name = "NAME")]
+    exclude: Vec<String>,
     /// Print JSON lines instead of the timeline.
     #[arg(long)]
     json: bool,
     /// Stop after this many milliseconds (default: run until interrupted).
     #[arg(long, value_name = "MS")]
     for_ms: Option<u64>,
-    /// Recovery tick period in milliseconds.
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-    tick_ms: u64,
+    /// Recovery tick period in milliseconds (default 1000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    tick_ms: Option<u64>,
+    /// Re-read the port state of every active rail this often, in
+    /// milliseconds (default: off).
+    #[arg(long, value_name = "MS")]
+    audit_ms: Option<u64>,
+    /// After a port reads ACTIVE, wait this long and re-check before
+    /// activating its rail, in milliseconds (default 0).
+    #[arg(long, value_name = "MS")]
+    settle_ms: Option<u64>,
+    /// Most events read from one device per wake-up (default 256).
+    #[arg(long, value_name = "N")]
+    drain_budget: Option<usize>,
+    /// Turn flap damping on (the file's `[damping]` keys, or the defaults).
+    #[arg(long, conflicts_with = "no_damping")]
+    damping: bool,
+    /// Turn flap damping off, whatever the file says.
+    #[arg(long)]
+    no_damping: bool,
+    /// Flap damping's penalty half-life in milliseconds (turns damping on).
+    #[arg(long, value_name = "MS", conflicts_with = "no_damping")]
+    damping_half_life_ms: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -120,8 +156,22 @@ fn no_verbs(command: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// `railwatch watch`: the settings are resolved and checked first, in
+/// every build, so `--check` needs no libibverbs.
+fn watch(args: WatchArgs) -> ExitCode {
+    let settings = match config::resolve(&args) {
+        Ok(s) => s,
+        Err(e) => return config::refuse(&e, &args),
+    };
+    config::note_metrics(&settings);
+    if args.check {
+        return config::print_check(&settings, args.json);
+    }
+    run_watch(args, settings)
+}
+
 #[cfg(not(feature = "verbs"))]
-fn watch(_args: WatchArgs) -> ExitCode {
+fn run_watch(_args: WatchArgs, _settings: config::Settings) -> ExitCode {
     no_verbs("watch")
 }
 
@@ -131,8 +181,8 @@ fn status(_args: StatusArgs) -> ExitCode {
 }
 
 #[cfg(feature = "verbs")]
-fn watch(args: WatchArgs) -> ExitCode {
-    verbs::watch(args)
+fn run_watch(args: WatchArgs, settings: config::Settings) -> ExitCode {
+    verbs::watch(args, settings)
 }
 
 #[cfg(feature = "verbs")]

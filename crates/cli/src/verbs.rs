@@ -3,8 +3,9 @@
 //!
 //! Exit codes: 0 success (also when there is no RDMA device at all: "no RDMA
 //! devices found"), 1 a device, a port or the monitor failed (said on stderr,
-//! naming the device and the call), 2 bad input (`--device` names no device)
-//! or output that cannot be written. The JSON lines are documented in
+//! naming the device and the call), 2 bad input (`--device` names no device,
+//! or `include`/`exclude` leave none of the devices present) or output that
+//! cannot be written. The JSON lines are documented in
 //! docs/JSON-verbs.md.
 
 use std::io::{self, Write};
@@ -14,11 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use railwatch_core::{Happening, LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
-use railwatch_runtime::{BandwidthSelector, Config, Monitor, Snapshot, SystemClock};
+use railwatch_runtime::{BandwidthSelector, DeviceSource, Monitor, Snapshot, SystemClock};
 use railwatch_scenario::driver::{Names, Record, RunSummary};
 use railwatch_verbs_backend::{HostDevices, VerbsDevice, VerbsError, errno_of, list_devices};
 use serde_json::{Value, json};
 
+use crate::config::{DeviceFilter, Settings};
 use crate::output::{self, Style};
 use crate::{StatusArgs, WatchArgs, use_color};
 
@@ -271,9 +273,38 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The host's devices as the monitor follows them, restricted to those the
+/// settings' `include` and `exclude` choose.
+struct Chosen<S> {
+    inner: S,
+    filter: DeviceFilter,
+}
+
+impl<S: DeviceSource> DeviceSource for Chosen<S> {
+    type Device = S::Device;
+
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.fd()
+    }
+
+    fn drain(&mut self) -> io::Result<bool> {
+        self.inner.drain()
+    }
+
+    fn list(&mut self) -> io::Result<Vec<String>> {
+        let mut names = self.inner.list()?;
+        names.retain(|n| self.filter.watches(n));
+        Ok(names)
+    }
+
+    fn open(&mut self, name: &str) -> io::Result<Self::Device> {
+        self.inner.open(name)
+    }
+}
+
 /// `railwatch watch`: runs the monitor over the real devices on this thread
-/// and prints what happens, then a summary.
-pub fn watch(args: WatchArgs) -> ExitCode {
+/// and prints what happens, then a summary. `settings` are already checked.
+pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     let mut names = match devices() {
         Ok(n) => n,
         Err(code) => return code,
@@ -284,7 +315,24 @@ pub fn watch(args: WatchArgs) -> ExitCode {
             eprintln!("railwatch: no RDMA device called {wanted:?} ({found})");
             return ExitCode::from(2);
         }
-        names.retain(|n| n == wanted);
+    }
+    let filter = settings.devices.clone();
+    let present = names.clone();
+    names.retain(|n| filter.watches(n));
+    if names.is_empty() && !present.is_empty() {
+        let include = filter.include.as_ref().map_or_else(|| "every device".to_string(), |i| i.join(", "));
+        let exclude = if filter.exclude.is_empty() { "none".to_string() } else { filter.exclude.join(", ") };
+        eprintln!(
+            "railwatch: none of the devices found ({}) is watched (include: {include}; exclude: {exclude})",
+            present.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    if let Some(include) = &filter.include {
+        let absent: Vec<&str> = include.iter().filter(|n| !present.contains(n)).map(String::as_str).collect();
+        if !absent.is_empty() {
+            log::warn!("included but not present (yet): {}", absent.join(", "));
+        }
     }
     let style = if args.json { Style::Json } else { Style::Human { color: use_color() } };
     if names.is_empty() {
@@ -307,8 +355,8 @@ pub fn watch(args: WatchArgs) -> ExitCode {
         eprintln!("railwatch: no device could be opened; nothing to watch");
         return ExitCode::from(1);
     }
-    let config = Config { tick_ms: args.tick_ms, ..Config::default() };
-    let mut monitor = match Monitor::new(config, Arc::new(BandwidthSelector::new()), SystemClock::new()) {
+    let tick_ms = settings.config.tick_ms;
+    let mut monitor = match Monitor::new(settings.config, Arc::new(BandwidthSelector::new()), SystemClock::new()) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("railwatch: cannot create the monitor's poll set: {e}");
@@ -325,7 +373,8 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     // Devices that appear later are attached, those that leave closed at
     // once (a Soft-RoCE removal waits for our handle) and their rails made
     // inert.
-    let (source, no_uevents) = HostDevices::new(args.device.clone());
+    let (source, no_uevents) = HostDevices::new(None);
+    let source = Chosen { inner: source, filter };
     if let Some(e) = no_uevents {
         log::warn!("no device uevents ({e}); re-reading the device list every {RESCAN_EVERY:?}");
     }
@@ -363,7 +412,7 @@ pub fn watch(args: WatchArgs) -> ExitCode {
     };
     if let Style::Human { .. } = style {
         let until = args.for_ms.map_or_else(|| "until Ctrl-C".to_string(), |ms| format!("for {ms} ms"));
-        println!("watching {}; recovery tick {} ms; {until}", header.join(", "), args.tick_ms);
+        println!("watching {}; recovery tick {tick_ms} ms; {until}", header.join(", "));
     }
 
     let deadline = args.for_ms.map(|ms| Instant::now() + Duration::from_millis(ms));

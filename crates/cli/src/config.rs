@@ -1,0 +1,794 @@
+//! `railwatch watch`'s settings: the config file (`--config FILE`, TOML,
+//! docs/CONFIG.md), the flags that override it, and `--check`.
+//!
+//! Everything is refused before anything starts: the file alone first (so a
+//! bad file is an error even when a flag overrides the bad key), then the
+//! file with the flags. Each error names where the bad value came from: the
+//! file and line (`railwatch.toml:3: tick_ms: must be at least 1 ms`), the
+//! flag (`--damping-half-life-ms: damping.half_life_ms: …`), or neither
+//! when a default is what conflicts. The file is read only if it is a
+//! regular file of at most [`MAX_FILE_BYTES`], so nothing a user writes can
+//! hang the read or fill memory.
+//!
+//! This module needs no libibverbs: `--check` works in every build.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use railwatch_runtime::{Config, ConfigError, DampingConfig};
+use serde::Deserialize;
+use serde_json::{Value as Json, json};
+use toml::{Spanned, Value};
+
+use crate::WatchArgs;
+
+/// Largest config file read: 16 MiB, as for scenario files.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Most names in `include` or `exclude`.
+pub const MAX_NAMES: usize = 4096;
+
+/// Longest device name: the kernel's `IB_DEVICE_NAME_MAX` (64) less its NUL.
+pub const MAX_NAME_BYTES: usize = 63;
+
+// ---- the settings --------------------------------------------------------
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    /// Not written anywhere.
+    Default,
+    /// The config file, at this 1-based line.
+    File(usize),
+    /// A command-line flag.
+    Flag(&'static str),
+}
+
+/// The reserved `[metrics]` table: checked, not acted on yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// `metrics.listen`: where a metrics endpoint would listen.
+    pub listen: Option<SocketAddr>,
+    /// `metrics.textfile`: where a metrics text file would be written.
+    pub textfile: Option<PathBuf>,
+    /// Whether the file has a `[metrics]` table at all.
+    pub present: bool,
+}
+
+/// Which devices `watch` follows: a device is watched when it is included
+/// (or there is no include list) and not excluded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceFilter {
+    /// `include` (with `--include` and `--device`): `None` means every device.
+    pub include: Option<Vec<String>>,
+    /// `exclude` (or `--exclude`).
+    pub exclude: Vec<String>,
+}
+
+impl DeviceFilter {
+    /// Whether the device called `name` is watched.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub fn watches(&self, name: &str) -> bool {
+        self.include.as_ref().is_none_or(|names| names.iter().any(|n| n == name))
+            && !self.exclude.iter().any(|n| n == name)
+    }
+}
+
+/// `watch`'s effective settings: the monitor's [`Config`], the devices to
+/// watch, and the reserved metrics table, each with where it came from.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The monitor's settings (validated).
+    pub config: Config,
+    /// Which devices are watched.
+    pub devices: DeviceFilter,
+    /// The reserved `[metrics]` table.
+    pub metrics: Metrics,
+    /// The config file as named on the command line, if one was given.
+    pub file: Option<String>,
+    /// Every key not at its default, with where it was set.
+    origins: BTreeMap<&'static str, Origin>,
+}
+
+/// A setting refused: where it came from, which key, and why. Displays on
+/// one line as `file:line: key: problem`, `--flag: key: problem`,
+/// `file: problem` or `key: problem`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The config file, when the problem is in it.
+    pub file: Option<String>,
+    /// The 1-based line in the file, when there is one.
+    pub line: Option<usize>,
+    /// The flag that set the bad value, when a flag did.
+    pub flag: Option<&'static str>,
+    /// The key (`tick_ms`, `damping.half_life_ms`), when one is to blame.
+    pub key: Option<String>,
+    /// The problem, on one line.
+    pub message: String,
+}
+
+impl SettingsError {
+    fn in_file(file: &str, line: Option<usize>, key: Option<String>, message: impl Into<String>) -> SettingsError {
+        // One line, always: fold whatever the TOML parser wrapped.
+        let message = message.into().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
+        SettingsError { file: Some(file.to_owned()), line, flag: None, key, message }
+    }
+
+    fn of_flag(flag: &'static str, key: Option<&str>, message: impl Into<String>) -> SettingsError {
+        SettingsError { file: None, line: None, flag: Some(flag), key: key.map(str::to_owned), message: message.into() }
+    }
+
+    fn json(&self) -> Json {
+        json!({"kind": "config_error", "valid": false, "file": self.file, "line": self.line, "flag": self.flag,
+            "key": self.key, "message": self.message, "error": self.to_string()})
+    }
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.file, self.line, self.flag) {
+            (Some(file), Some(line), _) => write!(f, "{file}:{line}: ")?,
+            (Some(file), None, _) => write!(f, "{file}: ")?,
+            (None, _, Some(flag)) => write!(f, "{flag}: ")?,
+            (None, _, None) => {}
+        }
+        match &self.key {
+            Some(key) => write!(f, "{key}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+type Res<T> = Result<T, SettingsError>;
+
+impl Settings {
+    /// The defaults, with no file.
+    fn defaults() -> Settings {
+        Settings {
+            config: Config::default(),
+            devices: DeviceFilter::default(),
+            metrics: Metrics::default(),
+            file: None,
+            origins: BTreeMap::new(),
+        }
+    }
+
+    /// Where `key` was set.
+    fn origin(&self, key: &str) -> Origin {
+        self.origins.get(key).cloned().unwrap_or(Origin::Default)
+    }
+
+    /// Checks the monitor's settings and the device lists, naming where the
+    /// bad value came from.
+    fn validate(&self) -> Res<()> {
+        if let Err(ConfigError { key, message }) = self.config.validate() {
+            return Err(self.blame(key, message));
+        }
+        // A name both included and excluded is excluded (so a flag can take
+        // one device out of a file's include), but not every one of them.
+        if let Some(include) = &self.devices.include {
+            if include.iter().all(|n| self.devices.exclude.contains(n)) {
+                return Err(self.blame("exclude", "excludes every included device, so nothing would be watched".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// An error for `key`, located where it was set, or failing that where
+    /// the setting it conflicts with was set.
+    fn blame(&self, key: &str, message: String) -> SettingsError {
+        let mut origin = self.origin(key);
+        if origin == Origin::Default {
+            // A default refused: point at what made it wrong.
+            let related: &[&str] = match key {
+                "reopen_max_ms" => &["reopen_initial_ms"],
+                k if k.starts_with("damping.") => &["damping"],
+                _ => &[],
+            };
+            if let Some(o) = related.iter().map(|k| self.origin(k)).find(|o| *o != Origin::Default) {
+                origin = o;
+            }
+        }
+        let key = Some(key.to_owned());
+        match origin {
+            Origin::File(line) => {
+                SettingsError::in_file(self.file.as_deref().unwrap_or("config"), Some(line), key, message)
+            }
+            Origin::Flag(flag) => SettingsError { file: None, line: None, flag: Some(flag), key, message },
+            Origin::Default => match &self.file {
+                Some(file) => SettingsError::in_file(file, None, key, message),
+                None => SettingsError { file: None, line: None, flag: None, key, message },
+            },
+        }
+    }
+
+    /// Overrides the file with the flags given.
+    fn apply_flags(&mut self, args: &WatchArgs) -> Res<()> {
+        let c = &mut self.config;
+        let set = |origins: &mut BTreeMap<_, _>, key: &'static str, flag: &'static str| {
+            origins.insert(key, Origin::Flag(flag));
+        };
+        if let Some(v) = args.tick_ms {
+            c.tick_ms = v;
+            set(&mut self.origins, "tick_ms", "--tick-ms");
+        }
+        if let Some(v) = args.audit_ms {
+            c.audit_ms = Some(v);
+            set(&mut self.origins, "audit_ms", "--audit-ms");
+        }
+        if let Some(v) = args.settle_ms {
+            c.settle_ms = v;
+            set(&mut self.origins, "settle_ms", "--settle-ms");
+        }
+        if let Some(v) = args.drain_budget {
+            c.drain_budget = v;
+            set(&mut self.origins, "drain_budget", "--drain-budget");
+        }
+        if args.no_damping {
+            c.damping = None;
+            set(&mut self.origins, "damping", "--no-damping");
+            for key in DAMPING_KEYS {
+                self.origins.remove(key);
+            }
+        }
+        if args.damping && c.damping.is_none() {
+            c.damping = Some(DampingConfig::default());
+            set(&mut self.origins, "damping", "--damping");
+        }
+        if let Some(v) = args.damping_half_life_ms {
+            if c.damping.is_none() {
+                set(&mut self.origins, "damping", "--damping-half-life-ms");
+            }
+            c.damping.get_or_insert_with(DampingConfig::default).half_life_ms = v;
+            set(&mut self.origins, "damping.half_life_ms", "--damping-half-life-ms");
+        }
+        if args.device.is_some() || !args.include.is_empty() {
+            let mut names = Vec::new();
+            for name in &args.include {
+                check_name(name).map_err(|e| SettingsError::of_flag("--include", Some("include"), e))?;
+                names.push(name.clone());
+            }
+            // `--device` is an include of one (its own check, that the
+            // device exists, comes when the devices are listed).
+            names.extend(args.device.iter().cloned());
+            names.dedup();
+            let flag = if args.include.is_empty() { "--device" } else { "--include" };
+            self.devices.include = Some(names);
+            set(&mut self.origins, "include", flag);
+        }
+        if !args.exclude.is_empty() {
+            for name in &args.exclude {
+                check_name(name).map_err(|e| SettingsError::of_flag("--exclude", Some("exclude"), e))?;
+            }
+            self.devices.exclude = args.exclude.clone();
+            set(&mut self.origins, "exclude", "--exclude");
+        }
+        Ok(())
+    }
+}
+
+const DAMPING_KEYS: [&str; 5] =
+    ["damping.penalty_per_flap", "damping.suppress", "damping.reuse", "damping.half_life_ms", "damping.max_penalty"];
+
+/// The settings for `watch`: the file (if `--config`), checked alone, then
+/// overridden by the flags and checked again.
+pub fn resolve(args: &WatchArgs) -> Res<Settings> {
+    let mut settings = match &args.config {
+        Some(path) => load(path)?,
+        None => Settings::defaults(),
+    };
+    settings.validate()?;
+    settings.apply_flags(args)?;
+    settings.validate()?;
+    Ok(settings)
+}
+
+// ---- reading the file ----------------------------------------------------
+
+/// Reads and parses a config file: a regular file of at most
+/// [`MAX_FILE_BYTES`], UTF-8 text without NUL bytes.
+pub fn load(path: &Path) -> Res<Settings> {
+    let shown = path.display().to_string();
+    let fail = |msg: String| SettingsError::in_file(&shown, None, None, msg);
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => fail("no such file".to_owned()),
+        _ => fail(format!("cannot read: {e}")),
+    })?;
+    if meta.is_dir() {
+        return Err(fail("is a directory, not a config file".to_owned()));
+    }
+    // Before opening it: a FIFO with no writer would block the open, a
+    // device like /dev/zero would be read until memory runs out.
+    if !meta.is_file() {
+        return Err(fail("not a regular file (a FIFO, socket or device); config files are plain files".to_owned()));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(fail(format!("{} bytes is more than the limit of {MAX_FILE_BYTES} (16 MiB)", meta.len())));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(format!("grew past the limit of {MAX_FILE_BYTES} bytes while being read")));
+    }
+    if let Some(at) = bytes.iter().position(|&b| b == 0) {
+        return Err(fail(format!("not a text file (NUL byte at offset {at})")));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| fail(format!("not a text file (invalid UTF-8 at offset {})", e.utf8_error().valid_up_to())))?;
+    parse(&text, &shown)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table of railwatch settings")]
+struct RawFile {
+    tick_ms: Option<Spanned<Value>>,
+    audit_ms: Option<Spanned<Value>>,
+    settle_ms: Option<Spanned<Value>>,
+    drain_budget: Option<Spanned<Value>>,
+    explain_every_ms: Option<Spanned<Value>>,
+    reopen_initial_ms: Option<Spanned<Value>>,
+    reopen_max_ms: Option<Spanned<Value>>,
+    reopen_jitter_pct: Option<Spanned<Value>>,
+    damping: Option<RawDamping>,
+    include: Option<Spanned<Value>>,
+    exclude: Option<Spanned<Value>>,
+    metrics: Option<RawMetrics>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [damping] table")]
+struct RawDamping {
+    penalty_per_flap: Option<Spanned<Value>>,
+    suppress: Option<Spanned<Value>>,
+    reuse: Option<Spanned<Value>>,
+    half_life_ms: Option<Spanned<Value>>,
+    max_penalty: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [metrics] table")]
+struct RawMetrics {
+    listen: Option<Spanned<Value>>,
+    textfile: Option<Spanned<Value>>,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    }
+
+    fn err(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> SettingsError {
+        SettingsError::in_file(self.file, Some(self.line(span.start)), Some(key.to_owned()), message)
+    }
+
+    /// A non-negative integer.
+    fn count(&self, key: &str, v: &Spanned<Value>, unit: &str) -> Res<u64> {
+        match v.get_ref() {
+            Value::Integer(i) => {
+                u64::try_from(*i).map_err(|_| self.err(v.span(), key, format!("must not be negative ({i})")))
+            }
+            other => Err(self.err(v.span(), key, format!("must be a whole number{unit}, not {}", a(other)))),
+        }
+    }
+
+    fn millis(&self, key: &str, v: &Spanned<Value>) -> Res<u64> {
+        self.count(key, v, " of milliseconds")
+    }
+
+    /// A number, integer or float.
+    fn number(&self, key: &str, v: &Spanned<Value>) -> Res<f64> {
+        match v.get_ref() {
+            Value::Integer(i) => Ok(*i as f64),
+            Value::Float(f) => Ok(*f),
+            other => Err(self.err(v.span(), key, format!("must be a number, not {}", a(other)))),
+        }
+    }
+
+    /// A list of device names.
+    fn names(&self, key: &str, v: &Spanned<Value>) -> Res<Vec<String>> {
+        let Value::Array(items) = v.get_ref() else {
+            return Err(self.err(
+                v.span(),
+                key,
+                format!("must be a list of device names, like [\"mlx5_0\"], not {}", a(v.get_ref())),
+            ));
+        };
+        if items.len() > MAX_NAMES {
+            return Err(self.err(v.span(), key, format!("{} names; at most {MAX_NAMES}", items.len())));
+        }
+        let mut names: Vec<String> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let Value::String(name) = item else {
+                return Err(self.err(
+                    v.span(),
+                    key,
+                    format!("item {} must be a device name (a string), not {}", i + 1, a(item)),
+                ));
+            };
+            check_name(name).map_err(|e| self.err(v.span(), key, e))?;
+            if names.contains(name) {
+                return Err(self.err(v.span(), key, format!("{name:?} is listed twice")));
+            }
+            names.push(name.clone());
+        }
+        Ok(names)
+    }
+}
+
+/// A TOML value's type with its article: "a string", "an integer".
+fn a(v: &Value) -> String {
+    let t = v.type_str();
+    let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    format!("{article} {t}")
+}
+
+/// A device name as the kernel allows it: 1 to 63 bytes, no `/`, no
+/// whitespace or control characters.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a device name must not be empty".to_owned());
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!("device name {name:?} is longer than {MAX_NAME_BYTES} bytes"));
+    }
+    if name.contains('/') || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("invalid device name {name:?} (contains '/', a space or a control character)"));
+    }
+    Ok(())
+}
+
+/// The key a TOML error is about, found from the text: the key written on
+/// the error's line (or the `[table]` it opens), under the table it is in.
+fn key_at(text: &str, line: usize, unknown: Option<&str>) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let here = lines.get(line.checked_sub(1)?)?.trim();
+    let header = |l: &str| -> Option<String> {
+        let l = l.split('#').next()?.trim();
+        let inner = l.strip_prefix('[')?.strip_suffix(']')?;
+        let inner = inner.trim();
+        (!inner.starts_with('[') && !inner.is_empty()).then(|| inner.to_owned())
+    };
+    if let Some(table) = header(here) {
+        return Some(table);
+    }
+    let table = lines[..line - 1].iter().rev().find_map(|l| header(l.trim()));
+    let written = here
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
+    let key = match (unknown, written) {
+        (Some(u), Some(w)) if w.ends_with(u) => w.to_owned(),
+        (Some(u), _) => u.to_owned(),
+        (None, Some(w)) => w.to_owned(),
+        (None, None) => return None,
+    };
+    Some(match table {
+        Some(t) => format!("{t}.{key}"),
+        None => key,
+    })
+}
+
+/// The line where the table `name` starts: its `[name]` header, or the
+/// first key written under it (`name = { … }`, `name.key = …`).
+fn table_line(text: &str, name: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let l = l.split('#').next().unwrap_or("").trim();
+            if let Some(inner) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                return inner.trim() == name;
+            }
+            l.strip_prefix(name).is_some_and(|rest| {
+                let rest = rest.trim_start();
+                rest.starts_with('=') || rest.starts_with('.')
+            })
+        })
+        .map(|i| i + 1)
+}
+
+/// A TOML error, on one line, with its line and the key it is about.
+fn toml_error(cx: &Ctx<'_>, e: &toml::de::Error) -> SettingsError {
+    let line = e.span().map_or(1, |s| cx.line(s.start));
+    let message = e.message();
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        if let Some((field, expected)) = rest.split_once('`') {
+            let key = key_at(cx.text, line, Some(field)).unwrap_or_else(|| field.to_owned());
+            let expected = expected.trim_start_matches(',').trim();
+            let expected = expected.strip_prefix("expected one of ").or_else(|| expected.strip_prefix("expected "));
+            let message = match expected {
+                Some(known) => format!("unknown key (known here: {known})"),
+                None => "unknown key".to_owned(),
+            };
+            return SettingsError::in_file(cx.file, Some(line), Some(key), message);
+        }
+    }
+    SettingsError::in_file(cx.file, Some(line), key_at(cx.text, line, None), message)
+}
+
+/// Parses and checks config text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Res<Settings> {
+    let cx = Ctx { file, text };
+    let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(&cx, &e))?;
+    let mut s = Settings::defaults();
+    s.file = Some(file.to_owned());
+    if raw.damping.is_some() {
+        if let Some(line) = table_line(text, "damping") {
+            s.origins.insert("damping", Origin::File(line));
+        }
+    }
+    let c = &mut s.config;
+    let mut at = |key: &'static str, span: Range<usize>| {
+        s.origins.insert(key, Origin::File(cx.line(span.start)));
+    };
+
+    if let Some(v) = &raw.tick_ms {
+        c.tick_ms = cx.millis("tick_ms", v)?;
+        at("tick_ms", v.span());
+    }
+    if let Some(v) = &raw.audit_ms {
+        c.audit_ms = Some(cx.millis("audit_ms", v)?);
+        at("audit_ms", v.span());
+    }
+    if let Some(v) = &raw.settle_ms {
+        c.settle_ms = cx.millis("settle_ms", v)?;
+        at("settle_ms", v.span());
+    }
+    if let Some(v) = &raw.drain_budget {
+        let n = cx.count("drain_budget", v, " of reads")?;
+        c.drain_budget =
+            usize::try_from(n).map_err(|_| cx.err(v.span(), "drain_budget", format!("{n} is too large")))?;
+        at("drain_budget", v.span());
+    }
+    if let Some(v) = &raw.explain_every_ms {
+        c.explain_every_ms = cx.millis("explain_every_ms", v)?;
+        at("explain_every_ms", v.span());
+    }
+    if let Some(v) = &raw.reopen_initial_ms {
+        c.reopen_initial_ms = cx.millis("reopen_initial_ms", v)?;
+        at("reopen_initial_ms", v.span());
+    }
+    if let Some(v) = &raw.reopen_max_ms {
+        c.reopen_max_ms = cx.millis("reopen_max_ms", v)?;
+        at("reopen_max_ms", v.span());
+    }
+    if let Some(v) = &raw.reopen_jitter_pct {
+        let n = cx.count("reopen_jitter_pct", v, " (percent)")?;
+        c.reopen_jitter_pct =
+            u32::try_from(n).map_err(|_| cx.err(v.span(), "reopen_jitter_pct", format!("{n} is more than 100")))?;
+        at("reopen_jitter_pct", v.span());
+    }
+    if let Some(r) = &raw.damping {
+        let mut cfg = DampingConfig::default();
+        let floats = [
+            ("damping.penalty_per_flap", &r.penalty_per_flap, &mut cfg.penalty_per_flap),
+            ("damping.suppress", &r.suppress, &mut cfg.suppress),
+            ("damping.reuse", &r.reuse, &mut cfg.reuse),
+            ("damping.max_penalty", &r.max_penalty, &mut cfg.max_penalty),
+        ];
+        for (key, raw, slot) in floats {
+            if let Some(v) = raw {
+                *slot = cx.number(key, v)?;
+                at(key, v.span());
+            }
+        }
+        if let Some(v) = &r.half_life_ms {
+            cfg.half_life_ms = cx.millis("damping.half_life_ms", v)?;
+            at("damping.half_life_ms", v.span());
+        }
+        c.damping = Some(cfg);
+    }
+    if let Some(v) = &raw.include {
+        let names = cx.names("include", v)?;
+        if names.is_empty() {
+            return Err(cx.err(
+                v.span(),
+                "include",
+                "is empty, so nothing would be watched (leave it out to watch every device)",
+            ));
+        }
+        s.devices.include = Some(names);
+        at("include", v.span());
+    }
+    if let Some(v) = &raw.exclude {
+        s.devices.exclude = cx.names("exclude", v)?;
+        at("exclude", v.span());
+    }
+    if let Some(m) = &raw.metrics {
+        s.metrics.present = true;
+        if let Some(v) = &m.listen {
+            s.metrics.listen = Some(listen_addr(&cx, v)?);
+            at("metrics.listen", v.span());
+        }
+        if let Some(v) = &m.textfile {
+            s.metrics.textfile = Some(textfile_path(&cx, v)?);
+            at("metrics.textfile", v.span());
+        }
+    }
+    Ok(s)
+}
+
+fn listen_addr(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<SocketAddr> {
+    const KEY: &str = "metrics.listen";
+    let Value::String(text) = v.get_ref() else {
+        return Err(cx.err(v.span(), KEY, format!("must be a string \"ADDR:PORT\", not {}", a(v.get_ref()))));
+    };
+    let addr: SocketAddr = text.parse().map_err(|_| {
+        cx.err(
+            v.span(),
+            KEY,
+            format!("{text:?} is not an ADDR:PORT socket address (an IP address and a port, like \"127.0.0.1:9464\" or \"[::1]:9464\")"),
+        )
+    })?;
+    if addr.port() == 0 {
+        return Err(cx.err(v.span(), KEY, format!("{text:?}: the port must not be 0")));
+    }
+    Ok(addr)
+}
+
+fn textfile_path(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<PathBuf> {
+    const KEY: &str = "metrics.textfile";
+    let Value::String(text) = v.get_ref() else {
+        return Err(cx.err(v.span(), KEY, format!("must be a path (a string), not {}", a(v.get_ref()))));
+    };
+    if text.is_empty() {
+        return Err(cx.err(v.span(), KEY, "must not be empty"));
+    }
+    if text.contains('\0') {
+        return Err(cx.err(v.span(), KEY, "must not contain a NUL character"));
+    }
+    if text.ends_with('/') {
+        return Err(cx.err(v.span(), KEY, format!("{text:?} names a directory; give the file to write")));
+    }
+    Ok(PathBuf::from(text))
+}
+
+// ---- telling the user ----------------------------------------------------
+
+/// Says on stderr that `[metrics]` was accepted but nothing serves it.
+pub fn note_metrics(settings: &Settings) {
+    let m = &settings.metrics;
+    if !m.present {
+        return;
+    }
+    let mut what = Vec::new();
+    if let Some(addr) = m.listen {
+        what.push(format!("nothing listens on {addr}"));
+    }
+    if let Some(path) = &m.textfile {
+        what.push(format!("nothing is written to {}", path.display()));
+    }
+    let what = if what.is_empty() { String::new() } else { format!(" ({})", what.join("; ")) };
+    eprintln!(
+        "railwatch: note: the [metrics] table is checked but metrics serving is not built yet; \
+         no metrics are served{what}"
+    );
+}
+
+/// Reports a refused setting: on stderr, and for `--check --json` as a
+/// JSON line too. Exit 1 for `--check`, 2 (bad input) otherwise.
+pub fn refuse(e: &SettingsError, args: &WatchArgs) -> ExitCode {
+    eprintln!("railwatch: {e}");
+    if args.check && args.json {
+        let _ = writeln!(io::stdout(), "{}", e.json());
+    }
+    if args.check { ExitCode::from(1) } else { ExitCode::from(2) }
+}
+
+fn origin_text(settings: &Settings, key: &str) -> String {
+    match settings.origin(key) {
+        Origin::Default => "default".to_owned(),
+        Origin::File(line) => format!("{}:{line}", settings.file.as_deref().unwrap_or("config")),
+        Origin::Flag(flag) => flag.to_owned(),
+    }
+}
+
+/// Every setting in order, as (key, JSON value).
+fn effective(settings: &Settings) -> Vec<(&'static str, Json)> {
+    let c = &settings.config;
+    let mut rows = vec![
+        ("tick_ms", json!(c.tick_ms)),
+        ("audit_ms", json!(c.audit_ms)),
+        ("settle_ms", json!(c.settle_ms)),
+        ("drain_budget", json!(c.drain_budget)),
+        ("explain_every_ms", json!(c.explain_every_ms)),
+        ("reopen_initial_ms", json!(c.reopen_initial_ms)),
+        ("reopen_max_ms", json!(c.reopen_max_ms)),
+        ("reopen_jitter_pct", json!(c.reopen_jitter_pct)),
+        ("damping", json!(c.damping.is_some())),
+    ];
+    if let Some(d) = &c.damping {
+        rows.extend([
+            ("damping.penalty_per_flap", json!(d.penalty_per_flap)),
+            ("damping.suppress", json!(d.suppress)),
+            ("damping.reuse", json!(d.reuse)),
+            ("damping.half_life_ms", json!(d.half_life_ms)),
+            ("damping.max_penalty", json!(d.max_penalty)),
+        ]);
+    }
+    let m = &settings.metrics;
+    rows.extend([
+        ("include", json!(settings.devices.include)),
+        ("exclude", json!(settings.devices.exclude)),
+        ("metrics.listen", json!(m.listen.map(|a| a.to_string()))),
+        ("metrics.textfile", json!(m.textfile.as_ref().map(|p| p.display().to_string()))),
+    ]);
+    rows
+}
+
+/// `--check`: prints the effective settings (a table, or one JSON object)
+/// and where each came from.
+pub fn print_check(settings: &Settings, json_out: bool) -> ExitCode {
+    let rows = effective(settings);
+    let mut out = io::stdout().lock();
+    let written = if json_out {
+        let mut values = serde_json::Map::new();
+        let mut damping = serde_json::Map::new();
+        let mut metrics = serde_json::Map::new();
+        let mut from = serde_json::Map::new();
+        for (key, value) in &rows {
+            from.insert((*key).to_owned(), json!(origin_text(settings, key)));
+            if let Some(sub) = key.strip_prefix("damping.") {
+                damping.insert(sub.to_owned(), value.clone());
+            } else if let Some(sub) = key.strip_prefix("metrics.") {
+                metrics.insert(sub.to_owned(), value.clone());
+            } else if *key != "damping" {
+                values.insert((*key).to_owned(), value.clone());
+            }
+        }
+        let damping = if settings.config.damping.is_some() { Json::Object(damping) } else { Json::Null };
+        values.insert("damping".to_owned(), damping);
+        values.insert("metrics".to_owned(), Json::Object(metrics));
+        let line = json!({"kind": "config", "valid": true, "file": settings.file,
+            "settings": values, "from": from, "metrics_served": false});
+        writeln!(out, "{line}")
+    } else {
+        write_human(&mut out, settings, &rows)
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("railwatch: writing output failed: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn write_human(out: &mut impl Write, settings: &Settings, rows: &[(&'static str, Json)]) -> io::Result<()> {
+    match &settings.file {
+        Some(file) => writeln!(out, "{file}: valid; effective settings:")?,
+        None => writeln!(out, "no config file; effective settings (flags and defaults):")?,
+    }
+    for (key, value) in rows {
+        let shown = match (*key, value) {
+            ("audit_ms", Json::Null) => "off".to_owned(),
+            ("damping", Json::Bool(on)) => (if *on { "on" } else { "off" }).to_owned(),
+            ("include", Json::Null) => "every device".to_owned(),
+            ("exclude", Json::Array(a)) if a.is_empty() => "none".to_owned(),
+            (_, Json::Array(a)) => a.iter().filter_map(Json::as_str).collect::<Vec<_>>().join(", "),
+            (_, Json::Null) => "-".to_owned(),
+            (_, Json::String(s)) => s.clone(),
+            (_, v) => v.to_string(),
+        };
+        let shown = match *key {
+            "metrics.listen" | "metrics.textfile" if !value.is_null() => format!("{shown} (not served yet)"),
+            _ => shown,
+        };
+        writeln!(out, "  {key:<26} {shown:<24} {}", origin_text(settings, key))?;
+    }
+    Ok(())
+}
