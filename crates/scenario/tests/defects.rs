@@ -247,3 +247,16 @@ port = 1
     assert_eq!(again.steps[2].gid, scenario.steps[2].gid);
     assert_eq!(Scenario::parse(&text.replace("::ffff:10.1.1.1", "10.1.1"), "x.toml").unwrap_err().line(), Some(28));
 }
+
+/// Damping written with dotted keys or inline is the same TOML as a
+/// `[damping]` table: accepted, and a bad value is named at its line.
+#[test]
+fn damping_as_dotted_keys_or_inline_is_read_like_a_table() {
+    for head in ["duration_ms = 1000\ndamping.reuse = 500.0", "duration_ms = 1000\ndamping = { reuse = 500.0 }"] {
+        let s = Scenario::parse(&format!("{head}\n{ONE_PORT}"), "d.toml").unwrap_or_else(|e| panic!("{head:?}: {e}"));
+        assert_eq!(s.damping.map(|d| d.reuse), Some(500.0), "{head:?}");
+    }
+    let e = refused("duration_ms = 1000\n\ndamping.reuse = 5000.0");
+    assert_eq!(e.line(), Some(3), "{e}");
+    assert!(e.to_string().contains("damping.reuse"), "{e}");
+}

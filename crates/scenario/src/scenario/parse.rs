@@ -26,7 +26,9 @@ struct RawScenario {
     tick_ms: Option<Spanned<i64>>,
     duration_ms: Option<Spanned<i64>>,
     settle_ms: Option<Spanned<i64>>,
-    damping: Option<Spanned<RawDamping>>,
+    // Not `Spanned`: toml cannot span a table written with dotted keys
+    // (`damping.reuse = 500`); `damping_span` finds its line instead.
+    damping: Option<RawDamping>,
     #[serde(default)]
     device: Vec<Spanned<RawDevice>>,
     #[serde(default)]
@@ -247,6 +249,24 @@ fn default_name(file_name: &str) -> String {
     Path::new(file_name).file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty()).unwrap_or(file_name).to_owned()
 }
 
+/// Where the damping settings start: the `[damping]` header, or the first
+/// line that sets `damping` (inline or dotted); the file's start if none.
+fn damping_span(text: &str) -> Range<usize> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        if t.starts_with("[damping]")
+            || t.starts_with("damping.")
+            || t.starts_with("damping ")
+            || t.starts_with("damping=")
+        {
+            return at..at;
+        }
+        at += line.len();
+    }
+    0..0
+}
+
 pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     let cx = Ctx { file: file_name, text };
     if text.trim().is_empty() {
@@ -297,8 +317,7 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     };
     let damping = match &raw.damping {
         None => None,
-        Some(d) => {
-            let r = d.get_ref();
+        Some(r) => {
             let def = DampingConfig::default();
             let cfg = DampingConfig {
                 penalty_per_flap: r.penalty_per_flap.as_ref().map_or(def.penalty_per_flap, |v| *v.get_ref()),
@@ -308,8 +327,9 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
                 max_penalty: r.max_penalty.as_ref().map_or(def.max_penalty, |v| *v.get_ref()),
             };
             // Named at the key when it was written, else at `[damping]`.
-            cfg.validate()
-                .map_err(|(key, e)| cx.err(r.span_of(key).unwrap_or(d.span()), format!("damping.{key}: {e}")))?;
+            cfg.validate().map_err(|(key, e)| {
+                cx.err(r.span_of(key).unwrap_or(damping_span(text)), format!("damping.{key}: {e}"))
+            })?;
             Some(cfg)
         }
     };
@@ -320,7 +340,7 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
         let span = match e.key {
             "tick_ms" => raw.tick_ms.as_ref().map(Spanned::span),
             "settle_ms" => raw.settle_ms.as_ref().map(Spanned::span),
-            _ => raw.damping.as_ref().map(Spanned::span),
+            _ => raw.damping.as_ref().map(|_| damping_span(text)),
         };
         return Err(cx.err(span.unwrap_or(0..0), e.to_string()));
     }
