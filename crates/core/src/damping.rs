@@ -50,24 +50,25 @@ impl DampingConfig {
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let ok = |v: f64| v.is_finite() && v > 0.0;
         if !ok(self.penalty_per_flap) {
-            return Err(("penalty_per_flap", format!("must be positive, not {}", self.penalty_per_flap)));
+            return Err(("penalty_per_flap", format!("must be positive, not {:?}", self.penalty_per_flap)));
         }
         if self.half_life_ms == 0 {
             return Err(("half_life_ms", "must be positive".into()));
         }
+        // Floats in messages with `{:?}`: 1e308 stays short.
+        if !ok(self.suppress) {
+            return Err(("suppress", format!("must be positive, not {:?}", self.suppress)));
+        }
         if !(ok(self.max_penalty) && self.suppress <= self.max_penalty) {
             return Err((
                 "max_penalty",
-                format!("must be positive and at least suppress ({}), not {}", self.suppress, self.max_penalty),
+                format!("must be positive and at least suppress ({:?}), not {:?}", self.suppress, self.max_penalty),
             ));
-        }
-        if !ok(self.suppress) {
-            return Err(("suppress", format!("must be positive, not {}", self.suppress)));
         }
         if !(ok(self.reuse) && self.reuse < self.suppress) {
             return Err((
                 "reuse",
-                format!("must be positive and less than suppress ({}), not {}", self.suppress, self.reuse),
+                format!("must be positive and less than suppress ({:?}), not {:?}", self.suppress, self.reuse),
             ));
         }
         let hold = self.longest_hold_ms();
@@ -86,8 +87,15 @@ impl DampingConfig {
 
     /// How long a rail at the maximum penalty stays suppressed.
     pub fn longest_hold_ms(&self) -> f64 {
-        (self.max_penalty / self.reuse).log2().max(0.0) * self.half_life_ms as f64
+        half_lives(self.max_penalty, self.reuse).max(0.0) * self.half_life_ms as f64
     }
+}
+
+/// How many half-lives take `value` down to `reuse`: `log2(value /
+/// reuse)`, without the quotient overflowing for a tiny `reuse`.
+fn half_lives(value: f64, reuse: f64) -> f64 {
+    let ratio = value / reuse;
+    if ratio.is_finite() { ratio.log2() } else { value.log2() - reuse.log2() }
 }
 
 /// One rail's penalty.
@@ -139,7 +147,7 @@ impl FlapPenalty {
         if self.value < cfg.reuse {
             return Some(self.at);
         }
-        let half_lives = (self.value / cfg.reuse).log2();
+        let half_lives = half_lives(self.value, cfg.reuse);
         // `as` saturates (and maps NaN to 0); the sum saturates too, so an
         // unvalidated config gives a far deadline, never a wrapped one.
         let wait = (half_lives * cfg.half_life_ms as f64).ceil() as u64;
@@ -219,6 +227,22 @@ mod tests {
         assert!(bad.validate().is_err());
         let bad = DampingConfig { penalty_per_flap: f64::NAN, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err().0, "penalty_per_flap");
+        // A bad suppress is named as such, not as the max_penalty above it.
+        let bad = DampingConfig { suppress: f64::NAN, ..Default::default() };
+        assert_eq!(bad.validate().unwrap_err(), ("suppress", "must be positive, not NaN".into()));
+        let bad = DampingConfig { suppress: 1e308, ..Default::default() };
+        assert!(bad.validate().unwrap_err().1.len() < 100, "floats are printed short");
+        // A tiny reuse whose ratio overflows: 15 s × log2(6000 / 1e-320)
+        // is about 4.5 hours, well within a week.
+        let tiny = DampingConfig { reuse: 1e-320, ..Default::default() };
+        assert!(tiny.validate().is_ok(), "{:?}", tiny.validate());
+        let hold = tiny.longest_hold_ms();
+        assert!(hold.is_finite() && (16_000_000.0..17_000_000.0).contains(&hold), "{hold}");
+        let mut p = FlapPenalty::default();
+        for t in 0..3 {
+            p.flap(&tiny, Millis(t));
+        }
+        assert!(p.reuse_at(&tiny).is_some_and(|t| t.0 < 17_000_000), "{:?}", p.reuse_at(&tiny));
         // Release times that would overflow are refused up front …
         let bad = DampingConfig { half_life_ms: u64::MAX, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err().0, "half_life_ms");

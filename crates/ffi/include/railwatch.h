@@ -547,10 +547,18 @@ enum rw_status rw_word_decode(uint64_t word, struct rw_ticket *ticket);
 
 // Makes a machine with `config` (NULL: the defaults) into `*out`.
 // `RW_ERR_INVALID` names a setting it refuses.
+//
+// Time: every `now_ms` is milliseconds on one monotonic clock of the
+// engine's (`CLOCK_MONOTONIC` in ms is right). The machine never goes
+// back in time: a `now_ms` earlier than one already given counts as that
+// one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
+// leaves no room for them, so start it near 0.
 enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine **out);
 
 // Destroys a machine; NULL is ignored. Its gates stay valid (their words
-// no longer change).
+// no longer change). Called from the `get` callback of a
+// `rw_machine_drain` on this machine, it is done when the drain returns
+// (which then stops, feeds nothing more, and says so).
 void rw_machine_free(struct rw_machine *machine);
 
 // Adds a device called `name` with the `nports` port numbers at `ports`,
@@ -673,7 +681,9 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // acknowledged by `get` before the machine sees it, so nothing the engine
 // does in response (destroying a QP) waits on an unacknowledged event.
 // `get` may call other `rw_machine_*` functions on this machine (no
-// borrow of it is held while `get` runs).
+// borrow of it is held while `get` runs); a `rw_machine_free` of it from
+// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
+// nothing after it.
 enum rw_status rw_machine_drain(struct rw_machine *machine,
                                 uint32_t device,
                                 rw_get_event_fn get,

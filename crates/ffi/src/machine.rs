@@ -22,6 +22,10 @@ use crate::status::{Error, Result, guard, guard_void, rw_status};
 /// its gates are for other threads.
 pub struct rw_machine {
     machine: Machine,
+    /// A drain is running: `rw_machine_free` from its `get` callback is
+    /// deferred to the drain's end.
+    draining: std::cell::Cell<bool>,
+    free_requested: std::cell::Cell<bool>,
 }
 
 /// What the machine asks of the engine (`rw_action.kind`). Answer each
@@ -191,6 +195,12 @@ fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result<()>) -> rw
 
 /// Makes a machine with `config` (NULL: the defaults) into `*out`.
 /// `RW_ERR_INVALID` names a setting it refuses.
+///
+/// Time: every `now_ms` is milliseconds on one monotonic clock of the
+/// engine's (`CLOCK_MONOTONIC` in ms is right). The machine never goes
+/// back in time: a `now_ms` earlier than one already given counts as that
+/// one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
+/// leaves no room for them, so start it near 0.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_machine) -> rw_status {
     guard(|| {
@@ -200,7 +210,11 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
         // SAFETY: NULL or a config, by the API's contract.
         let config = unsafe { read(config) }?.machine()?;
         let machine = Machine::new(config).map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
-        let boxed = Box::into_raw(Box::new(rw_machine { machine }));
+        let boxed = Box::into_raw(Box::new(rw_machine {
+            machine,
+            draining: Default::default(),
+            free_requested: Default::default(),
+        }));
         // SAFETY: checked non-null above; the caller passes a writable
         // pointer.
         unsafe { put(out, boxed, "out") }
@@ -208,10 +222,19 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
 }
 
 /// Destroys a machine; NULL is ignored. Its gates stay valid (their words
-/// no longer change).
+/// no longer change). Called from the `get` callback of a
+/// `rw_machine_drain` on this machine, it is done when the drain returns
+/// (which then stops, feeds nothing more, and says so).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_free(machine: *mut rw_machine) {
     if machine.is_null() {
+        return;
+    }
+    // SAFETY: a live machine, by the API's contract; no borrow of it is
+    // held elsewhere (a drain holds none while its `get` runs).
+    let m = unsafe { &*machine };
+    if m.draining.get() {
+        m.free_requested.set(true);
         return;
     }
     guard_void(|| {
@@ -593,7 +616,9 @@ pub struct rw_drain_report {
 /// acknowledged by `get` before the machine sees it, so nothing the engine
 /// does in response (destroying a QP) waits on an unacknowledged event.
 /// `get` may call other `rw_machine_*` functions on this machine (no
-/// borrow of it is held while `get` runs).
+/// borrow of it is held while `get` runs); a `rw_machine_free` of it from
+/// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
+/// nothing after it.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_drain(
     machine: *mut rw_machine,
@@ -604,14 +629,6 @@ pub extern "C" fn rw_machine_drain(
     now_ms: u64,
     report: *mut rw_drain_report,
 ) -> rw_status {
-    // No borrow of the machine is held while `get` runs: a `get` that
-    // calls back into this machine gets its own, one at a time.
-    let feed = |input: &dyn Fn(&mut Machine)| {
-        with(machine, |m| {
-            input(m);
-            Ok(())
-        })
-    };
     guard(|| {
         let status = with(machine, |m| device_in(m, device));
         if status != rw_status::RW_OK {
@@ -619,28 +636,24 @@ pub extern "C" fn rw_machine_drain(
             return Err(Error::new(status, crate::status::last_error_text()));
         }
         let get = get.ok_or_else(|| crate::status::null("get"))?;
+        let flags = || {
+            // SAFETY: a live machine (checked just above), read through a
+            // shared reference made anew each time: no borrow of it lives
+            // across `get`.
+            unsafe { &*machine }
+        };
+        flags().draining.set(true);
         let budget = if budget == 0 { 256 } else { u64::from(budget) };
-        let now = Millis(now_ms);
-        let mut r = rw_drain_report { end: -1, ..Default::default() };
-        while r.gets < budget {
-            r.gets += 1;
-            let (mut code, mut element) = (0u32, 0u64);
-            match get(user, &mut code, &mut element) {
-                0 => {
-                    r.events += 1;
-                    feed(&|m| m.handle_event(device, event(code, element), now));
-                }
-                libc::EAGAIN => {
-                    r.end = 0;
-                    break;
-                }
-                libc::EINTR => r.interrupted += 1,
-                errno => {
-                    r.end = errno;
-                    feed(&|m| m.handle_read_error(device, Errno(errno), now));
-                    break;
-                }
-            }
+        let r = drain_loop(machine, device, get, user, budget, Millis(now_ms));
+        flags().draining.set(false);
+        if flags().free_requested.get() {
+            // SAFETY: made by `rw_machine_new`; its free was asked for
+            // during the drain, which no longer uses it.
+            drop(unsafe { Box::from_raw(machine) });
+            return Err(Error::new(
+                rw_status::RW_ERR_STATE,
+                "the machine was freed during the drain: it stopped there",
+            ));
         }
         if !report.is_null() {
             // SAFETY: checked non-null; the caller passes a writable report.
@@ -648,4 +661,51 @@ pub extern "C" fn rw_machine_drain(
         }
         Ok(())
     })
+}
+
+/// The drain itself: `get` until EAGAIN, an error, the budget, or a free
+/// of the machine asked for from `get`. Each event is fed with its own
+/// short borrow of the machine, none held while `get` runs.
+fn drain_loop(
+    machine: *mut rw_machine,
+    device: u32,
+    get: extern "C" fn(*mut c_void, *mut u32, *mut u64) -> i32,
+    user: *mut c_void,
+    budget: u64,
+    now: Millis,
+) -> rw_drain_report {
+    let feed = |input: &dyn Fn(&mut Machine)| {
+        with(machine, |m| {
+            input(m);
+            Ok(())
+        })
+    };
+    let mut r = rw_drain_report { end: -1, ..Default::default() };
+    while r.gets < budget {
+        r.gets += 1;
+        let (mut code, mut element) = (0u32, 0u64);
+        let got = get(user, &mut code, &mut element);
+        // SAFETY: the machine is live (a free from `get` is only noted),
+        // and no other borrow of it exists now.
+        if unsafe { &*machine }.free_requested.get() {
+            break;
+        }
+        match got {
+            0 => {
+                r.events += 1;
+                feed(&|m| m.handle_event(device, event(code, element), now));
+            }
+            libc::EAGAIN => {
+                r.end = 0;
+                break;
+            }
+            libc::EINTR => r.interrupted += 1,
+            errno => {
+                r.end = errno;
+                feed(&|m| m.handle_read_error(device, Errno(errno), now));
+                break;
+            }
+        }
+    }
+    r
 }

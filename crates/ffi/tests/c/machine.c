@@ -190,6 +190,40 @@ static int32_t reentrant_get(void *user, uint32_t *code, uint64_t *element)
 	return q_get(&r->q, code, element);
 }
 
+/* A `get` that frees the machine it drains for: deferred to the drain's
+ * end, nothing fed after it, and the drain says so. */
+struct freeing {
+	struct queue q;
+	rw_machine *m;
+};
+
+static int32_t freeing_get(void *user, uint32_t *code, uint64_t *element)
+{
+	struct freeing *f = user;
+	rw_machine_free(f->m);
+	return q_get(&f->q, code, element);
+}
+
+static void drain_get_may_free_the_machine(void)
+{
+	struct freeing f;
+	rw_drain_report rep;
+
+	memset(&f, 0, sizeof(f));
+	f.m = attached(1);
+	if (!f.m)
+		return;
+	q_push(&f.q, 0, CODE_PORT_ERR, 1);
+	q_push(&f.q, 0, CODE_PORT_ERR, 1);
+	memset(&rep, 0xAB, sizeof(rep));
+	CHECK_STATUS("drain_after_free_from_get_says_so", rw_machine_drain(f.m, 0, freeing_get, &f, 0, 1000, &rep),
+		     RW_ERR_STATE);
+	check(strstr(rw_last_error(), "freed during the drain") != NULL, "drain_after_free_from_get_names_it",
+	      "last error \"%s\"", rw_last_error());
+	CHECK_EQ("drain_after_free_from_get_stopped_after_one_get", f.q.gets, 1);
+	/* The machine is gone now (valgrind checks nothing touches it). */
+}
+
 static void drain_get_may_call_the_machine(void)
 {
 	struct reentrant r;
@@ -504,6 +538,7 @@ static void word_layout(void)
 int main(void)
 {
 	drain_get_may_call_the_machine();
+	drain_get_may_free_the_machine();
 	drain_burst();
 	drain_port_active_behind_burst();
 	drain_empty();
