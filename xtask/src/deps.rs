@@ -1,5 +1,6 @@
 //! `cargo xtask deps`: the Debian packages the verbs backend builds against
-//! (and the compilers, valgrind and cmake, for `cargo xtask ffi`).
+//! (and the compilers, valgrind and cmake for `cargo xtask ffi`, and
+//! prometheus's `promtool` for the metrics tests).
 //!
 //! Installs the missing ones when running as root with apt-get (as CI does);
 //! elsewhere prints what to install and fails, so nothing is half-built.
@@ -10,9 +11,11 @@ use crate::run::step;
 
 /// rdma-sys needs the verbs and rdmacm headers, libclang for bindgen and
 /// pkg-config to find them; `cargo xtask ffi` compiles the C API's tests
-/// (gcc, g++), runs them under valgrind and builds the example with cmake.
-pub const PACKAGES: [&str; 8] =
-    ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config", "valgrind", "cmake", "gcc", "g++"];
+/// (gcc, g++), runs them under valgrind and builds the example with cmake;
+/// the metrics tests check `watch`'s output with `promtool` (from
+/// `prometheus`).
+pub const PACKAGES: [&str; 9] =
+    ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config", "valgrind", "cmake", "gcc", "g++", "prometheus"];
 
 /// Whether the Debian package `pkg` is installed.
 pub(crate) fn installed(pkg: &str) -> bool {

@@ -49,12 +49,14 @@ enum Origin {
     Flag(&'static str),
 }
 
-/// The reserved `[metrics]` table: checked, not acted on yet.
+/// The `[metrics]` table, with `--metrics-listen` and `--textfile` over it
+/// (docs/METRICS.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metrics {
-    /// `metrics.listen`: where a metrics endpoint would listen.
+    /// `metrics.listen` (`--metrics-listen`): where `/metrics` is served.
     pub listen: Option<SocketAddr>,
-    /// `metrics.textfile`: where a metrics text file would be written.
+    /// `metrics.textfile` (`--textfile`): where the metrics text file for
+    /// node_exporter's textfile collector is written.
     pub textfile: Option<PathBuf>,
     /// Whether the file has a `[metrics]` table at all.
     pub present: bool,
@@ -80,14 +82,14 @@ impl DeviceFilter {
 }
 
 /// `watch`'s effective settings: the monitor's [`Config`], the devices to
-/// watch, and the reserved metrics table, each with where it came from.
+/// watch, and where metrics go, each with where it came from.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The monitor's settings (validated).
     pub config: Config,
     /// Which devices are watched.
     pub devices: DeviceFilter,
-    /// The reserved `[metrics]` table.
+    /// Where metrics are served and written.
     pub metrics: Metrics,
     /// The config file as named on the command line, if one was given.
     pub file: Option<String>,
@@ -269,6 +271,19 @@ impl Settings {
             }
             self.devices.exclude = args.exclude.clone();
             set(&mut self.origins, "exclude", "--exclude");
+        }
+        if let Some(addr) = args.metrics_listen {
+            check_listen(&addr).map_err(|e| SettingsError::of_flag("--metrics-listen", Some("metrics.listen"), e))?;
+            self.metrics.listen = Some(addr);
+            set(&mut self.origins, "metrics.listen", "--metrics-listen");
+        }
+        if let Some(path) = &args.textfile {
+            let text = path.to_str().ok_or_else(|| {
+                SettingsError::of_flag("--textfile", Some("metrics.textfile"), "must be a UTF-8 path")
+            })?;
+            check_textfile(text).map_err(|e| SettingsError::of_flag("--textfile", Some("metrics.textfile"), e))?;
+            self.metrics.textfile = Some(path.clone());
+            set(&mut self.origins, "metrics.textfile", "--textfile");
         }
         Ok(())
     }
@@ -633,10 +648,31 @@ fn listen_addr(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<SocketAddr> {
             format!("{text:?} is not an ADDR:PORT socket address (an IP address and a port, like \"127.0.0.1:9464\" or \"[::1]:9464\")"),
         )
     })?;
-    if addr.port() == 0 {
-        return Err(cx.err(v.span(), KEY, format!("{text:?}: the port must not be 0")));
-    }
+    check_listen(&addr).map_err(|e| cx.err(v.span(), KEY, format!("{text:?}: {e}")))?;
     Ok(addr)
+}
+
+/// A metrics address: any IP, a port that is not 0 (no port is chosen for
+/// the user).
+fn check_listen(addr: &SocketAddr) -> Result<(), String> {
+    if addr.port() == 0 {
+        return Err("the port must not be 0".to_owned());
+    }
+    Ok(())
+}
+
+/// A metrics text file's path: not empty, no NUL, not a directory.
+fn check_textfile(text: &str) -> Result<(), String> {
+    if text.is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    if text.contains('\0') {
+        return Err("must not contain a NUL character".to_owned());
+    }
+    if text.ends_with('/') {
+        return Err(format!("{text:?} names a directory; give the file to write"));
+    }
+    Ok(())
 }
 
 fn textfile_path(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<PathBuf> {
@@ -644,39 +680,11 @@ fn textfile_path(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<PathBuf> {
     let Value::String(text) = v.get_ref() else {
         return Err(cx.err(v.span(), KEY, format!("must be a path (a string), not {}", a(v.get_ref()))));
     };
-    if text.is_empty() {
-        return Err(cx.err(v.span(), KEY, "must not be empty"));
-    }
-    if text.contains('\0') {
-        return Err(cx.err(v.span(), KEY, "must not contain a NUL character"));
-    }
-    if text.ends_with('/') {
-        return Err(cx.err(v.span(), KEY, format!("{text:?} names a directory; give the file to write")));
-    }
+    check_textfile(text).map_err(|e| cx.err(v.span(), KEY, e))?;
     Ok(PathBuf::from(text))
 }
 
 // ---- telling the user ----------------------------------------------------
-
-/// Says on stderr that `[metrics]` was accepted but nothing serves it.
-pub fn note_metrics(settings: &Settings) {
-    let m = &settings.metrics;
-    if !m.present {
-        return;
-    }
-    let mut what = Vec::new();
-    if let Some(addr) = m.listen {
-        what.push(format!("nothing listens on {addr}"));
-    }
-    if let Some(path) = &m.textfile {
-        what.push(format!("nothing is written to {}", path.display()));
-    }
-    let what = if what.is_empty() { String::new() } else { format!(" ({})", what.join("; ")) };
-    eprintln!(
-        "railwatch: note: the [metrics] table is checked but metrics serving is not built yet; \
-         no metrics are served{what}"
-    );
-}
 
 /// Reports a refused setting: on stderr, and for `--check --json` as a
 /// JSON line too. Exit 1 for `--check`, 2 (bad input) otherwise.
@@ -753,7 +761,8 @@ pub fn print_check(settings: &Settings, json_out: bool) -> ExitCode {
         values.insert("damping".to_owned(), damping);
         values.insert("metrics".to_owned(), Json::Object(metrics));
         let line = json!({"kind": "config", "valid": true, "file": settings.file,
-            "settings": values, "from": from, "metrics_served": false});
+            "settings": values, "from": from,
+            "metrics_served": settings.metrics.listen.is_some() || settings.metrics.textfile.is_some()});
         writeln!(out, "{line}")
     } else {
         write_human(&mut out, settings, &rows)
@@ -783,10 +792,6 @@ fn write_human(out: &mut impl Write, settings: &Settings, rows: &[(&'static str,
             (_, Json::Null) => "-".to_owned(),
             (_, Json::String(s)) => s.clone(),
             (_, v) => v.to_string(),
-        };
-        let shown = match *key {
-            "metrics.listen" | "metrics.textfile" if !value.is_null() => format!("{shown} (not served yet)"),
-            _ => shown,
         };
         writeln!(out, "  {key:<26} {shown:<24} {}", origin_text(settings, key))?;
     }

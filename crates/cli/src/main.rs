@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod builtin;
 mod config;
+mod metrics;
 mod output;
 mod simulate;
 #[cfg(feature = "verbs")]
@@ -106,6 +107,14 @@ struct WatchArgs {
     /// Flap damping's penalty half-life in milliseconds (turns damping on).
     #[arg(long, value_name = "MS", conflicts_with = "no_damping")]
     damping_half_life_ms: Option<u64>,
+    /// Serve metrics at http://ADDR:PORT/metrics (an IP address and a
+    /// non-zero port; default: not served). See docs/METRICS.md.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Write the metrics to this file for node_exporter's textfile
+    /// collector, at most once a second and at exit (default: none).
+    #[arg(long, value_name = "PATH")]
+    textfile: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -164,7 +173,6 @@ fn watch(args: WatchArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return config::refuse(&e, &args),
     };
-    config::note_metrics(&settings);
     if args.check {
         return config::print_check(&settings, args.json);
     }

@@ -21,6 +21,7 @@ use railwatch_verbs_backend::{HostDevices, VerbsDevice, VerbsError, errno_of, li
 use serde_json::{Value, json};
 
 use crate::config::{DeviceFilter, Settings};
+use crate::metrics::{Metrics, Server, TextfileWriter};
 use crate::output::{self, Style};
 use crate::{StatusArgs, WatchArgs, use_color};
 
@@ -305,6 +306,32 @@ impl<S: DeviceSource> DeviceSource for Chosen<S> {
 /// `railwatch watch`: runs the monitor over the real devices on this thread
 /// and prints what happens, then a summary. `settings` are already checked.
 pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
+    // Metrics first: an address that cannot be bound or a file that cannot
+    // be written is bad input, said before any device is opened.
+    let mut metrics = (settings.metrics.listen.is_some() || settings.metrics.textfile.is_some())
+        .then(|| Metrics::new(env!("CARGO_PKG_VERSION")));
+    let mut _server = None;
+    let mut textfile = None;
+    if let Some(m) = &metrics {
+        if let Some(addr) = settings.metrics.listen {
+            match Server::start(addr, m.exporter()) {
+                Ok(server) => _server = Some(server),
+                Err(e) => {
+                    eprintln!("railwatch: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        if let Some(path) = &settings.metrics.textfile {
+            match TextfileWriter::start(path.clone(), m.exporter()) {
+                Ok(writer) => textfile = Some(writer),
+                Err(e) => {
+                    eprintln!("railwatch: cannot write the metrics text file {}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    }
     let mut names = match devices() {
         Ok(n) => n,
         Err(code) => return code,
@@ -366,7 +393,9 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     let header: Vec<String> =
         opened.iter().map(|d| format!("{} ({})", d.name(), plural(d.ports().len(), "port", "ports"))).collect();
     let device_names: Vec<String> = opened.iter().map(|d| d.name().to_owned()).collect();
-    let rx = monitor.subscribe();
+    // With metrics, every event must be counted: nothing may be dropped
+    // (the loop empties the receiver after every wake-up).
+    let rx = if metrics.is_some() { monitor.subscribe_unbounded() } else { monitor.subscribe() };
     for dev in opened {
         monitor.add_device(dev);
     }
@@ -425,6 +454,9 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         }
         // The attach already produced notifications: print them first.
         let printed: io::Result<()> = rx.try_iter().try_for_each(|note| {
+            if let Some(m) = &mut metrics {
+                m.note(&table, &note);
+            }
             let address = match note.what {
                 Happening::AddressChanged { rail, .. } => monitor.address(rail),
                 _ => None,
@@ -434,6 +466,9 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         if let Err(e) = printed {
             // The reader went away: stop watching.
             return write_failed(&e);
+        }
+        if let Some(m) = &mut metrics {
+            m.update(&monitor.snapshot());
         }
         let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if stop.load(Ordering::Acquire) || remaining == Some(Duration::ZERO) {
@@ -447,6 +482,11 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     }
 
     let snapshot = monitor.snapshot();
+    if let Some(m) = &mut metrics {
+        m.update(&snapshot);
+    }
+    // The text file's last write, with the final values.
+    drop(textfile);
     let printed = match style {
         Style::Json => writeln!(io::stdout(), "{}", summary_json(&snapshot)),
         Style::Human { color } => human_summary(&mut io::stdout(), &snapshot, color),

@@ -159,11 +159,9 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
     assert_eq!(from["damping"], format!("{path}:13"));
     assert_eq!(from["damping.half_life_ms"], format!("{path}:17"));
     assert_eq!(from["metrics.textfile"], format!("{path}:22"));
-    assert_eq!(v["metrics_served"], false);
-    // Metrics are accepted, and said not to be served.
-    assert!(stderr.contains("metrics serving is not built yet"), "{stderr}");
-    assert!(stderr.contains("nothing listens on 127.0.0.1:9464"), "{stderr}");
-    assert!(stderr.contains("nothing is written to railwatch.prom"), "{stderr}");
+    assert_eq!(v["metrics_served"], true);
+    // Metrics are served now: no note about them.
+    assert!(!stderr.contains("metrics"), "{stderr}");
 
     // The same for people.
     let (out, stdout, _) = check(&["--config", path]);
@@ -177,7 +175,7 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
     assert_eq!(row("drain_budget")[1], "64");
     assert_eq!(row("damping")[1], "on");
     assert_eq!(row("include")[1..3], ["mlx5_0,", "mlx5_1"]);
-    assert!(row("metrics.listen").join(" ").contains("127.0.0.1:9464 (not served yet)"));
+    assert_eq!(row("metrics.listen"), ["metrics.listen", "127.0.0.1:9464", &format!("{path}:21")]);
 }
 
 #[test]

@@ -1,0 +1,713 @@
+//! `railwatch watch`'s metrics (docs/METRICS.md): a prometheus-client
+//! registry, updated by the watch loop from the monitor's notifications and
+//! snapshots, served on `/metrics` by a small HTTP server on its own thread
+//! (`--metrics-listen`) and written for node_exporter's textfile collector
+//! by another (`--textfile`).
+//!
+//! The metrics are atomics (a family's label map and a histogram's buckets
+//! sit behind short in-memory locks), so the watch loop never waits on a
+//! scrape: encoding runs on the serving threads, into a `String`, and the
+//! socket or file is written only after it is done. Labels `device` and
+//! `port` are node_exporter's, so series join with `node_infiniband_*`.
+//!
+//! This module needs no libibverbs; the watch loop that feeds it does.
+
+#![cfg_attr(not(feature = "verbs"), allow(dead_code))]
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::{EncodeLabelSet, prometheus_text, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+use railwatch_core::{LinkRate, Millis, RailId, RailState, RecoveredBy};
+use railwatch_runtime::{Cause, Happening, Notification, Snapshot};
+use railwatch_scenario::driver::Names;
+
+/// Upper bounds of `railwatch_rail_unavailable_seconds`'s buckets: 1 ms to
+/// 1 h (and `+Inf`).
+pub const UNAVAILABLE_BUCKETS: [f64; 16] =
+    [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
+
+/// The `Content-Type` of the OpenMetrics text format.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The `Content-Type` of the Prometheus text format (0.0.4).
+pub const PROMETHEUS_CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+
+/// How often, at most, the text file is rewritten.
+pub const TEXTFILE_EVERY: Duration = Duration::from_secs(1);
+
+/// The text file is rewritten at least this often even when nothing
+/// changed, so its mtime (node_exporter's `node_textfile_mtime_seconds`)
+/// says the agent is alive.
+pub const TEXTFILE_REFRESH: Duration = Duration::from_secs(60);
+
+/// A rail: node_exporter's labels for an InfiniBand port.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RailLabels {
+    device: String,
+    port: String,
+}
+
+/// A device.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeviceLabels {
+    device: String,
+}
+
+/// An async event read from a device, by name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    device: String,
+    event: String,
+}
+
+/// A transition of a rail: the state it went to and why.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TransitionLabels {
+    device: String,
+    port: String,
+    to: String,
+    cause: String,
+}
+
+/// The `version` label of `railwatch_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+fn unavailable_histogram() -> Histogram {
+    Histogram::new(UNAVAILABLE_BUCKETS)
+}
+
+/// Which text format to encode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The Prometheus text format, version 0.0.4 (the default).
+    Prometheus,
+    /// OpenMetrics 1.0 text (ends with `# EOF`).
+    OpenMetrics,
+}
+
+impl Format {
+    /// The format a request's `Accept` header asks for: OpenMetrics when it
+    /// lists `application/openmetrics-text` (with a non-zero `q`), else the
+    /// Prometheus text format.
+    pub fn from_accept(accept: Option<&str>) -> Format {
+        let wants_openmetrics = accept.is_some_and(|accept| {
+            accept.split(',').any(|range| {
+                let mut parts = range.split(';').map(str::trim);
+                let media = parts.next().unwrap_or("");
+                let refused = parts.any(|p| {
+                    p.split_once('=')
+                        .is_some_and(|(k, v)| k.trim() == "q" && v.trim().parse::<f64>().is_ok_and(|q| q <= 0.0))
+                });
+                media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+            })
+        });
+        if wants_openmetrics { Format::OpenMetrics } else { Format::Prometheus }
+    }
+
+    /// Its `Content-Type`.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => PROMETHEUS_CONTENT_TYPE,
+            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+        }
+    }
+}
+
+/// The registry, shared with the threads that encode it.
+#[derive(Clone)]
+pub struct Exporter {
+    registry: Arc<Registry>,
+}
+
+impl Exporter {
+    /// The metrics as text in `format`.
+    pub fn encode(&self, format: Format) -> String {
+        let mut out = String::with_capacity(4096);
+        let done = match format {
+            Format::Prometheus => prometheus_text::encode(&mut out, &self.registry),
+            Format::OpenMetrics => text::encode(&mut out, &self.registry),
+        };
+        // Writing to a String cannot fail; the encoder's own errors are
+        // bugs, and the text so far is still the best answer.
+        if let Err(e) = done {
+            log::error!("encoding the metrics failed: {e}");
+        }
+        out
+    }
+}
+
+/// Every metric `watch` exports, and what the watch loop remembers to
+/// update them (rails' unavailable times, devices' last counter totals).
+/// Owned by the watch loop; the serving threads hold an [`Exporter`].
+pub struct Metrics {
+    registry: Arc<Registry>,
+    rail_available: Family<RailLabels, Gauge>,
+    rail_state: Family<RailLabels, Gauge>,
+    port_state: Family<RailLabels, Gauge>,
+    rail_generation: Family<RailLabels, Gauge>,
+    link_rate: Family<RailLabels, Gauge>,
+    async_events: Family<EventLabels, Counter>,
+    transitions: Family<TransitionLabels, Counter>,
+    recoveries_by_poll: Family<RailLabels, Counter>,
+    read_errors: Family<DeviceLabels, Counter>,
+    reopen_attempts: Family<DeviceLabels, Counter>,
+    unavailable: Family<RailLabels, Histogram, fn() -> Histogram>,
+    /// Since when each rail has been unavailable (monitor clock).
+    down_since: HashMap<RailId, Millis>,
+    /// The last totals read from each device's counters
+    /// (`read_errors`, `reopen_attempts`), to add only what is new.
+    last_totals: HashMap<String, (u64, u64)>,
+}
+
+/// The code `railwatch_rail_state` gives a rail state.
+pub fn rail_state_code(state: RailState) -> i64 {
+    match state {
+        RailState::Active => 0,
+        RailState::Paused => 1,
+        RailState::Inert => 2,
+    }
+}
+
+/// A link rate in bytes per second (node_exporter's
+/// `node_infiniband_rate_bytes_per_second` unit), if known.
+pub fn bytes_per_second(rate: LinkRate) -> Option<i64> {
+    match rate {
+        LinkRate::Known { mbps } => i64::try_from(mbps.saturating_mul(125_000)).ok(),
+        LinkRate::Unknown => None,
+    }
+}
+
+fn cause_name(cause: &Cause) -> &'static str {
+    match cause {
+        Cause::Reason(r) => r.name(),
+        Cause::By(by) => by.name(),
+        Cause::Bump(kind) => kind.name(),
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric, `railwatch_build_info` set for
+    /// `version`, no rail yet.
+    pub fn new(version: &str) -> Metrics {
+        let mut registry = Registry::default();
+        let rail_available = Family::<RailLabels, Gauge>::default();
+        let rail_state = Family::<RailLabels, Gauge>::default();
+        let port_state = Family::<RailLabels, Gauge>::default();
+        let rail_generation = Family::<RailLabels, Gauge>::default();
+        let link_rate = Family::<RailLabels, Gauge>::default();
+        let async_events = Family::<EventLabels, Counter>::default();
+        let transitions = Family::<TransitionLabels, Counter>::default();
+        let recoveries_by_poll = Family::<RailLabels, Counter>::default();
+        let read_errors = Family::<DeviceLabels, Counter>::default();
+        let reopen_attempts = Family::<DeviceLabels, Counter>::default();
+        let unavailable: Family<RailLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(unavailable_histogram);
+
+        registry.register(
+            "railwatch_rail_available",
+            "Whether the selector may pick the rail: 1 available, 0 not",
+            rail_available.clone(),
+        );
+        registry.register(
+            "railwatch_rail_state",
+            "The rail's state: 0 active, 1 paused, 2 inert (no usable device)",
+            rail_state.clone(),
+        );
+        registry.register(
+            "railwatch_port_state",
+            "The port state last read (ibv_port_state, as node_infiniband_state_id: 1 down, 2 init, 3 armed, 4 active, 5 active_defer)",
+            port_state.clone(),
+        );
+        registry.register(
+            "railwatch_rail_generation",
+            "The rail's generation: bumped by every re-activation, re-attach and address change",
+            rail_generation.clone(),
+        );
+        registry.register_with_unit(
+            "railwatch_link_rate",
+            "The link rate seeded into the selector",
+            Unit::Other("bytes_per_second".to_owned()),
+            link_rate.clone(),
+        );
+        registry.register(
+            "railwatch_async_events",
+            "Async events read from the device (each acknowledged once), by event name",
+            async_events.clone(),
+        );
+        registry.register(
+            "railwatch_transitions",
+            "Rail transitions, by the state entered and the cause (the pause reason or the recovery path)",
+            transitions.clone(),
+        );
+        registry.register(
+            "railwatch_recoveries_by_poll",
+            "Rails brought back by the recovery tick: each one a lost PORT_ACTIVE",
+            recoveries_by_poll.clone(),
+        );
+        registry.register(
+            "railwatch_read_errors",
+            "Drains of the device's async-event fd that stopped on a real read error",
+            read_errors.clone(),
+        );
+        registry.register(
+            "railwatch_reopen_attempts",
+            "Attempts to re-open the device after it went away",
+            reopen_attempts.clone(),
+        );
+        registry.register_with_unit(
+            "railwatch_rail_unavailable",
+            "How long a rail stayed unavailable, observed when it comes back",
+            Unit::Seconds,
+            unavailable.clone(),
+        );
+        registry.register(
+            "railwatch_build",
+            "railwatch's version; the value is always 1",
+            Info::new(BuildLabels { version: version.to_owned() }),
+        );
+        Metrics {
+            registry: Arc::new(registry),
+            rail_available,
+            rail_state,
+            port_state,
+            rail_generation,
+            link_rate,
+            async_events,
+            transitions,
+            recoveries_by_poll,
+            read_errors,
+            reopen_attempts,
+            unavailable,
+            down_since: HashMap::new(),
+            last_totals: HashMap::new(),
+        }
+    }
+
+    /// A handle for a serving thread.
+    pub fn exporter(&self) -> Exporter {
+        Exporter { registry: Arc::clone(&self.registry) }
+    }
+
+    /// Counts one notification: events by name, transitions by cause,
+    /// recoveries by the poll, and how long a rail was unavailable when it
+    /// comes back.
+    pub fn note(&mut self, names: &Names, note: &Notification) {
+        let rail_labels =
+            |rail: RailId| RailLabels { device: names.device(rail.device).to_owned(), port: rail.port.to_string() };
+        match note.what {
+            Happening::Event { device, kind, .. } => {
+                let labels = EventLabels { device: names.device(device).to_owned(), event: kind.name().to_owned() };
+                self.async_events.get_or_create(&labels).inc();
+            }
+            Happening::Transition { rail, to, cause, .. } => {
+                let RailLabels { device, port } = rail_labels(rail);
+                if cause == Cause::By(RecoveredBy::Poll) {
+                    let labels = RailLabels { device: device.clone(), port: port.clone() };
+                    self.recoveries_by_poll.get_or_create(&labels).inc();
+                }
+                let labels =
+                    TransitionLabels { device, port, to: to.name().to_owned(), cause: cause_name(&cause).to_owned() };
+                self.transitions.get_or_create(&labels).inc();
+            }
+            Happening::Available { rail, available: false } => {
+                self.down_since.entry(rail).or_insert(note.t);
+                self.rail_available.get_or_create(&rail_labels(rail)).set(0);
+            }
+            Happening::Available { rail, available: true } => {
+                if let Some(since) = self.down_since.remove(&rail) {
+                    let seconds = note.t.0.saturating_sub(since.0) as f64 / 1000.0;
+                    self.unavailable.get_or_create(&rail_labels(rail)).observe(seconds);
+                }
+                self.rail_available.get_or_create(&rail_labels(rail)).set(1);
+            }
+            Happening::Reseed { .. }
+            | Happening::Drain { .. }
+            | Happening::AddressChanged { .. }
+            | Happening::ObjectError { .. } => {}
+        }
+    }
+
+    /// Sets every rail's gauges and every device's counters from a snapshot.
+    pub fn update(&mut self, snapshot: &Snapshot) {
+        for r in &snapshot.rails {
+            let device = r.name.rsplit_once('/').map_or(r.name.as_str(), |(d, _)| d);
+            let labels = RailLabels { device: device.to_owned(), port: r.id.port.to_string() };
+            self.rail_available.get_or_create(&labels).set(i64::from(r.available));
+            self.rail_state.get_or_create(&labels).set(rail_state_code(r.state));
+            self.rail_generation.get_or_create(&labels).set(i64::try_from(r.generation).unwrap_or(i64::MAX));
+            match r.last_port_state {
+                Some(state) => {
+                    self.port_state.get_or_create(&labels).set(i64::from(state.code()));
+                }
+                None => {
+                    self.port_state.remove(&labels);
+                }
+            }
+            match r.rate.and_then(bytes_per_second) {
+                Some(rate) => {
+                    self.link_rate.get_or_create(&labels).set(rate);
+                }
+                None => {
+                    self.link_rate.remove(&labels);
+                }
+            }
+        }
+        for d in &snapshot.devices {
+            let now = (d.counters.read_errors, d.counters.reopen_attempts);
+            let before = self.last_totals.insert(d.name.clone(), now).unwrap_or((0, 0));
+            // A device attached anew starts its counters again: what it
+            // counted since is all new.
+            let new = |now: u64, before: u64| if now >= before { now - before } else { now };
+            let labels = DeviceLabels { device: d.name.clone() };
+            let read_errors = new(now.0, before.0);
+            let reopen_attempts = new(now.1, before.1);
+            // Created even at zero, so the series exist from the start.
+            self.read_errors.get_or_create(&labels).inc_by(read_errors);
+            self.reopen_attempts.get_or_create(&labels).inc_by(reopen_attempts);
+        }
+    }
+}
+
+// ---- serving ---------------------------------------------------------------
+
+/// The `/metrics` endpoint: a tiny_http server answering on its own thread.
+pub struct Server {
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A refusal to listen: the address and why.
+#[derive(Debug)]
+pub struct BindError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// What the bind said.
+    pub message: String,
+}
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot serve metrics on {}: {}", self.addr, self.message)
+    }
+}
+
+impl std::error::Error for BindError {}
+
+/// Answers one request: `/metrics` in the format asked for, 404 for any
+/// other path, 405 for a method other than GET or HEAD.
+fn respond(exporter: &Exporter, request: tiny_http::Request) {
+    let header = |name: &str, value: &str| {
+        tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a valid static header")
+    };
+    let path = request.url().split(['?', '#']).next().unwrap_or("");
+    let method = request.method().clone();
+    let response = if path != "/metrics" {
+        tiny_http::Response::from_string("not found: metrics are at /metrics\n")
+            .with_status_code(404)
+            .with_header(header("Content-Type", "text/plain; charset=utf-8"))
+    } else if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
+        tiny_http::Response::from_string("only GET and HEAD\n")
+            .with_status_code(405)
+            .with_header(header("Allow", "GET, HEAD"))
+            .with_header(header("Content-Type", "text/plain; charset=utf-8"))
+    } else {
+        let accept = request.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str());
+        let format = Format::from_accept(accept);
+        // The encoder runs here, into memory; the socket is written after.
+        tiny_http::Response::from_string(exporter.encode(format))
+            .with_header(header("Content-Type", format.content_type()))
+    };
+    if let Err(e) = request.respond(response) {
+        log::debug!("a metrics scrape went away: {e}");
+    }
+}
+
+impl Server {
+    /// Listens on `addr` and answers on a thread of its own.
+    pub fn start(addr: SocketAddr, exporter: Exporter) -> Result<Server, BindError> {
+        let server = tiny_http::Server::http(addr).map_err(|e| BindError { addr, message: e.to_string() })?;
+        let server = Arc::new(server);
+        let serving = Arc::clone(&server);
+        let thread = thread::Builder::new()
+            .name("railwatch-metrics".to_owned())
+            .spawn(move || {
+                for request in serving.incoming_requests() {
+                    respond(&exporter, request);
+                }
+            })
+            .map_err(|e| BindError { addr, message: format!("cannot start its thread: {e}") })?;
+        Ok(Server { server, thread: Some(thread) })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+// ---- the text file -----------------------------------------------------------
+
+/// Writes `text` to `path` through a temporary file in the same directory,
+/// renamed into place, so node_exporter never reads half a file. The
+/// temporary name does not end in `.prom`, so the collector ignores it.
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let written = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Writes the text file from a thread of its own: at most once per
+/// [`TEXTFILE_EVERY`] when the metrics changed (and every
+/// [`TEXTFILE_REFRESH`] regardless), and once more when stopped.
+pub struct TextfileWriter {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TextfileWriter {
+    /// Writes the file once now (so a path that cannot be written is an
+    /// error before anything is watched), then starts the thread.
+    pub fn start(path: PathBuf, exporter: Exporter) -> io::Result<TextfileWriter> {
+        let mut last = exporter.encode(Format::Prometheus);
+        write_atomically(&path, &last)?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = thread::Builder::new().name("railwatch-textfile".to_owned()).spawn(move || {
+            let mut written_at = Instant::now();
+            let mut failing = false;
+            loop {
+                let last_round = match stopped.recv_timeout(TEXTFILE_EVERY) {
+                    Err(RecvTimeoutError::Timeout) => false,
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
+                };
+                let text = exporter.encode(Format::Prometheus);
+                if last_round || text != last || written_at.elapsed() >= TEXTFILE_REFRESH {
+                    match write_atomically(&path, &text) {
+                        Ok(()) => {
+                            if failing {
+                                log::warn!("writing the metrics to {} works again", path.display());
+                            }
+                            failing = false;
+                            last = text;
+                            written_at = Instant::now();
+                        }
+                        Err(e) if !failing => {
+                            log::warn!("cannot write the metrics to {}: {e}", path.display());
+                            failing = true;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                if last_round {
+                    return;
+                }
+            }
+        })?;
+        Ok(TextfileWriter { stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for TextfileWriter {
+    /// Writes the file a last time and waits for the thread.
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use railwatch_core::{EventKind, PauseReason, PortState};
+    use railwatch_runtime::{DeviceCounters, DeviceSnapshot, RailSnapshot};
+
+    use super::*;
+
+    fn names() -> Names {
+        Names::new(vec!["mlx5_0".to_owned()], [(RailId { device: 0, port: 1 }, "mlx5_0/1".to_owned())])
+    }
+
+    fn note(t: u64, what: Happening) -> Notification {
+        Notification { t: Millis(t), what }
+    }
+
+    fn snapshot(available: bool, generation: u64, read_errors: u64) -> Snapshot {
+        Snapshot {
+            t: Millis(0),
+            rails: vec![RailSnapshot {
+                id: RailId { device: 0, port: 1 },
+                name: "mlx5_0/1".to_owned(),
+                state: if available { RailState::Active } else { RailState::Paused },
+                reason: PauseReason::None,
+                since: Millis(0),
+                last_port_state: Some(PortState::Active),
+                generation,
+                available,
+                rate: Some(LinkRate::gbps(400)),
+                recovered_by: None,
+                address: None,
+            }],
+            devices: vec![DeviceSnapshot {
+                name: "mlx5_0".to_owned(),
+                mode: railwatch_core::DeviceMode::Events,
+                counters: DeviceCounters { read_errors, ..DeviceCounters::default() },
+            }],
+            wakeups: 0,
+            ticks: 0,
+            notifications_dropped: 0,
+        }
+    }
+
+    fn series<'t>(text: &'t str, name_and_labels: &str) -> Option<&'t str> {
+        text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.strip_prefix(' ')))
+    }
+
+    #[test]
+    fn notifications_and_snapshots_encode_as_both_formats() {
+        let mut m = Metrics::new("1.2.3");
+        let rail = RailId { device: 0, port: 1 };
+        let names = names();
+        m.note(&names, &note(0, Happening::Event { device: 0, port: Some(1), kind: EventKind::PortErr }));
+        m.note(
+            &names,
+            &note(
+                0,
+                Happening::Transition {
+                    rail,
+                    from: RailState::Active,
+                    to: RailState::Paused,
+                    cause: Cause::Reason(PauseReason::PortErr),
+                    generation: 1,
+                },
+            ),
+        );
+        m.note(&names, &note(0, Happening::Available { rail, available: false }));
+        m.note(
+            &names,
+            &note(
+                1500,
+                Happening::Transition {
+                    rail,
+                    from: RailState::Paused,
+                    to: RailState::Active,
+                    cause: Cause::By(RecoveredBy::Poll),
+                    generation: 2,
+                },
+            ),
+        );
+        m.note(&names, &note(1500, Happening::Available { rail, available: true }));
+        m.update(&snapshot(true, 2, 3));
+        m.update(&snapshot(true, 2, 4));
+
+        let text = m.exporter().encode(Format::Prometheus);
+        let rail = r#"{device="mlx5_0",port="1"}"#;
+        assert_eq!(series(&text, &format!("railwatch_rail_available{rail}")), Some("1"), "{text}");
+        assert_eq!(series(&text, &format!("railwatch_rail_state{rail}")), Some("0"));
+        assert_eq!(series(&text, &format!("railwatch_port_state{rail}")), Some("4"));
+        assert_eq!(series(&text, &format!("railwatch_rail_generation{rail}")), Some("2"));
+        assert_eq!(series(&text, &format!("railwatch_link_rate_bytes_per_second{rail}")), Some("50000000000"));
+        assert_eq!(
+            series(&text, r#"railwatch_async_events_total{device="mlx5_0",event="port_err"}"#),
+            Some("1"),
+            "{text}"
+        );
+        assert_eq!(
+            series(&text, r#"railwatch_transitions_total{device="mlx5_0",port="1",to="paused",cause="port_err"}"#),
+            Some("1"),
+            "{text}"
+        );
+        assert_eq!(
+            series(&text, r#"railwatch_transitions_total{device="mlx5_0",port="1",to="active",cause="poll"}"#),
+            Some("1")
+        );
+        assert_eq!(series(&text, &format!("railwatch_recoveries_by_poll_total{rail}")), Some("1"));
+        assert_eq!(series(&text, r#"railwatch_read_errors_total{device="mlx5_0"}"#), Some("4"), "{text}");
+        assert_eq!(series(&text, r#"railwatch_reopen_attempts_total{device="mlx5_0"}"#), Some("0"));
+        // 1.5 s unavailable: in the 2.5 s bucket, not the 1 s one.
+        let bucket =
+            |le: &str| format!(r#"railwatch_rail_unavailable_seconds_bucket{{device="mlx5_0",port="1",le="{le}"}}"#);
+        assert_eq!(series(&text, &bucket("1")), Some("0"), "{text}");
+        assert_eq!(series(&text, &bucket("2.5")), Some("1"));
+        assert_eq!(series(&text, &bucket("+Inf")), Some("1"));
+        assert_eq!(series(&text, &format!("railwatch_rail_unavailable_seconds_sum{rail}")), Some("1.5"));
+        assert_eq!(series(&text, r#"railwatch_build_info{version="1.2.3"}"#), Some("1"));
+        for help in ["railwatch_rail_available ", "railwatch_async_events_total ", "railwatch_build_info "] {
+            assert!(text.contains(&format!("# HELP {help}")), "{help}: {text}");
+        }
+        assert!(text.contains("# TYPE railwatch_async_events_total counter\n"), "{text}");
+        assert!(!text.contains("# EOF"), "{text}");
+
+        let open = m.exporter().encode(Format::OpenMetrics);
+        assert!(open.ends_with("# EOF\n"), "{open}");
+        assert!(open.contains("# TYPE railwatch_build info\n"), "{open}");
+        assert!(open.contains("# UNIT railwatch_rail_unavailable_seconds seconds\n"), "{open}");
+    }
+
+    #[test]
+    fn accept_headers_choose_the_format() {
+        assert_eq!(Format::from_accept(None), Format::Prometheus);
+        assert_eq!(Format::from_accept(Some("text/plain")), Format::Prometheus);
+        assert_eq!(Format::from_accept(Some("*/*")), Format::Prometheus);
+        assert_eq!(
+            Format::from_accept(Some(
+                "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
+            )),
+            Format::OpenMetrics
+        );
+        assert_eq!(Format::from_accept(Some("application/openmetrics-text; q=0")), Format::Prometheus);
+        assert_eq!(Format::from_accept(Some("text/plain, application/OpenMetrics-Text")), Format::OpenMetrics);
+        assert!(Format::OpenMetrics.content_type().starts_with("application/openmetrics-text"));
+        assert!(Format::Prometheus.content_type().starts_with("text/plain; version=0.0.4"));
+    }
+
+    #[test]
+    fn the_text_file_is_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("railwatch.prom");
+        write_atomically(&path, "a 1\n").unwrap();
+        write_atomically(&path, "a 2\n").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "a 2\n");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["railwatch.prom"]);
+        assert!(write_atomically(&dir.path().join("missing/railwatch.prom"), "a 1\n").is_err());
+    }
+}
