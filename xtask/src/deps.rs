@@ -13,9 +13,19 @@ use crate::run::step;
 /// pkg-config to find them; `cargo xtask ffi` compiles the C API's tests
 /// (gcc, g++), runs them under valgrind and builds the example with cmake;
 /// the metrics tests check `watch`'s output with `promtool` (from
-/// `prometheus`).
-pub const PACKAGES: [&str; 9] =
-    ["libibverbs-dev", "librdmacm-dev", "libclang-dev", "pkg-config", "valgrind", "cmake", "gcc", "g++", "prometheus"];
+/// `prometheus`), the service tests the unit with `systemd-analyze`.
+pub const PACKAGES: [&str; 10] = [
+    "libibverbs-dev",
+    "librdmacm-dev",
+    "libclang-dev",
+    "pkg-config",
+    "valgrind",
+    "cmake",
+    "gcc",
+    "g++",
+    "prometheus",
+    "systemd",
+];
 
 /// Whether the Debian package `pkg` is installed.
 pub(crate) fn installed(pkg: &str) -> bool {

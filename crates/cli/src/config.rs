@@ -684,6 +684,33 @@ fn textfile_path(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<PathBuf> {
     Ok(PathBuf::from(text))
 }
 
+// ---- reloading -------------------------------------------------------------
+
+/// The keys a running `watch` applies on SIGHUP; every other key needs a
+/// restart (docs/CONFIG.md, "Reloading").
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub const RELOADABLE: [&str; 3] = ["include", "exclude", "metrics.textfile"];
+
+/// The keys whose effective value differs between `old` and `new`, in the
+/// order `--check` prints them.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub fn changed_keys(old: &Settings, new: &Settings) -> Vec<&'static str> {
+    let old_rows: BTreeMap<&'static str, Json> = effective(old).into_iter().collect();
+    let new_rows = effective(new);
+    let mut changed: Vec<&'static str> = Vec::new();
+    for (key, value) in &new_rows {
+        if old_rows.get(key) != Some(value) {
+            changed.push(key);
+        }
+    }
+    for key in old_rows.keys() {
+        if !new_rows.iter().any(|(k, _)| k == key) {
+            changed.push(key);
+        }
+    }
+    changed
+}
+
 // ---- telling the user ----------------------------------------------------
 
 /// Reports a refused setting: on stderr, and for `--check --json` as a

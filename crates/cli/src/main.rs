@@ -13,6 +13,8 @@ mod builtin;
 mod config;
 mod metrics;
 mod output;
+#[cfg(feature = "verbs")]
+mod sdnotify;
 mod simulate;
 #[cfg(feature = "verbs")]
 mod verbs;
@@ -129,10 +131,41 @@ fn use_color() -> bool {
     io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// The syslog priority journald reads from a `<N>` line prefix: 3 error,
+/// 4 warning, 6 info, 7 debug (and trace).
+fn syslog_priority(level: log::Level) -> u8 {
+    match level {
+        log::Level::Error => 3,
+        log::Level::Warn => 4,
+        log::Level::Info => 6,
+        log::Level::Debug | log::Level::Trace => 7,
+    }
+}
+
+/// Logs go to stderr. Under systemd (`JOURNAL_STREAM` set: stderr is the
+/// journal) each line starts with its syslog priority, `<3>` to `<7>`, so
+/// journald keeps the levels, and carries no timestamp (journald adds one).
+fn init_logging() {
+    let mut builder = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    if std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty()) {
+        builder.format(|buf, record| {
+            writeln!(
+                buf,
+                "<{}>{} {}: {}",
+                syslog_priority(record.level()),
+                record.level(),
+                record.target(),
+                record.args()
+            )
+        });
+    } else {
+        builder.format_timestamp_millis();
+    }
+    builder.init();
+}
+
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp_millis()
-        .init();
+    init_logging();
     let cli = Cli::parse();
     match cli.command {
         Command::Simulate(args) => simulate::run(args),

@@ -10,8 +10,8 @@
 
 use std::io::{self, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use railwatch_core::{Happening, LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
@@ -20,9 +20,10 @@ use railwatch_scenario::driver::{Names, Record, RunSummary};
 use railwatch_verbs_backend::{HostDevices, VerbsDevice, VerbsError, errno_of, list_devices};
 use serde_json::{Value, json};
 
-use crate::config::{DeviceFilter, Settings};
+use crate::config::{self, DeviceFilter, Settings};
 use crate::metrics::{Metrics, Server, TextfileWriter};
 use crate::output::{self, Style};
+use crate::sdnotify::{Notifier, rails_status};
 use crate::{StatusArgs, WatchArgs, use_color};
 
 /// What `status` and `watch` say when the host has no RDMA device (or no
@@ -256,10 +257,15 @@ fn write_status_human(out: &mut impl Write, names: &[String], rows: &[Row]) -> i
 
 // ---- watch -----------------------------------------------------------------
 
-/// Set by SIGINT/SIGTERM: finish the current wait, print the summary, exit.
-/// A second SIGINT while it is set exits at once (130).
-fn stop_flag() -> Arc<AtomicBool> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
+/// The first flag is set by SIGINT/SIGTERM: finish the current wait, print
+/// the summary, exit. A second SIGINT while it is set exits at once (130).
+/// The second is set by SIGHUP: re-read the settings (docs/CONFIG.md,
+/// "Reloading"). Each of these signals also wakes the monitor's wait
+/// (`waker`, from a thread of signal-hook's): the signal itself may land on
+/// another thread (the metrics ones) or just before the wait begins, and a
+/// healthy host's wait has no timeout.
+fn signal_flags(waker: Option<mio::Waker>) -> (Arc<AtomicBool>, Arc<AtomicBool>) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     let registered = signal_hook::flag::register_conditional_shutdown(SIGINT, 130, stop.clone())
         .and_then(|_| signal_hook::flag::register(SIGINT, stop.clone()))
@@ -267,7 +273,77 @@ fn stop_flag() -> Arc<AtomicBool> {
     if let Err(e) = registered {
         log::warn!("cannot install the Ctrl-C handler ({e}); Ctrl-C will end railwatch without a summary");
     }
-    stop
+    let reload = Arc::new(AtomicBool::new(false));
+    if let Err(e) = signal_hook::flag::register(SIGHUP, reload.clone()) {
+        log::warn!("cannot install the SIGHUP handler ({e}); SIGHUP will end railwatch instead of reloading");
+    }
+    // Registered after the flags: by the time the wake comes, they are set.
+    let woken = waker.ok_or_else(|| io::Error::other("no waker")).and_then(|waker| {
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+        std::thread::Builder::new().name("railwatch-signals".into()).spawn(move || {
+            for _ in signals.forever() {
+                let _ = waker.wake();
+            }
+        })
+    });
+    if let Err(e) = woken {
+        log::warn!("signals will be noticed at the next wake-up only ({e})");
+    }
+    (stop, reload)
+}
+
+/// `available/total rails available`, counting the rails of the devices
+/// attached now (not the inert rails of devices that left).
+fn availability(snapshot: &Snapshot) -> String {
+    let attached = snapshot.rails.iter().filter(|r| r.state.name() != "inert");
+    let (mut available, mut total) = (0, 0);
+    for r in attached {
+        total += 1;
+        available += usize::from(r.available);
+    }
+    rails_status(available, total)
+}
+
+/// SIGHUP: re-reads the settings with the same code as at start (the file,
+/// then the flags over it). A bad file is refused with the error logged;
+/// `None` then, and the running settings stay. Otherwise the new settings
+/// and the changed keys that can be applied now; the changed keys that
+/// cannot are logged as needing a restart.
+fn reread(args: &WatchArgs, running: &Settings, metrics_on: bool) -> Option<(Settings, Vec<&'static str>)> {
+    let file = args.config.as_ref().map_or_else(|| "the flags (no --config)".to_owned(), |p| p.display().to_string());
+    let new = match config::resolve(args) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("reload refused, the running settings are kept: {e}");
+            return None;
+        }
+    };
+    // As at start: settings that would watch none of the devices present
+    // are refused.
+    if let Ok(present) = list_devices() {
+        if !present.is_empty() && !present.iter().any(|n| new.devices.watches(n)) {
+            log::error!(
+                "reload refused, the running settings are kept: {file}: include/exclude would watch none of the devices present ({})",
+                present.join(", ")
+            );
+            return None;
+        }
+    }
+    let changed = config::changed_keys(running, &new);
+    let (mut now, mut later): (Vec<&'static str>, Vec<&'static str>) =
+        changed.into_iter().partition(|k| config::RELOADABLE.contains(k));
+    if !metrics_on && now.contains(&"metrics.textfile") {
+        // No registry was made at start: one cannot be added now.
+        now.retain(|k| *k != "metrics.textfile");
+        later.push("metrics.textfile");
+    }
+    if !later.is_empty() {
+        log::warn!(
+            "reload of {file}: changed, but needing a restart to take effect (still running with the old values): {}",
+            later.join(", ")
+        );
+    }
+    Some((new, now))
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -278,7 +354,8 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// settings' `include` and `exclude` choose.
 struct Chosen<S> {
     inner: S,
-    filter: DeviceFilter,
+    /// Shared with the watch loop, which replaces it on reload.
+    filter: Arc<Mutex<DeviceFilter>>,
 }
 
 impl<S: DeviceSource> DeviceSource for Chosen<S> {
@@ -294,7 +371,8 @@ impl<S: DeviceSource> DeviceSource for Chosen<S> {
 
     fn list(&mut self) -> io::Result<Vec<String>> {
         let mut names = self.inner.list()?;
-        names.retain(|n| self.filter.watches(n));
+        let filter = self.filter.lock().unwrap_or_else(PoisonError::into_inner);
+        names.retain(|n| filter.watches(n));
         Ok(names)
     }
 
@@ -383,6 +461,8 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         return ExitCode::from(1);
     }
     let tick_ms = settings.config.tick_ms;
+    // What runs now; a reload changes only what it can apply.
+    let mut running = settings.clone();
     let mut monitor = match Monitor::new(settings.config, Arc::new(BandwidthSelector::new()), SystemClock::new()) {
         Ok(m) => m,
         Err(e) => {
@@ -403,7 +483,8 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     // once (a Soft-RoCE removal waits for our handle) and their rails made
     // inert.
     let (source, no_uevents) = HostDevices::new(None);
-    let source = Chosen { inner: source, filter };
+    let filter = Arc::new(Mutex::new(filter));
+    let source = Chosen { inner: source, filter: filter.clone() };
     if let Some(e) = no_uevents {
         log::warn!("no device uevents ({e}); re-reading the device list every {RESCAN_EVERY:?}");
     }
@@ -412,7 +493,10 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         return ExitCode::from(1);
     }
     let mut table = Names::new(device_names, monitor.rails());
-    let stop = stop_flag();
+    let waker = monitor.waker().map_err(|e| log::warn!("no waker for the monitor's wait ({e})")).ok();
+    let (stop, reload) = signal_flags(waker);
+    let mut notifier = Notifier::from_env();
+    let mut ready = false;
 
     let mut out = io::stdout().lock();
     let mut print = |table: &Names, note: &railwatch_runtime::Notification, address: Option<&PortAddress>| {
@@ -465,22 +549,98 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         });
         if let Err(e) = printed {
             // The reader went away: stop watching.
+            notifier.send("STOPPING=1");
             return write_failed(&e);
         }
-        if let Some(m) = &mut metrics {
-            m.update(&monitor.snapshot());
+        if metrics.is_some() || notifier.active() {
+            let snapshot = monitor.snapshot();
+            if let Some(m) = &mut metrics {
+                m.update(&snapshot);
+            }
+            // Every device attached and its first notifications out.
+            if !ready {
+                notifier.ready();
+                ready = true;
+            }
+            notifier.status(availability(&snapshot));
         }
+        notifier.tick();
         let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if stop.load(Ordering::Acquire) || remaining == Some(Duration::ZERO) {
             break;
         }
-        if let Err(e) = monitor.poll_once(remaining) {
+        if reload.swap(false, Ordering::AcqRel) {
+            notifier.send("RELOADING=1");
+            if let Some((new, apply)) = reread(&args, &running, metrics.is_some()) {
+                let mut applied = Vec::new();
+                if apply.contains(&"include") || apply.contains(&"exclude") {
+                    *filter.lock().unwrap_or_else(PoisonError::into_inner) = new.devices.clone();
+                    running.devices = new.devices.clone();
+                    // Newly excluded devices are removed now, newly
+                    // included ones attached now (or when they appear).
+                    let found = monitor.rescan();
+                    let mut what = format!(
+                        "include = {}, exclude = [{}]",
+                        new.devices
+                            .include
+                            .as_ref()
+                            .map_or_else(|| "every device".to_owned(), |i| format!("[{}]", i.join(", "))),
+                        new.devices.exclude.join(", ")
+                    );
+                    if !found.removed.is_empty() {
+                        what.push_str(&format!(" (no longer watched: {})", found.removed.join(", ")));
+                    }
+                    if !found.added.is_empty() {
+                        what.push_str(&format!(" (attached: {})", found.added.join(", ")));
+                    }
+                    applied.push(what);
+                }
+                if apply.contains(&"metrics.textfile") {
+                    if let Some(m) = &metrics {
+                        match &new.metrics.textfile {
+                            Some(path) => match TextfileWriter::start(path.clone(), m.exporter()) {
+                                Ok(writer) => {
+                                    textfile = Some(writer);
+                                    running.metrics.textfile = Some(path.clone());
+                                    applied.push(format!("metrics.textfile = {}", path.display()));
+                                }
+                                Err(e) => log::error!(
+                                    "reload: cannot write the metrics text file {} ({e}); still writing {}",
+                                    path.display(),
+                                    running
+                                        .metrics
+                                        .textfile
+                                        .as_ref()
+                                        .map_or("none".into(), |p| p.display().to_string())
+                                ),
+                            },
+                            None => {
+                                textfile = None;
+                                running.metrics.textfile = None;
+                                applied.push("metrics.textfile = none".to_owned());
+                            }
+                        }
+                    }
+                }
+                if applied.is_empty() {
+                    log::info!("reloaded the settings: nothing to apply");
+                } else {
+                    log::info!("reloaded the settings: applied {}", applied.join("; "));
+                }
+            }
+            notifier.send("READY=1");
+            // Attaching may have changed the rails: loop round to print it.
+            continue;
+        }
+        let wait = [remaining, notifier.next_due()].into_iter().flatten().min();
+        if let Err(e) = monitor.poll_once(wait) {
             eprintln!("railwatch: the monitor stopped: waiting on its poll set failed: {e}");
             result = ExitCode::from(1);
             break;
         }
     }
 
+    notifier.send("STOPPING=1");
     let snapshot = monitor.snapshot();
     if let Some(m) = &mut metrics {
         m.update(&snapshot);

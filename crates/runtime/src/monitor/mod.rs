@@ -411,6 +411,14 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         }
     }
 
+    /// A waker for this monitor's wait: `wake()` from any thread makes a
+    /// blocking [`poll_once`](Self::poll_once) return (for a driver that
+    /// also waits on something else, such as signals). One per monitor,
+    /// and not together with [`spawn`](Self::spawn), which makes its own.
+    pub fn waker(&self) -> io::Result<mio::Waker> {
+        mio::Waker::new(self.poll.registry(), WAKER)
+    }
+
     pub(crate) fn poll_registry(&self) -> &mio::Registry {
         self.poll.registry()
     }
