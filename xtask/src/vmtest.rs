@@ -146,7 +146,7 @@ struct Case {
 }
 
 /// The cases, in the order they run: the ones that remove devices last.
-const CASES: [Case; 8] = [
+const CASES: [Case; 9] = [
     Case { id: 1, name: "status", what: "status --json on rxe0", check: check_status, pending: None },
     Case { id: 2, name: "flap", what: "veth0 down/up while watching", check: check_flap, pending: None },
     Case {
@@ -156,6 +156,7 @@ const CASES: [Case; 8] = [
         check: check_gate_latency,
         pending: None,
     },
+    Case { id: 9, name: "metrics", what: "the flap through /metrics", check: check_metrics, pending: None },
     Case { id: 6, name: "gid_change", what: "an IPv4 address on veth0", check: check_gid_change, pending: None },
     Case {
         id: 7,
@@ -1530,6 +1531,43 @@ fn check_flap(run: &CaseRun, v: &mut Verdict) {
         );
     } else {
         v.note("ibv_asyncwatch printed no events (nothing to compare)");
+    }
+}
+
+/// Case 9: `watch --metrics-listen` in the guest; a veth0 flap reads 1, 0,
+/// 1 in `railwatch_rail_available`, and the counters follow.
+fn check_metrics(run: &CaseRun, v: &mut Verdict) {
+    check_watch(run, v, RAIL, "active", true);
+    let series = |scrape: &[&str], name: &str| -> Option<f64> {
+        scrape.iter().find_map(|l| l.strip_prefix(name).and_then(|rest| rest.trim().parse().ok()))
+    };
+    let available = r#"railwatch_rail_available{device="rxe0",port="1"}"#;
+    let (before, down, after) = (run.out("metrics.before"), run.out("metrics.down"), run.out("metrics.after"));
+    for (what, scrape, want) in [("before", &before, 1.0), ("while down", &down, 0.0), ("after", &after, 1.0)] {
+        v.require(
+            series(scrape, available) == Some(want),
+            format!("rail_available {what}: {:?}, want {want}", series(scrape, available)),
+        );
+    }
+    let errs = r#"railwatch_async_events_total{device="rxe0",event="port_err"}"#;
+    let actives = r#"railwatch_async_events_total{device="rxe0",event="port_active"}"#;
+    v.require(
+        series(&down, errs).is_some_and(|n| n >= 1.0),
+        format!("no port_err counted while down: {:?}", series(&down, errs)),
+    );
+    v.require(
+        series(&after, actives).is_some_and(|n| n >= 1.0),
+        format!("no port_active counted after: {:?}", series(&after, actives)),
+    );
+    let by_event = r#"railwatch_transitions_total{device="rxe0",port="1",to="active",cause="event"}"#;
+    v.require(
+        series(&after, by_event) == Some(1.0),
+        format!("reactivations by event after: {:?}", series(&after, by_event)),
+    );
+    let generation = r#"railwatch_rail_generation{device="rxe0",port="1"}"#;
+    match (series(&before, generation), series(&after, generation)) {
+        (Some(b), Some(a)) if a > b => v.note(format!("generation {b} -> {a}; {} lines per scrape", after.len())),
+        other => v.fail(format!("no generation bump in /metrics: {other:?}")),
     }
 }
 
