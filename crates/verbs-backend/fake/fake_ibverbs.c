@@ -37,6 +37,11 @@
  *                         errno (38 = ENOSYS: no kernel RDMA support)
  *   FAKE_IBVERBS_OPEN_ERRNO  "mlx5_1:13" : ibv_open_device() of that device
  *                         fails with this errno (13 = EACCES)
+ *   FAKE_IBVERBS_CONTROL  a FIFO's path: a thread reads commands from it,
+ *                         one per line, so a test can drive a process it
+ *                         cannot call into while it runs:
+ *                           port DEV PORT STATE     (fake_set_port_state)
+ *                           event DEV CODE ELEMENT  (fake_push_event)
  *
  * Every entry point and control function holds one recursive lock, so a
  * test thread may push events while a monitor thread reads them.
@@ -528,6 +533,32 @@ static void fake_queue_env_events(struct fake_dev *d, int index)
 	}
 }
 
+/* The FAKE_IBVERBS_CONTROL thread: applies each command line it reads;
+ * at end-of-file (the writer closed) it opens the FIFO again. */
+static void *fake_control(void *arg)
+{
+	const char *path = arg;
+	char line[256];
+
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		if (!f)
+			return NULL;
+		while (fgets(line, sizeof(line), f)) {
+			int dev = 0, port = 0;
+			unsigned code = 0;
+			unsigned long long element = 0;
+			if (sscanf(line, "port %d %d %u", &dev, &port, &code) == 3)
+				fake_set_port_state(dev, port, code);
+			else if (sscanf(line, "event %d %u %llu", &dev, &code, &element) == 3)
+				fake_push_event(dev, code, element);
+			else
+				fprintf(stderr, "fake libibverbs: control: cannot read %s", line);
+		}
+		fclose(f);
+	}
+}
+
 __attribute__((constructor)) static void fake_init(void)
 {
 	const char *v;
@@ -544,6 +575,14 @@ __attribute__((constructor)) static void fake_init(void)
 	v = getenv("FAKE_IBVERBS_OPEN_ERRNO");
 	if (v)
 		fake_parse_open_errnos(v);
+	v = getenv("FAKE_IBVERBS_CONTROL");
+	if (v && *v) {
+		pthread_t t;
+		static char path[4096];
+		snprintf(path, sizeof(path), "%s", v);
+		if (pthread_create(&t, NULL, fake_control, path) == 0)
+			pthread_detach(t);
+	}
 }
 
 /* ---- libibverbs entry points ---------------------------------------- */
