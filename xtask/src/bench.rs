@@ -10,7 +10,8 @@
 //!   them.
 //!
 //! - `crates/ffi/bench/c_api_bench.c` (a C program over the release
-//!   `librailwatch.a`) measures the C API's rows the same way.
+//!   `librailwatch.a`) measures the C API's rows the same way, and
+//!   `crates/cli/benches/scrape.rs` the cost of being scraped (row 10).
 //!
 //! Results land in `<target>/railwatch-bench/`: `results.tsv` (from
 //! `table`), `c_api.tsv`, `criterion/` (criterion's estimates) and
@@ -51,6 +52,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     let mut values = read_results(&results)?;
     values.extend(c_api_bench(&out)?);
+    values.extend(scrape_bench(&out)?);
     let mut text = table(&values)?;
     if !table_only {
         text.push('\n');
@@ -87,6 +89,21 @@ fn c_api_bench(out: &Path) -> Result<BTreeMap<String, f64>, String> {
         return Err(format!("c_api_bench failed ({}): {}", run.status, String::from_utf8_lossy(&run.stderr)));
     }
     let file = out.join("c_api.tsv");
+    std::fs::write(&file, &run.stdout).map_err(|e| format!("{}: {e}", file.display()))?;
+    read_results(&file)
+}
+
+/// Row 10: `crates/cli/benches/scrape.rs`, recovery p99 with the metrics
+/// fed as `watch` feeds them and a 10 Hz scraper, against no scraper.
+fn scrape_bench(out: &Path) -> Result<BTreeMap<String, f64>, String> {
+    let mut cmd = cargo();
+    cmd.args(["bench", "-q", "-p", "railwatch", "--bench", "scrape"]).stdout(std::process::Stdio::piped());
+    eprintln!("==> scrape bench: {cmd:?}");
+    let run = cmd.output().map_err(|e| format!("scrape bench: {e}"))?;
+    if !run.status.success() {
+        return Err(format!("the scrape bench failed ({})", run.status));
+    }
+    let file = out.join("scrape.tsv");
     std::fs::write(&file, &run.stdout).map_err(|e| format!("{}: {e}", file.display()))?;
     read_results(&file)
 }
@@ -356,6 +373,15 @@ fn table(v: &BTreeMap<String, f64>) -> Result<String, String> {
         get("c_event_rust_ns")?,
         get("c_event_ratio")?,
         Goal::Info,
+    ));
+
+    rows.push(ratio_row(
+        "10",
+        "recovery p99 (PORT_ACTIVE written → gate admits) with the metrics fed as watch feeds them and /metrics scraped at 10 Hz, vs not scraped",
+        get("scrape_p99_on_ns")?,
+        get("scrape_p99_off_ns")?,
+        get("scrape_ratio")?,
+        Goal::AtMost(1.1),
     ));
 
     let mut s = String::new();

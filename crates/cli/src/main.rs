@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand};
 
 mod builtin;
 mod config;
-mod metrics;
+#[cfg(feature = "verbs")]
+use railwatch::metrics;
 mod output;
 #[cfg(feature = "verbs")]
 mod sdnotify;

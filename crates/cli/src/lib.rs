@@ -1,0 +1,11 @@
+//! The parts of the `railwatch` binary that are a library too, so benches
+//! can measure them as `watch` uses them: the Prometheus metrics of
+//! `railwatch watch` (docs/METRICS.md).
+//!
+//! ```
+//! let metrics = railwatch::metrics::Metrics::new("0.0.0");
+//! let text = metrics.exporter().encode(railwatch::metrics::Format::Prometheus);
+//! assert!(text.contains("railwatch_build_info"));
+//! ```
+
+pub mod metrics;
