@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use railwatch::metrics::{Metrics, Server};
+use railwatch_cli::metrics::{Metrics, Server};
 use railwatch_runtime::{Config, Monitor, NoSelector, SystemClock};
 use railwatch_scenario::driver::Names;
 use railwatch_sim_backend::{PortSpec, SimDevice};

@@ -3,8 +3,8 @@
 //! `railwatch watch` (docs/METRICS.md).
 //!
 //! ```
-//! let metrics = railwatch::metrics::Metrics::new("0.0.0");
-//! let text = metrics.exporter().encode(railwatch::metrics::Format::Prometheus);
+//! let metrics = railwatch_cli::metrics::Metrics::new("0.0.0");
+//! let text = metrics.exporter().encode(railwatch_cli::metrics::Format::Prometheus);
 //! assert!(text.contains("railwatch_build_info"));
 //! ```
 

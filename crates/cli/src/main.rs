@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 mod builtin;
 mod config;
 #[cfg(feature = "verbs")]
-use railwatch::metrics;
+use railwatch_cli::metrics;
 mod output;
 #[cfg(feature = "verbs")]
 mod sdnotify;
