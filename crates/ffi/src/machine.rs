@@ -288,7 +288,7 @@ pub extern "C" fn rw_machine_add_device(
 
 /// The event from `ibv_async_event`, with its element: the port number
 /// for port events, the object's pointer value for QP/CQ/SRQ/WQ events.
-fn event(code: u32, element: u64) -> AsyncEvent {
+pub(crate) fn event(code: u32, element: u64) -> AsyncEvent {
     let kind = railwatch_core::EventKind::from_code(code);
     let element = match kind.scope() {
         Scope::Port => Element::Port(u32::try_from(element).unwrap_or(u32::MAX)),

@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 
-use railwatch_core::{AsyncEvent, Element, ObjectHandle, PortState, Scope};
+use railwatch_core::PortState;
 use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 
 use crate::args::{handle, put, text};
@@ -116,8 +116,8 @@ pub extern "C" fn rw_sim_add_device(
     })
 }
 
-/// With device `device` of the host, and `port` checked when non-zero.
-fn with(sim: *const rw_sim, device: u32, port: u32, body: impl FnOnce(&SimHandle, u8) -> Result<()>) -> rw_status {
+/// With device `device` of the host.
+fn with_device(sim: *const rw_sim, device: u32, body: impl FnOnce(&SimHandle) -> Result<()>) -> rw_status {
     guard(|| {
         // SAFETY: a live sim or NULL, by the API's contract.
         let sim = unsafe { handle(sim, "sim") }?;
@@ -126,11 +126,17 @@ fn with(sim: *const rw_sim, device: u32, port: u32, body: impl FnOnce(&SimHandle
             .get(device as usize)
             .cloned()
             .ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("the sim has no device {device}")))?;
-        let port8 = u8::try_from(port).unwrap_or(0);
-        if port != 0 && (port8 == 0 || !h.ports().contains(&port8)) {
-            return Err(Error::new(rw_status::RW_ERR_RANGE, format!("{} has no port {port}", h.name())));
-        }
-        body(&h, port8)
+        body(&h)
+    })
+}
+
+/// With device `device` of the host and one of its ports.
+fn with_port(sim: *const rw_sim, device: u32, port: u32, body: impl FnOnce(&SimHandle, u8) -> Result<()>) -> rw_status {
+    with_device(sim, device, |h| {
+        let port8 = u8::try_from(port).ok().filter(|p| h.ports().contains(p));
+        let port8 =
+            port8.ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("{} has no port {port}", h.name())))?;
+        body(h, port8)
     })
 }
 
@@ -145,13 +151,8 @@ pub extern "C" fn rw_sim_push_event(
     element: u64,
     repeat: u64,
 ) -> rw_status {
-    with(sim, device, 0, |h, _| {
-        let element = match railwatch_core::EventKind::from_code(code).scope() {
-            Scope::Port => Element::Port(u32::try_from(element).unwrap_or(u32::MAX)),
-            Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq => Element::Object(ObjectHandle(element)),
-            _ => Element::None,
-        };
-        h.queue(AsyncEvent::new(code, element), repeat);
+    with_device(sim, device, |h| {
+        h.queue(crate::machine::event(code, element), repeat);
         Ok(())
     })
 }
@@ -160,10 +161,7 @@ pub extern "C" fn rw_sim_push_event(
 /// event: a port that comes back silently.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_set_port_state(sim: *const rw_sim, device: u32, port: u32, state: u32) -> rw_status {
-    with(sim, device, port, |h, p| {
-        if p == 0 {
-            return Err(Error::new(rw_status::RW_ERR_RANGE, "port 0"));
-        }
+    with_port(sim, device, port, |h, p| {
         h.set_port_state(p, PortState::from_code(state));
         Ok(())
     })
@@ -172,10 +170,7 @@ pub extern "C" fn rw_sim_set_port_state(sim: *const rw_sim, device: u32, port: u
 /// `port` goes DOWN and `PORT_ERR` is queued for it.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_port_down(sim: *const rw_sim, device: u32, port: u32) -> rw_status {
-    with(sim, device, port, |h, p| {
-        if p == 0 {
-            return Err(Error::new(rw_status::RW_ERR_RANGE, "port 0"));
-        }
+    with_port(sim, device, port, |h, p| {
         h.port_down(p);
         Ok(())
     })
@@ -184,10 +179,7 @@ pub extern "C" fn rw_sim_port_down(sim: *const rw_sim, device: u32, port: u32) -
 /// `port` goes ACTIVE and `PORT_ACTIVE` is queued for it.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_port_up(sim: *const rw_sim, device: u32, port: u32) -> rw_status {
-    with(sim, device, port, |h, p| {
-        if p == 0 {
-            return Err(Error::new(rw_status::RW_ERR_RANGE, "port 0"));
-        }
+    with_port(sim, device, port, |h, p| {
         h.port_up(p);
         Ok(())
     })
@@ -196,7 +188,7 @@ pub extern "C" fn rw_sim_port_up(sim: *const rw_sim, device: u32, port: u32) -> 
 /// The next `n` reads of the device's fd fail with EINTR.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_eintr(sim: *const rw_sim, device: u32, n: u64) -> rw_status {
-    with(sim, device, 0, |h, _| {
+    with_device(sim, device, |h| {
         h.eintr(n);
         Ok(())
     })
@@ -206,7 +198,7 @@ pub extern "C" fn rw_sim_eintr(sim: *const rw_sim, device: u32, n: u64) -> rw_st
 /// answer).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_eio(sim: *const rw_sim, device: u32) -> rw_status {
-    with(sim, device, 0, |h, _| {
+    with_device(sim, device, |h| {
         h.eio();
         Ok(())
     })
@@ -216,7 +208,7 @@ pub extern "C" fn rw_sim_eio(sim: *const rw_sim, device: u32) -> rw_status {
 /// list and a uevent change).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_unplug(sim: *const rw_sim, device: u32) -> rw_status {
-    with(sim, device, 0, |h, _| {
+    with_device(sim, device, |h| {
         h.unplug();
         Ok(())
     })
@@ -225,7 +217,7 @@ pub extern "C" fn rw_sim_unplug(sim: *const rw_sim, device: u32) -> rw_status {
 /// The device comes back (a new device of the same name).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_plug(sim: *const rw_sim, device: u32) -> rw_status {
-    with(sim, device, 0, |h, _| {
+    with_device(sim, device, |h| {
         h.plug();
         Ok(())
     })
@@ -236,7 +228,7 @@ pub extern "C" fn rw_sim_plug(sim: *const rw_sim, device: u32) -> rw_status {
 /// struct's.)
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_get_counters(sim: *const rw_sim, device: u32, counters: *mut rw_sim_counters) -> rw_status {
-    with(sim, device, 0, |h, _| {
+    with_device(sim, device, |h| {
         let c = h.counters();
         let out = rw_sim_counters {
             queued: c.queued,
