@@ -1790,3 +1790,17 @@ fn k_an_unsupported_address_read_is_not_asked_again() {
     assert_eq!(m.add_device("mlx5_0", &[1], Millis(50)), dev);
     assert_eq!(serve(&mut m, PortState::Active, Millis(50)).0, 1, "a device added anew is asked");
 }
+
+/// A tick that runs late keeps its phase: the next one is a period after
+/// it was due, not after it ran (a recording's replay, which runs ticks on
+/// time, then polls at the live run's instants); one later than a whole
+/// period starts afresh from when it ran.
+#[test]
+fn a_late_tick_keeps_its_phase() {
+    let mut h = Harness::new(MachineConfig::default(), &[vec![(PortState::Down, hdr_4x())]], Millis::ZERO);
+    let due = h.m.next_tick().expect("a paused rail arms the tick");
+    h.oversleep(due.since(h.now) + 3);
+    assert_eq!(h.m.next_tick(), Some(due.plus(1000)), "ran 3 ms late at {}", h.now);
+    h.oversleep(5000);
+    assert_eq!(h.m.next_tick(), Some(h.now.plus(1000)), "ran seconds late at {}", h.now);
+}

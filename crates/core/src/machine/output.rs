@@ -140,6 +140,8 @@ pub struct Errno(pub i32);
 impl Errno {
     /// Linux `EIO`: the device may be gone (a port query decides).
     pub const EIO: Errno = Errno(5);
+    /// Linux `EBADF`: the fd is not (or no longer) open.
+    pub const EBADF: Errno = Errno(9);
     /// Linux `EOPNOTSUPP`: the backend cannot do it (an address read
     /// answered so is not asked again for the device).
     pub const EOPNOTSUPP: Errno = Errno(95);

@@ -143,14 +143,14 @@ impl Machine {
                 }
             }
         }
-        if self.next_tick.is_some_and(|t| t <= now) {
+        if let Some(due) = self.next_tick.filter(|&t| t <= now) {
             self.next_tick = None;
             if self.tick_needed() {
-                self.tick(now);
+                self.tick(due, now);
             }
         }
-        if self.next_audit.is_some_and(|t| t <= now) {
-            self.audit(now);
+        if let Some(due) = self.next_audit.filter(|&t| t <= now) {
+            self.audit(due, now);
         }
         let mut watched = std::mem::take(&mut self.watched);
         watched.retain(|&idx| self.has_timed_work(idx as usize));
@@ -160,7 +160,8 @@ impl Machine {
     /// Reads the port state of every paused rail (and of every rail of a
     /// poll-only device, whose links are read too: no event will say the
     /// rate changed); retries the link read of a rail still activating.
-    fn tick(&mut self, now: Millis) {
+    /// The tick was `due` then; it runs at `now`.
+    fn tick(&mut self, due: Millis, now: Millis) {
         self.ticks += 1;
         for k in 0..self.watched.len() {
             let idx = self.watched[k] as usize;
@@ -194,12 +195,12 @@ impl Machine {
                 }
             }
         }
-        self.next_tick = Some(now.plus(self.config.tick_ms));
+        self.next_tick = Some(next_period(due, self.config.tick_ms, now));
     }
 
     /// The opt-in audit: re-reads every active rail of a device that is
     /// read for events (a port that went down with no event at all).
-    fn audit(&mut self, now: Millis) {
+    fn audit(&mut self, due: Millis, now: Millis) {
         for ri in 0..self.rails.len() {
             let device = self.rails[ri].id.device as usize;
             if self.devices[device].mode == DeviceMode::Events
@@ -209,7 +210,7 @@ impl Machine {
                 self.query(ri);
             }
         }
-        self.next_audit = self.config.audit_ms.map(|a| now.plus(a));
+        self.next_audit = self.config.audit_ms.map(|a| next_period(due, a, now));
     }
 
     /// The delay before a re-open attempt: `backoff_ms` plus up to
@@ -226,4 +227,14 @@ impl Machine {
         let span = backoff_ms.saturating_mul(u64::from(self.config.reopen_jitter_pct.min(100))) / 100;
         backoff_ms.saturating_add(if span == 0 { 0 } else { r % (span + 1) }).max(1)
     }
+}
+
+/// The next run of a periodic timer that was `due` and ran at `now`: one
+/// period after it was due, so a late wake-up does not push every later run
+/// back (the period keeps its phase, and a recording's replay, which wakes
+/// on time, polls at the same instants), or one period from `now` when the
+/// wake-up was later than a whole period (a suspended host).
+fn next_period(due: Millis, period: u64, now: Millis) -> Millis {
+    let next = due.plus(period);
+    if next > now { next } else { now.plus(period) }
 }
