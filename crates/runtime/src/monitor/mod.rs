@@ -20,6 +20,7 @@ use crate::device::{DeviceCounters, DeviceSlot};
 use crate::drain::{DrainEnd, drain};
 use crate::hotplug::{DeviceSource, Rescan};
 use crate::notify::Notifier;
+use crate::observe::{Observed, Observer};
 use crate::snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
 
 mod log_line;
@@ -69,6 +70,8 @@ pub struct Monitor<P, S, C> {
     hotplug: Option<Hotplug<P>>,
     /// Each rail's address as last read (for snapshots).
     addresses: std::collections::HashMap<RailId, PortAddress>,
+    /// Sees every input fed to the machine (a recorder), if set.
+    observer: Option<Observer>,
 }
 
 fn errno_of(e: &io::Error) -> Errno {
@@ -101,6 +104,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             commands: None,
             hotplug: None,
             addresses: std::collections::HashMap::new(),
+            observer: None,
             config,
         })
     }
@@ -121,6 +125,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             None => self.devices.push(DeviceSlot::new(port)),
         }
         let idx = self.machine.add_device(&name, &ports, now);
+        self.observe(now, Observed::Attached { device: idx, name: &name, ports: &ports });
         self.carry_out(now);
         idx
     }
@@ -130,6 +135,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// of the same name later attaches it again under the same index.
     pub fn remove_device(&mut self, device: u32) {
         let now = self.clock.now();
+        self.observe(now, Observed::Removed { device });
         self.machine.handle_removed(device, now);
         self.carry_out(now);
     }
@@ -251,6 +257,14 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// devices).
     pub fn machine(&self) -> &Machine {
         &self.machine
+    }
+
+    /// Hands `observer` every input the monitor feeds its machine from now
+    /// on (events, answers, read errors, hang-ups, re-opens, devices
+    /// attached and removed), with the time the machine was given: what a
+    /// recorder needs to replay the run. Replaces an earlier observer.
+    pub fn set_observer(&mut self, observer: Observer) {
+        self.observer = Some(observer);
     }
 
     /// Subscribes to the monitor's notifications from now on, through a
@@ -447,6 +461,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let now = self.clock.now();
         let device = idx as u32;
         for ev in scratch.drain(..) {
+            self.observe(now, Observed::Event { device, event: ev });
             self.machine.handle_event(device, ev, now);
             self.carry_out(now);
         }
@@ -466,13 +481,21 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 slot.pending = false;
                 let errno = errno_of(&e);
                 self.notify(now, Happening::Drain { device, events, errno: Some(errno.0) });
+                self.observe(now, Observed::ReadError { device, errno });
                 self.machine.handle_read_error(device, errno, now);
                 self.carry_out(now);
             }
         }
         if std::mem::take(&mut self.devices[idx].hung_up) {
+            self.observe(now, Observed::HungUp { device });
             self.machine.handle_hangup(device, now);
             self.carry_out(now);
+        }
+    }
+
+    fn observe(&mut self, now: Millis, what: Observed<'_>) {
+        if let Some(observer) = self.observer.as_mut() {
+            observer(now, what);
         }
     }
 
@@ -500,14 +523,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 }
                 Action::Reopen { device } => {
                     let result = self.devices[device as usize].port.reopen().map_err(|e| errno_of(&e));
+                    self.observe(now, Observed::Reopened { device, result });
                     self.machine.handle_reopen(device, result, now);
                 }
                 Action::QueryPort { device, port } => {
                     let answer = self.devices[device as usize].port.port_state(port).map_err(|e| errno_of(&e));
+                    self.observe(now, Observed::PortState { device, port, answer });
                     self.machine.handle_port_state(device, port, answer, now);
                 }
                 Action::ReadAddress { device, port } => {
                     let answer = self.devices[device as usize].port.address(port);
+                    self.observe(now, Observed::Address { device, port, answer: answer.as_ref().map_err(errno_of) });
                     self.machine.handle_address(device, port, answer.as_ref().map_err(errno_of), now);
                     if let Ok(address) = answer {
                         self.addresses.insert(RailId { device, port }, address);
@@ -515,6 +541,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 }
                 Action::ReadLink { device, port } => {
                     let answer = self.devices[device as usize].port.link(port).map_err(|e| errno_of(&e));
+                    self.observe(now, Observed::Link { device, port, answer });
                     self.machine.handle_link(device, port, answer, now);
                 }
                 Action::SetAvailable { rail, available } => self.selector.set_available(rail, available),

@@ -1,0 +1,84 @@
+//! What the monitor hands its machine, as it happens: the devices' side of
+//! the conversation, with the time the machine was given. A recorder
+//! (`railwatch watch --record`) turns it into a scenario that replays the
+//! same inputs at the same times.
+
+use railwatch_core::{AsyncEvent, Errno, LinkAttrs, Millis, PortAddress, PortState};
+
+/// One input the monitor fed its machine, or one device it attached or
+/// removed. Borrowed: an observer copies what it keeps.
+#[derive(Debug, Clone, Copy)]
+pub enum Observed<'a> {
+    /// A device was attached (at start, after appearing, or again after
+    /// leaving the host); its ports' answers follow.
+    Attached {
+        /// Its index.
+        device: u32,
+        /// Its name.
+        name: &'a str,
+        /// Its port numbers.
+        ports: &'a [u8],
+    },
+    /// The device left the host's device list.
+    Removed {
+        /// Its index.
+        device: u32,
+    },
+    /// An async event read from the device (already acknowledged).
+    Event {
+        /// The device read.
+        device: u32,
+        /// The event.
+        event: AsyncEvent,
+    },
+    /// A drain stopped on a real read error.
+    ReadError {
+        /// The device read.
+        device: u32,
+        /// Why.
+        errno: Errno,
+    },
+    /// The device's fd hung up (the device went away).
+    HungUp {
+        /// The device.
+        device: u32,
+    },
+    /// The answer to a port query.
+    PortState {
+        /// The device asked.
+        device: u32,
+        /// The port asked about.
+        port: u8,
+        /// What it said.
+        answer: Result<PortState, Errno>,
+    },
+    /// The answer to a link read.
+    Link {
+        /// The device asked.
+        device: u32,
+        /// The port asked about.
+        port: u8,
+        /// What it said.
+        answer: Result<LinkAttrs, Errno>,
+    },
+    /// The answer to an address read.
+    Address {
+        /// The device asked.
+        device: u32,
+        /// The port asked about.
+        port: u8,
+        /// What it said.
+        answer: Result<&'a PortAddress, Errno>,
+    },
+    /// The result of re-opening a device that had gone away.
+    Reopened {
+        /// The device.
+        device: u32,
+        /// Whether it opened.
+        result: Result<(), Errno>,
+    },
+}
+
+/// Receives every [`Observed`] input with the time the machine was given.
+/// Runs on the monitor's thread, inside its loop: keep it short.
+pub type Observer = Box<dyn FnMut(Millis, Observed<'_>) + Send>;
