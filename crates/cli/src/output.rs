@@ -92,6 +92,7 @@ pub fn json_record(names: &Names, record: &Record<'_>) -> Option<Value> {
         }
         Record::Expect(e) => json!({"t_ms": e.at_ms, "kind": "expect", "at_ms": e.at_ms, "rail": e.rail,
             "passed": e.passed, "detail": e.detail}),
+        Record::Tick(_) => return None,
     })
 }
 
@@ -212,6 +213,7 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
             let verdict = if e.passed { p.wrap("32", "held") } else { p.wrap("31;1", "FAILED") };
             (e.at_ms, e.rail.clone(), format!("expect {verdict}: {}", e.detail))
         }
+        Record::Tick(_) => return None,
     };
     Some(format!("{}  {:<12} {}", time(t), escaped(&subject), what))
 }

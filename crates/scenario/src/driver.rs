@@ -108,6 +108,10 @@ pub enum Record<'a> {
     Note(&'a Notification),
     /// An expectation was checked.
     Expect(&'a ExpectResult),
+    /// The recovery tick ran at this virtual time (it polled the ports of
+    /// the rails that were out). Not a line of the JSON contract: the
+    /// report draws it as faint marks.
+    Tick(u64),
 }
 
 /// How a run ended.
@@ -172,6 +176,7 @@ impl<'s> Run<'s> {
         let config = Config {
             tick_ms,
             settle_ms: scenario.settle_ms,
+            audit_ms: scenario.audit_ms,
             damping: scenario.damping,
             // Re-open jitter is drawn from a fixed seed: same file, same
             // timeline.
@@ -271,7 +276,11 @@ impl<'s> Run<'s> {
             self.next_step += 1;
             applied = true;
         }
+        let ticks = self.monitor.machine().ticks();
         let notes = self.drain_notes(sink)?;
+        if self.monitor.machine().ticks() != ticks {
+            sink(&self.names, Record::Tick(t));
+        }
         let snapshot = self.monitor.snapshot();
         let mut results = Vec::new();
         for (i, expect) in self.scenario.expects.iter().enumerate() {

@@ -260,3 +260,65 @@ fn damping_as_dotted_keys_or_inline_is_read_like_a_table() {
     assert_eq!(e.line(), Some(3), "{e}");
     assert!(e.to_string().contains("damping.reuse"), "{e}");
 }
+
+/// A port's GID table declared at the start (`gids`, as a recording
+/// writes it) is there at attach: a GID_CHANGE that changes nothing bumps
+/// nothing (without the declaration the first read would count as a
+/// change), and a real change does. `audit_ms` reaches the monitor: a port
+/// that goes down silently is paused within the period. Both round-trip.
+#[test]
+fn gids_declared_at_the_start_and_the_audit_period_are_honoured() {
+    let text = r#"
+duration_ms = 2000
+audit_ms = 300
+
+[[device]]
+name = "mlx5_0"
+ports = [
+    { port = 1, gids = [{ index = 0, address = "fe80::1" }] },
+    { port = 2 },
+]
+
+[[step]]
+at_ms = 50
+device = "mlx5_0"
+event = "gid_change"
+port = 1
+
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+gid = { port = 1, index = 0, address = "fe80::2" }
+event = "gid_change"
+port = 1
+
+[[step]]
+at_ms = 400
+device = "mlx5_0"
+port_state = { port = 2, state = "down" }
+"#;
+    let scenario = Scenario::parse(text, "start.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(scenario.audit_ms, Some(300));
+    let mut changes = Vec::new();
+    let mut paused = None;
+    driver::run(&scenario, &RunOptions::default(), |names, record| {
+        if let driver::Record::Note(n) = record {
+            match n.what {
+                railwatch_runtime::Happening::AddressChanged { generation, .. } => changes.push((n.t.0, generation)),
+                railwatch_runtime::Happening::Transition { rail, to: railwatch_core::RailState::Paused, .. }
+                    if names.rail(rail) == "mlx5_0/2" =>
+                {
+                    paused.get_or_insert(n.t.0);
+                }
+                _ => {}
+            }
+        }
+    })
+    .expect("the run");
+    assert_eq!(changes, [(100, 2)], "only the real change bumps");
+    assert_eq!(paused, Some(600), "the audit at 600 ms sees the port down");
+    let again = Scenario::parse(&scenario.to_toml(), "start.toml").unwrap();
+    assert_eq!((again.audit_ms, &again.devices[0].gids), (scenario.audit_ms, &scenario.devices[0].gids));
+    let bad = text.replace("address = \"fe80::1\"", "address = \"10.1\"");
+    assert_eq!(Scenario::parse(&bad, "x.toml").unwrap_err().line(), Some(8));
+}

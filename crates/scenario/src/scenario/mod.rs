@@ -8,7 +8,7 @@
 //! driver's job.
 
 mod parse;
-mod write;
+pub(crate) mod write;
 
 use std::fmt;
 use std::io;
@@ -56,6 +56,8 @@ pub struct Scenario {
     pub duration_ms: u64,
     /// `settle_ms`: the monitor's settle delay (default 0).
     pub settle_ms: u64,
+    /// `audit_ms`: the monitor's audit period (default off).
+    pub audit_ms: Option<u64>,
     /// `[damping]`: flap damping, off unless the table is present (its
     /// keys default to [`DampingConfig::default`](railwatch_core::DampingConfig)).
     pub damping: Option<railwatch_core::DampingConfig>,
@@ -77,6 +79,9 @@ pub struct DeviceDecl {
     pub name: String,
     /// Its ports, in file order.
     pub ports: Vec<PortSpec>,
+    /// The ports' GID tables at the start (their `gids` keys), if any port
+    /// gave one: such a device reads addresses from the start.
+    pub gids: Option<Vec<GidChange>>,
 }
 
 impl DeviceDecl {
@@ -363,10 +368,13 @@ impl Scenario {
         let mut handles = Vec::with_capacity(self.devices.len());
         for (i, decl) in self.devices.iter().enumerate() {
             let dev = SimDevice::new(decl.name.clone(), &decl.ports)?;
-            // A device whose GIDs the script changes reads addresses from
-            // the start, as a real one does.
-            if self.steps.iter().any(|s| s.device_index == i && s.gid.is_some()) {
+            // A device with a GID table, or whose GIDs the script changes,
+            // reads addresses from the start, as a real one does.
+            if decl.gids.is_some() || self.steps.iter().any(|s| s.device_index == i && s.gid.is_some()) {
                 dev.handle().read_addresses();
+            }
+            for g in decl.gids.iter().flatten() {
+                dev.handle().set_gid(g.port, g.index, g.gid);
             }
             handles.push(dev.handle());
             devices.push(dev);

@@ -26,6 +26,7 @@ struct RawScenario {
     tick_ms: Option<Spanned<i64>>,
     duration_ms: Option<Spanned<i64>>,
     settle_ms: Option<Spanned<i64>>,
+    audit_ms: Option<Spanned<i64>>,
     // Not `Spanned`: toml cannot span a table written with dotted keys
     // (`damping.reuse = 500`); `damping_span` finds its line instead.
     damping: Option<RawDamping>,
@@ -76,6 +77,14 @@ struct RawPort {
     speed: Option<Spanned<Value>>,
     width: Option<Spanned<Value>>,
     effective_mbps: Option<Spanned<i64>>,
+    gids: Option<Vec<Spanned<RawInitialGid>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInitialGid {
+    index: Spanned<i64>,
+    address: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -208,6 +217,27 @@ impl Ctx<'_> {
         self.name_or_code(v, "width", &names, |n| width_by_name(n).map(|w| w.code), |i| u8::try_from(i).ok())
     }
 
+    /// A GID table index, 0..=255.
+    fn gid_index(&self, v: &Spanned<i64>, prefix: &str) -> Res<u32> {
+        match self.non_negative(v, &format!("{prefix}gid index"))? {
+            i if i <= 255 => Ok(i as u32),
+            i => Err(self.err(v.span(), format!("{prefix}gid index {i} out of range (0..=255)"))),
+        }
+    }
+
+    /// A GID written as an IPv6 address.
+    fn gid_address(&self, v: &Spanned<String>, prefix: &str) -> Res<[u8; 16]> {
+        v.get_ref().parse::<std::net::Ipv6Addr>().map(|ip| ip.octets()).map_err(|_| {
+            self.err(
+                v.span(),
+                format!(
+                    "{prefix}gid address \"{}\" is not an IPv6 address (\"fe80::1\", \"::ffff:10.1.1.1\")",
+                    v.get_ref()
+                ),
+            )
+        })
+    }
+
     fn effective(&self, v: Option<&Spanned<i64>>, prefix: &str) -> Res<Option<u64>> {
         let Some(v) = v else { return Ok(None) };
         let mbps = self.non_negative(v, &format!("{prefix}effective_mbps"))?;
@@ -315,6 +345,10 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
         None => 0,
         Some(v) => cx.non_negative(v, "settle_ms")?,
     };
+    let audit_ms = match &raw.audit_ms {
+        None => None,
+        Some(v) => Some(cx.non_negative(v, "audit_ms")?),
+    };
     let damping = match &raw.damping {
         None => None,
         Some(r) => {
@@ -335,11 +369,12 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     };
 
     // The limits the machine enforces, refused here with the line.
-    let machine = MachineConfig { tick_ms, settle_ms, damping, ..MachineConfig::default() };
+    let machine = MachineConfig { tick_ms, settle_ms, damping, audit_ms, ..MachineConfig::default() };
     if let Err(e) = machine.validate() {
         let span = match e.key {
             "tick_ms" => raw.tick_ms.as_ref().map(Spanned::span),
             "settle_ms" => raw.settle_ms.as_ref().map(Spanned::span),
+            "audit_ms" => raw.audit_ms.as_ref().map(Spanned::span),
             _ => raw.damping.as_ref().map(|_| damping_span(text)),
         };
         return Err(cx.err(span.unwrap_or(0..0), e.to_string()));
@@ -386,6 +421,7 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
         tick_ms,
         duration_ms,
         settle_ms,
+        audit_ms,
         damping,
         devices,
         steps,
@@ -427,6 +463,7 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
             return Err(cx.err(d.ports.span(), format!("device {name} declares no ports")));
         }
         let mut ports: Vec<PortSpec> = Vec::with_capacity(ports_raw.len());
+        let mut gids: Option<Vec<GidChange>> = None;
         let prefix = format!("device {name}: ");
         for p in ports_raw {
             let p = p.get_ref();
@@ -439,8 +476,21 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
             let width = p.width.as_ref().map(|v| cx.width(v)).transpose()?.unwrap_or(PortSpec::WIDTH_4X);
             let effective = cx.effective(p.effective_mbps.as_ref(), &prefix)?;
             ports.push(PortSpec::new(port, state, cx.link(speed, width, effective)));
+            if let Some(list) = &p.gids {
+                let table = gids.get_or_insert_with(Vec::new);
+                for g in list {
+                    let g = g.get_ref();
+                    let pre = format!("{prefix}port {port}: ");
+                    let index = cx.gid_index(&g.index, &pre)?;
+                    if table.iter().any(|x| x.port == port && x.index == index) {
+                        return Err(cx.err(g.index.span(), format!("{pre}gid index {index} given twice")));
+                    }
+                    let gid = Some(cx.gid_address(&g.address, &pre)?);
+                    table.push(GidChange { port, index, gid });
+                }
+            }
         }
-        devices.push(DeviceDecl { line: cx.line(d.name.span().start), name: name.clone(), ports });
+        devices.push(DeviceDecl { line: cx.line(d.name.span().start), name: name.clone(), ports, gids });
     }
     Ok(devices)
 }
@@ -498,24 +548,8 @@ fn parse_steps(
             Some(g) => {
                 let g = g.get_ref();
                 let port = cx.declared_port(dev, &g.port, &pre)?;
-                let index = match cx.non_negative(&g.index, &format!("{pre}gid index"))? {
-                    i if i <= 255 => i as u32,
-                    i => return Err(cx.err(g.index.span(), format!("{pre}gid index {i} out of range (0..=255)"))),
-                };
-                let gid = match &g.address {
-                    None => None,
-                    Some(a) => {
-                        match a.get_ref().parse::<std::net::Ipv6Addr>() {
-                            Ok(ip) => Some(ip.octets()),
-                            Err(_) => {
-                                return Err(cx.err(
-                                a.span(),
-                                format!("{pre}gid address \"{}\" is not an IPv6 address (\"fe80::1\", \"::ffff:10.1.1.1\")", a.get_ref()),
-                            ));
-                            }
-                        }
-                    }
-                };
+                let index = cx.gid_index(&g.index, &pre)?;
+                let gid = g.address.as_ref().map(|a| cx.gid_address(a, &pre)).transpose()?;
                 Some(GidChange { port, index, gid })
             }
         };

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use railwatch_core::{Element, EventKind, LinkAttrs, LinkRate, PortState, speed_by_code, width_by_code};
 use toml::Value;
 
-use super::{Fault, Scenario};
+use super::{DeviceDecl, Expect, Fault, Scenario, Step};
 
 fn quoted(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
@@ -40,6 +40,21 @@ fn gbps(rate: LinkRate) -> String {
 }
 
 pub(super) fn to_toml(sc: &Scenario) -> String {
+    let mut out = header(sc);
+    for d in &sc.devices {
+        out.push_str(&device(d));
+    }
+    for s in &sc.steps {
+        out.push_str(&step(s));
+    }
+    for e in &sc.expects {
+        out.push_str(&expect(e));
+    }
+    out
+}
+
+/// The top-level keys, `duration_ms` included.
+pub(crate) fn header(sc: &Scenario) -> String {
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(w, "name = {}", quoted(&sc.name));
@@ -49,6 +64,9 @@ pub(super) fn to_toml(sc: &Scenario) -> String {
     let _ = writeln!(w, "tick_ms = {}", sc.tick_ms);
     let _ = writeln!(w, "duration_ms = {}", sc.duration_ms);
     let _ = writeln!(w, "settle_ms = {}", sc.settle_ms);
+    if let Some(a) = sc.audit_ms {
+        let _ = writeln!(w, "audit_ms = {a}");
+    }
     if let Some(d) = &sc.damping {
         let _ = writeln!(
             w,
@@ -56,69 +74,96 @@ pub(super) fn to_toml(sc: &Scenario) -> String {
             d.penalty_per_flap, d.suppress, d.reuse, d.half_life_ms, d.max_penalty
         );
     }
-    for d in &sc.devices {
-        let _ = writeln!(w, "\n[[device]]\nname = {}\nports = [", quoted(&d.name));
-        for p in &d.ports {
-            let _ = writeln!(w, "    {{ port = {}, state = {}, {} }},", p.port, state(p.state), link(&p.link));
+    out
+}
+
+fn address(raw: [u8; 16]) -> String {
+    quoted(&std::net::Ipv6Addr::from(raw).to_string())
+}
+
+/// One `[[device]]` table.
+pub(crate) fn device(d: &DeviceDecl) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n[[device]]\nname = {}\nports = [", quoted(&d.name));
+    for p in &d.ports {
+        let mut gids = String::new();
+        if let Some(table) = &d.gids {
+            let entries: Vec<String> = table
+                .iter()
+                .filter(|g| g.port == p.port)
+                .filter_map(|g| g.gid.map(|raw| format!("{{ index = {}, address = {} }}", g.index, address(raw))))
+                .collect();
+            gids = format!(", gids = [{}]", entries.join(", "));
         }
-        let _ = writeln!(w, "]");
+        let _ = writeln!(w, "    {{ port = {}, state = {}, {}{gids} }},", p.port, state(p.state), link(&p.link));
     }
-    for s in &sc.steps {
-        let _ = writeln!(w, "\n[[step]]\nat_ms = {}\ndevice = {}", s.at_ms, quoted(&s.device));
-        if let Some(ps) = s.port_state {
-            let _ = writeln!(w, "port_state = {{ port = {}, state = {} }}", ps.port, state(ps.state));
-        }
-        if let Some(l) = s.link {
-            let _ = writeln!(w, "link = {{ port = {}, {} }}", l.port, link(&l.link));
-        }
-        if let Some(g) = s.gid {
-            let address =
-                g.gid.map(|raw| format!(", address = \"{}\"", std::net::Ipv6Addr::from(raw))).unwrap_or_default();
-            let _ = writeln!(w, "gid = {{ port = {}, index = {}{address} }}", g.port, g.index);
-        }
-        if let Some(f) = s.fault {
-            let _ = writeln!(w, "fault = {}", quoted(f.name()));
-            if let Fault::Eintr { count } = f {
-                let _ = writeln!(w, "count = {count}");
-            }
-        }
-        if let Some(ev) = s.event {
-            match ev.event.kind() {
-                EventKind::Unknown(code) => {
-                    let _ = writeln!(w, "event = {code}");
-                }
-                kind => {
-                    let _ = writeln!(w, "event = {}", quoted(kind.name()));
-                }
-            }
-            match ev.event.element {
-                Element::Port(p) => {
-                    let _ = writeln!(w, "port = {p}");
-                }
-                Element::Object(h) => {
-                    let _ = writeln!(w, "object = {}", h.0);
-                }
-                Element::None => {}
-            }
-            if ev.repeat != 1 {
-                let _ = writeln!(w, "repeat = {}", ev.repeat);
-            }
+    let _ = writeln!(w, "]");
+    out
+}
+
+/// One `[[step]]` table.
+pub(crate) fn step(s: &Step) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n[[step]]\nat_ms = {}\ndevice = {}", s.at_ms, quoted(&s.device));
+    if let Some(ps) = s.port_state {
+        let _ = writeln!(w, "port_state = {{ port = {}, state = {} }}", ps.port, state(ps.state));
+    }
+    if let Some(l) = s.link {
+        let _ = writeln!(w, "link = {{ port = {}, {} }}", l.port, link(&l.link));
+    }
+    if let Some(g) = s.gid {
+        let addr = g.gid.map(|raw| format!(", address = {}", address(raw))).unwrap_or_default();
+        let _ = writeln!(w, "gid = {{ port = {}, index = {}{addr} }}", g.port, g.index);
+    }
+    if let Some(f) = s.fault {
+        let _ = writeln!(w, "fault = {}", quoted(f.name()));
+        if let Fault::Eintr { count } = f {
+            let _ = writeln!(w, "count = {count}");
         }
     }
-    for e in &sc.expects {
-        let _ = writeln!(w, "\n[[expect]]\nat_ms = {}\nrail = {}", e.at_ms, quoted(&e.rail.to_string()));
-        if let Some(s) = e.state {
-            let _ = writeln!(w, "state = {}", quoted(s.name()));
+    if let Some(ev) = s.event {
+        match ev.event.kind() {
+            EventKind::Unknown(code) => {
+                let _ = writeln!(w, "event = {code}");
+            }
+            kind => {
+                let _ = writeln!(w, "event = {}", quoted(kind.name()));
+            }
         }
-        if let Some(a) = e.available {
-            let _ = writeln!(w, "available = {a}");
+        match ev.event.element {
+            Element::Port(p) => {
+                let _ = writeln!(w, "port = {p}");
+            }
+            Element::Object(h) => {
+                let _ = writeln!(w, "object = {}", h.0);
+            }
+            Element::None => {}
         }
-        if let Some(b) = e.bandwidth {
-            let _ = writeln!(w, "bandwidth_gbps = {}", gbps(b));
+        if ev.repeat != 1 {
+            let _ = writeln!(w, "repeat = {}", ev.repeat);
         }
-        if let Some(r) = e.recovered_by {
-            let _ = writeln!(w, "recovered_by = {}", quoted(r.name()));
-        }
+    }
+    out
+}
+
+/// One `[[expect]]` table.
+pub(crate) fn expect(e: &Expect) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n[[expect]]\nat_ms = {}\nrail = {}", e.at_ms, quoted(&e.rail.to_string()));
+    if let Some(s) = e.state {
+        let _ = writeln!(w, "state = {}", quoted(s.name()));
+    }
+    if let Some(a) = e.available {
+        let _ = writeln!(w, "available = {a}");
+    }
+    if let Some(b) = e.bandwidth {
+        let _ = writeln!(w, "bandwidth_gbps = {}", gbps(b));
+    }
+    if let Some(r) = e.recovered_by {
+        let _ = writeln!(w, "recovered_by = {}", quoted(r.name()));
     }
     out
 }
