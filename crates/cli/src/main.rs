@@ -15,6 +15,8 @@ mod config;
 use railwatch_cli::metrics;
 mod output;
 #[cfg(feature = "verbs")]
+mod record;
+#[cfg(feature = "verbs")]
 mod sdnotify;
 mod simulate;
 #[cfg(feature = "verbs")]
@@ -59,6 +61,10 @@ struct SimulateArgs {
     /// Override the scenario's recovery tick period, in milliseconds.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     tick_ms: Option<u64>,
+    /// Also write the run as one self-contained HTML page: a lane per rail,
+    /// its state over time, the events and the summary.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -118,6 +124,15 @@ struct WatchArgs {
     /// collector, at most once a second and at exit (default: none).
     #[arg(long, value_name = "PATH")]
     textfile: Option<std::path::PathBuf>,
+    /// Record what the devices say as a scenario file that `railwatch
+    /// simulate FILE` replays (written as it happens, flushed every
+    /// second). It names the host's devices; see --record-anonymize.
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
+    /// Name the devices in the recording dev0, dev1, ... and replace their
+    /// addresses by placeholders that keep which ones are equal.
+    #[arg(long, requires = "record")]
+    record_anonymize: bool,
 }
 
 #[derive(Args, Debug)]

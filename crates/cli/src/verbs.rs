@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use railwatch_core::{Happening, LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
-use railwatch_runtime::{BandwidthSelector, DeviceSource, Monitor, Snapshot, SystemClock};
+use railwatch_runtime::{BandwidthSelector, Clock, DeviceSource, Monitor, Snapshot, SystemClock};
 use railwatch_scenario::driver::{Names, Record, RunSummary};
 use railwatch_verbs_backend::{HostDevices, VerbsDevice, VerbsError, errno_of, list_devices};
 use serde_json::{Value, json};
@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use crate::config::{self, DeviceFilter, Settings};
 use crate::metrics::{Metrics, Server, TextfileWriter};
 use crate::output::{self, Style};
+use crate::record::Recording;
 use crate::sdnotify::{Notifier, rails_status};
 use crate::{StatusArgs, WatchArgs, use_color};
 
@@ -476,6 +477,19 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     // With metrics, every event must be counted: nothing may be dropped
     // (the loop empties the receiver after every wake-up).
     let rx = if metrics.is_some() { monitor.subscribe_unbounded() } else { monitor.subscribe() };
+    let recording = match &args.record {
+        None => None,
+        Some(path) => match Recording::create(path, &running.config, args.record_anonymize) {
+            Ok(r) => {
+                monitor.set_observer(r.observer());
+                Some(r)
+            }
+            Err(e) => {
+                eprintln!("railwatch: cannot write the recording {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
     for dev in opened {
         monitor.add_device(dev);
     }
@@ -632,7 +646,16 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
             // Attaching may have changed the rails: loop round to print it.
             continue;
         }
-        let wait = [remaining, notifier.next_due()].into_iter().flatten().min();
+        if let Some(r) = &recording {
+            if let Err(e) = r.flush(monitor.clock().now()) {
+                eprintln!("railwatch: writing the recording failed: {e}");
+                result = ExitCode::from(1);
+                break;
+            }
+        }
+        // A recording is written at least once a second.
+        let flush_due = recording.as_ref().map(|_| Duration::from_secs(1));
+        let wait = [remaining, notifier.next_due(), flush_due].into_iter().flatten().min();
         if let Err(e) = monitor.poll_once(wait) {
             eprintln!("railwatch: the monitor stopped: waiting on its poll set failed: {e}");
             result = ExitCode::from(1);
@@ -642,6 +665,12 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
 
     notifier.send("STOPPING=1");
     let snapshot = monitor.snapshot();
+    if let Some(r) = &recording {
+        if let Err(e) = r.finish(monitor.clock().now(), &snapshot) {
+            eprintln!("railwatch: writing the recording failed: {e}");
+            result = ExitCode::from(1);
+        }
+    }
     if let Some(m) = &mut metrics {
         m.update(&snapshot);
     }

@@ -43,6 +43,7 @@
 #![cfg_attr(not(test), deny(missing_docs))]
 
 pub mod driver;
+pub mod record;
 pub mod scenario;
 
 pub use scenario::{Scenario, ScenarioError};

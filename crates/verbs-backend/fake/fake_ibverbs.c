@@ -42,6 +42,8 @@
  *                         cannot call into while it runs:
  *                           port DEV PORT STATE     (fake_set_port_state)
  *                           event DEV CODE ELEMENT  (fake_push_event)
+ *                           link DEV PORT SPEED WIDTH (fake_set_port, state kept)
+ *                           gid DEV PORT INDEX LAST (fake_set_gid: fe80::LAST)
  *
  * Every entry point and control function holds one recursive lock, so a
  * test thread may push events while a monitor thread reads them.
@@ -533,6 +535,26 @@ static void fake_queue_env_events(struct fake_dev *d, int index)
 	}
 }
 
+/* A port's speed and width, its state kept (the control FIFO's `link`). */
+static void fake_set_link(int dev, int port, unsigned speed, unsigned width)
+{
+	if (dev < 0 || dev >= FAKE_MAX_DEVICES || port < 1 || port > FAKE_MAX_PORTS)
+		return;
+	fake_set_port(dev, port, devs[dev].ports[port].state, speed, width, speed);
+}
+
+/* GID `index` of a port set to fe80::LAST (the control FIFO's `gid`). */
+static void fake_set_gid_last(int dev, int port, int index, unsigned last)
+{
+	uint8_t raw[16] = { 0xfe, 0x80 };
+
+	raw[12] = (uint8_t)(last >> 24);
+	raw[13] = (uint8_t)(last >> 16);
+	raw[14] = (uint8_t)(last >> 8);
+	raw[15] = (uint8_t)last;
+	fake_set_gid(dev, port, index, raw);
+}
+
 /* The FAKE_IBVERBS_CONTROL thread: applies each command line it reads;
  * at end-of-file (the writer closed) it opens the FIFO again. */
 static void *fake_control(void *arg)
@@ -548,8 +570,14 @@ static void *fake_control(void *arg)
 			int dev = 0, port = 0;
 			unsigned code = 0;
 			unsigned long long element = 0;
+			unsigned speed = 0, width = 0;
+			int index = 0;
 			if (sscanf(line, "port %d %d %u", &dev, &port, &code) == 3)
 				fake_set_port_state(dev, port, code);
+			else if (sscanf(line, "link %d %d %u %u", &dev, &port, &speed, &width) == 4)
+				fake_set_link(dev, port, speed, width);
+			else if (sscanf(line, "gid %d %d %d %u", &dev, &port, &index, &code) == 4)
+				fake_set_gid_last(dev, port, index, code);
 			else if (sscanf(line, "event %d %u %llu", &dev, &code, &element) == 3)
 				fake_push_event(dev, code, element);
 			else

@@ -1,0 +1,207 @@
+//! Record and replay: `railwatch watch --record FILE` runs under the fake
+//! libibverbs while a test drives its devices through the fake's control
+//! FIFO (a flap, a burst hiding a PORT_ACTIVE, a silent recovery only the
+//! tick can see, a renegotiated link, a GID change); `railwatch simulate
+//! FILE` then replays the recording, and its transitions (rail, from, to,
+//! reason or recovery path, generation) must be the live run's, in the same
+//! order. Every wait is bounded.
+
+#![cfg(feature = "verbs")]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use railwatch_verbs_backend::testing::{FakeLib, command_under_fake};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Kills the child when the test ends, however it ends.
+struct Killed(Option<Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn control(fifo: &Path, lines: &str) {
+    let mut f = std::fs::OpenOptions::new().write(true).open(fifo).expect("the fake reads its control FIFO");
+    f.write_all(lines.as_bytes()).unwrap();
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "no {what} within {WAIT:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lines(text: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(text).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// `rail from→to cause generation` for every transition line.
+fn transitions(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|v| v["kind"] == "transition")
+        .map(|v| {
+            let cause = v.get("reason").or_else(|| v.get("by")).and_then(Value::as_str).unwrap_or("?");
+            format!("{} {}→{} {cause} g{}", v["rail"].as_str().unwrap_or("?"), v["from"], v["to"], v["generation"])
+        })
+        .collect()
+}
+
+fn terminate(mut child: Child) -> Output {
+    // SIGTERM: a clean stop writes the final expectations.
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + WAIT;
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "watch did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Runs `watch --json --record` under the fake with two devices, drives
+/// the scripted incident, stops it, and returns (its lines, the recording).
+fn record(dir: &Path, extra: &[&str]) -> (Vec<Value>, String) {
+    let fifo = dir.join("control");
+    if !fifo.exists() {
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo");
+    }
+    let file = dir.join("incident.toml");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_railwatch"));
+    command_under_fake(&mut watch, FakeLib::Basic)
+        .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2,4/64/2;mlx5_1:4/32/2")
+        .env("FAKE_IBVERBS_CONTROL", &fifo)
+        .env_remove("FAKE_IBVERBS_EVENTS")
+        .args(["watch", "--json", "--tick-ms", "200", "--record"])
+        .arg(&file)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut guard = Killed(Some(watch.spawn().expect("railwatch starts")));
+    // The header and the devices are on disk within a second.
+    wait_for("the devices in the recording", || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.matches("[[device]]").count() == 2)
+    });
+    let pause = || std::thread::sleep(Duration::from_millis(300));
+    // mlx5_0/1 flaps: PORT_ERR (10), then PORT_ACTIVE (9) behind a burst of
+    // COMM_EST (4).
+    control(&fifo, "port 0 1 1\nevent 0 10 1\n");
+    pause();
+    let mut burst = String::from("port 0 1 4\n");
+    for _ in 0..40 {
+        burst.push_str("event 0 4 0\n");
+    }
+    burst.push_str("event 0 9 1\n");
+    control(&fifo, &burst);
+    pause();
+    // mlx5_0/2 goes down with an event and comes back silently: the tick
+    // recovers it.
+    control(&fifo, "port 0 2 1\nevent 0 10 2\n");
+    pause();
+    control(&fifo, "port 0 2 4\n");
+    pause();
+    pause();
+    // mlx5_1/1 comes back from a flap at a lower rate, then its GID
+    // changes (GID_CHANGE, 18).
+    control(&fifo, "port 1 1 1\nevent 1 10 1\n");
+    pause();
+    control(&fifo, "link 1 1 64 2\nport 1 1 4\nevent 1 9 1\n");
+    pause();
+    control(&fifo, "gid 1 1 0 7\nevent 1 18 1\n");
+    pause();
+    let out = terminate(guard.0.take().unwrap());
+    assert!(out.status.success(), "watch failed: {}", String::from_utf8_lossy(&out.stderr));
+    (lines(&out.stdout), std::fs::read_to_string(&file).unwrap())
+}
+
+fn replay(file: &Path) -> (Output, Vec<Value>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_railwatch")).arg("simulate").arg(file).arg("--json").output().unwrap();
+    let parsed = lines(&out.stdout);
+    (out, parsed)
+}
+
+#[test]
+fn a_recorded_incident_replays_with_the_same_transitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, text) = record(dir.path(), &[]);
+    let live_transitions = transitions(&live);
+    // The incident happened as scripted: both recovery paths, a bump.
+    let joined = live_transitions.join("\n");
+    assert!(joined.contains("mlx5_0/1 \"active\"→\"paused\" port_err"), "{joined}");
+    assert!(joined.contains("mlx5_0/1 \"paused\"→\"active\" event"), "{joined}");
+    assert!(joined.contains("mlx5_0/2 \"paused\"→\"active\" poll"), "{joined}");
+    assert!(joined.contains("mlx5_1/1 \"active\"→\"active\" gid_change"), "{joined}");
+    // The recording is a scenario: the devices, the burst as one step, the
+    // silent change, the final expectations.
+    assert!(text.contains("repeat = 40"), "{text}");
+    assert!(text.contains("[[expect]]"), "{text}");
+    assert!(text.contains("gids = ["), "{text}");
+
+    let (out, replayed) = replay(&dir.path().join("incident.toml"));
+    assert!(out.status.success(), "the replay's expectations failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(transitions(&replayed), live_transitions, "replay differs from the live run; recording:\n{text}");
+}
+
+#[test]
+fn an_anonymized_recording_names_no_device_and_replays_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, text) = record(dir.path(), &["--record-anonymize"]);
+    assert!(!text.contains("mlx5"), "a device name is left:\n{text}");
+    assert!(!text.contains("fe80::7"), "a real GID is left:\n{text}");
+    let (out, replayed) = replay(&dir.path().join("incident.toml"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let renamed: Vec<String> =
+        transitions(&live).iter().map(|t| t.replace("mlx5_0/", "dev0/").replace("mlx5_1/", "dev1/")).collect();
+    assert_eq!(transitions(&replayed), renamed, "recording:\n{text}");
+}
+
+#[test]
+fn a_killed_recording_is_still_a_valid_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("control");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let file = dir.path().join("killed.toml");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_railwatch"));
+    command_under_fake(&mut watch, FakeLib::Basic)
+        .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2")
+        .env("FAKE_IBVERBS_CONTROL", &fifo)
+        .env_remove("FAKE_IBVERBS_EVENTS")
+        .args(["watch", "--json", "--record"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut guard = Killed(Some(watch.spawn().unwrap()));
+    wait_for("the device in the recording", || std::fs::read_to_string(&file).is_ok_and(|t| t.contains("[[device]]")));
+    control(&fifo, "port 0 1 1\nevent 0 10 1\n");
+    // Within a second and a half the PORT_ERR is on disk.
+    wait_for("the event in the recording", || std::fs::read_to_string(&file).is_ok_and(|t| t.contains("port_err")));
+    let mut child = guard.0.take().unwrap();
+    child.kill().unwrap(); // SIGKILL: nothing is finished.
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("[[expect]]"), "{text}");
+    let (out, replayed) = replay(&file);
+    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    // What was on disk replays; past it the replay goes on from the last
+    // state it knows.
+    let replayed = transitions(&replayed);
+    assert_eq!(
+        replayed[..2],
+        [
+            "mlx5_0/1 \"inert\"→\"active\" attach g1".to_string(),
+            "mlx5_0/1 \"active\"→\"paused\" port_err g1".to_string()
+        ],
+        "{text}"
+    );
+}

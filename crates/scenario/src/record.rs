@@ -1,0 +1,667 @@
+//! Recording: what a live monitor's devices said, written as a scenario
+//! file that `railwatch simulate` replays against the same machine.
+//!
+//! The [`Recorder`] receives every input the monitor feeds its machine
+//! ([`Observed`], with the time the machine was given) and writes:
+//!
+//! - one `[[device]]` per device attached at the start, from the first
+//!   answers its ports gave (state, link, GID table);
+//! - events as `event` steps at the time they were read (a burst of equal
+//!   events in one instant as one step with `repeat`);
+//! - every change a query saw (port state, link, addresses) as a silent
+//!   `port_state`, `link` or `gid` step;
+//! - read errors, hang-ups, re-opens and devices leaving or coming back as
+//!   faults (`eio`/`ebadf`, `remove`, `restore`, `unplug`, `plug`);
+//! - at a clean stop, an `[[expect]]` per rail with its final state.
+//!
+//! **When a change is placed.** A query saw a change at `t`; the port was
+//! last asked at `p`. The change happened in between, and the replay must
+//! see it at its own query, which runs on time where the live one may have
+//! woken a little late. So the step is placed at `max(p + 1, t - SLACK_MS)`:
+//! after the replay's previous query, no later than its next.
+//!
+//! **Incremental.** Steps are written once no later observation can be
+//! placed before them (`SLACK_MS` behind the clock), on
+//! [`flush`](Recorder::flush), which the caller runs at least once a
+//! second. `duration_ms` sits at a fixed place in the header and is
+//! rewritten before the steps it must cover, so the file is valid after
+//! every write: a crash loses at most the last second.
+//!
+//! **What a scenario cannot say** (left as a `#` comment in the file): a
+//! device that appears after the start, a query that fails while the
+//! device lives, a failed re-open of a device whose reads failed. A read
+//! error is replayed at the start of the drain it ended.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use railwatch_core::{
+    AsyncEvent, DampingConfig, Element, Errno, LinkAttrs, LinkRate, Millis, ObjectHandle, PortAddress, PortState,
+    RailState, Scope,
+};
+use railwatch_runtime::{Observed, Snapshot};
+use railwatch_sim_backend::PortSpec;
+
+use crate::scenario::{
+    DeviceDecl, Expect, Fault, GidChange, LinkChange, MAX_DURATION_MS, MAX_FILE_BYTES, MAX_TOTAL_EVENTS,
+    PortStateChange, RailRef, Scenario, Step, StepEvent, write,
+};
+
+/// How far before a query's time its change may be placed (see the module
+/// docs): more than a live wake-up is ever late, less than a tick.
+pub const SLACK_MS: u64 = 50;
+
+/// The GID index that stands for the rest of an address (LID, netdev, link
+/// layer), which a scenario cannot set: a change there changes this entry.
+pub const OTHER_ADDRESS_INDEX: u32 = 255;
+
+/// Stop recording short of the loader's limit, leaving room for the
+/// closing expectations.
+const MAX_RECORDING_BYTES: u64 = MAX_FILE_BYTES - (1 << 20);
+
+/// What goes into the recording's header.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: Option<String>,
+    /// The monitor's tick period.
+    pub tick_ms: u64,
+    /// The monitor's settle delay.
+    pub settle_ms: u64,
+    /// The monitor's audit period.
+    pub audit_ms: Option<u64>,
+    /// The monitor's flap damping.
+    pub damping: Option<DampingConfig>,
+    /// Other settings in force, written as comments (`"drain_budget = 256"`).
+    pub notes: Vec<String>,
+    /// Rename devices `dev0`, `dev1`, ... and replace addresses by
+    /// placeholders that keep which are equal.
+    pub anonymize: bool,
+}
+
+/// One port as the replay's simulated device will answer it.
+#[derive(Debug, Default)]
+struct PortView {
+    port: u8,
+    state: Option<PortState>,
+    link: Option<LinkAttrs>,
+    /// `None` until an address was read (or ever, on a device that cannot).
+    gids: Option<BTreeMap<u32, [u8; 16]>>,
+    /// The distinct non-GID parts of the address seen, in order.
+    others: Vec<u64>,
+    last_query: Option<u64>,
+}
+
+#[derive(Debug)]
+struct DeviceView {
+    /// The name written to the file.
+    name: String,
+    ports: Vec<PortView>,
+    /// Its `[[device]]` is written (after that, a first answer is a change).
+    declared: bool,
+    /// A device that appeared after the start: not in the recording.
+    ignored: bool,
+    /// The simulated device is removed (after `remove`, until `restore`).
+    removed: bool,
+    last_reopen: Option<u64>,
+    reads_addresses: Option<bool>,
+}
+
+impl DeviceView {
+    fn port(&mut self, port: u8) -> Option<&mut PortView> {
+        self.ports.iter_mut().find(|p| p.port == port)
+    }
+}
+
+#[derive(Debug)]
+enum Entry {
+    Step(Step),
+    Comment(String),
+}
+
+/// Writes a scenario file from a live monitor's inputs. Feed it with
+/// [`observe`](Self::observe) (from `Monitor::set_observer`), call
+/// [`flush`](Self::flush) at least once a second and
+/// [`finish`](Self::finish) at a clean stop.
+#[derive(Debug)]
+pub struct Recorder {
+    file: File,
+    /// Where the file ends (written with `write_all_at`, never `O_APPEND`,
+    /// so the header can be rewritten in place).
+    end: u64,
+    /// The offset of `duration_ms`'s value in the header.
+    duration_at: u64,
+    duration: u64,
+    devices: Vec<DeviceView>,
+    pending: Vec<(u64, Entry)>,
+    /// Nothing from now on is placed before this.
+    floor: u64,
+    events: u64,
+    stopped: Option<String>,
+    anonymize: bool,
+    gid_names: HashMap<[u8; 16], u32>,
+    objects: HashMap<u64, u64>,
+}
+
+/// The header's `duration_ms` value is padded to this width, so it can be
+/// rewritten in place.
+const DURATION_WIDTH: usize = 10;
+
+impl Recorder {
+    /// Creates (or truncates) `path` and writes the header.
+    pub fn create(path: &Path, opts: &RecordOptions) -> io::Result<Recorder> {
+        let file = File::create(path)?;
+        let sc = Scenario {
+            file: String::new(),
+            name: opts.name.clone(),
+            description: opts.description.clone(),
+            tick_ms: opts.tick_ms,
+            duration_ms: 1,
+            settle_ms: opts.settle_ms,
+            audit_ms: opts.audit_ms,
+            damping: opts.damping,
+            devices: Vec::new(),
+            steps: Vec::new(),
+            expects: Vec::new(),
+        };
+        let mut text = String::from(
+            "# Recorded by `railwatch watch --record`; replay it with `railwatch simulate FILE`.\n\
+             # It names this host's devices and their addresses (--record-anonymize replaces them).\n",
+        );
+        for note in &opts.notes {
+            text.push_str(&format!("# in force, not replayed: {note}\n"));
+        }
+        let header = write::header(&sc);
+        let key = "duration_ms = ";
+        let at = header.find(key).map_or(0, |i| i + key.len());
+        let duration_at = (text.len() + at) as u64;
+        // `duration_ms = 1         # grows with the recording`
+        let line_end = header[at..].find('\n').map_or(header.len(), |i| at + i);
+        text.push_str(&header[..at]);
+        text.push_str(&format!("{:<DURATION_WIDTH$} # grows with the recording", 1));
+        text.push_str(&header[line_end..]);
+        file.write_all_at(text.as_bytes(), 0)?;
+        Ok(Recorder {
+            file,
+            end: text.len() as u64,
+            duration_at,
+            duration: 1,
+            devices: Vec::new(),
+            pending: Vec::new(),
+            floor: 0,
+            events: 0,
+            stopped: None,
+            anonymize: opts.anonymize,
+            gid_names: HashMap::new(),
+            objects: HashMap::new(),
+        })
+    }
+
+    /// Why recording stopped early (a limit of the scenario format), if it
+    /// did.
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.as_deref()
+    }
+
+    /// The name the recording gives device `device` (its own, or `devN`).
+    pub fn device_name(&self, device: u32) -> Option<&str> {
+        self.devices.get(device as usize).filter(|d| !d.ignored).map(|d| d.name.as_str())
+    }
+
+    /// Takes one input the monitor fed its machine at `now`.
+    pub fn observe(&mut self, now: Millis, what: Observed<'_>) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let t = now.0;
+        match what {
+            Observed::Attached { device, name, ports } => self.attached(t, device, name, ports),
+            Observed::Removed { device } => self.fault_at(device, t, Fault::Unplug),
+            Observed::Event { device, event } => self.event(t, device, event),
+            Observed::ReadError { device, errno } => {
+                let fault = if errno == Errno::EBADF { Fault::Ebadf } else { Fault::Eio };
+                if fault == Fault::Eio && errno != Errno::EIO {
+                    self.comment(t, format!("device {device}: a read failed with errno {}, replayed as EIO", errno.0));
+                }
+                self.fault_at(device, t, fault);
+            }
+            Observed::HungUp { device } => self.hung_up(t, device),
+            Observed::Reopened { device, result } => self.reopened(t, device, result),
+            Observed::PortState { device, port, answer } => self.port_state(t, device, port, answer),
+            Observed::Link { device, port, answer } => self.link(t, device, port, answer),
+            Observed::Address { device, port, answer } => self.address(t, device, port, answer),
+        }
+    }
+
+    fn attached(&mut self, t: u64, device: u32, name: &str, ports: &[u8]) {
+        let idx = device as usize;
+        if idx < self.devices.len() {
+            // The same name came back (it had left the host's list).
+            if !self.devices[idx].ignored {
+                self.devices[idx].removed = false;
+                self.push_step(t, device, |s| s.fault = Some(Fault::Plug));
+            }
+            return;
+        }
+        // A device that appears after the start cannot be declared absent
+        // at the start: it is left out (and so are its inputs).
+        let ignored = self.floor > 0 || self.pending.iter().any(|(_, e)| matches!(e, Entry::Step(_)));
+        let shown = if self.anonymize { format!("dev{idx}") } else { name.to_owned() };
+        if ignored {
+            self.comment(
+                t,
+                format!(
+                    "device {shown} appeared at {t} ms: a scenario declares its devices at the start; not recorded"
+                ),
+            );
+        }
+        self.devices.push(DeviceView {
+            name: shown,
+            ports: ports.iter().map(|&port| PortView { port, ..PortView::default() }).collect(),
+            declared: false,
+            ignored,
+            removed: false,
+            last_reopen: None,
+            reads_addresses: None,
+        });
+    }
+
+    fn live(&mut self, device: u32) -> Option<&mut DeviceView> {
+        self.devices.get_mut(device as usize).filter(|d| !d.ignored)
+    }
+
+    /// `max(previous + 1, t - SLACK_MS)`, never before what is written.
+    fn placed(&self, previous: Option<u64>, t: u64) -> u64 {
+        previous.map_or(0, |p| p.saturating_add(1)).max(t.saturating_sub(SLACK_MS)).min(t).max(self.floor)
+    }
+
+    fn push_step(&mut self, at: u64, device: u32, fill: impl FnOnce(&mut Step)) {
+        let Some(name) = self.device_name(device).map(str::to_owned) else { return };
+        let mut step = Step {
+            index: 0,
+            line: 0,
+            at_ms: at,
+            device: name,
+            device_index: device as usize,
+            port_state: None,
+            link: None,
+            fault: None,
+            event: None,
+            gid: None,
+        };
+        fill(&mut step);
+        self.pending.push((at, Entry::Step(step)));
+    }
+
+    fn comment(&mut self, t: u64, text: String) {
+        self.pending.push((t.max(self.floor), Entry::Comment(text.replace('\n', " "))));
+    }
+
+    fn fault_at(&mut self, device: u32, t: u64, fault: Fault) {
+        let Some(d) = self.live(device) else { return };
+        if matches!(fault, Fault::Remove) {
+            d.removed = true;
+        }
+        // After the events this drain read (a fault in their step would
+        // come first and drop or block them).
+        let after_events = self.pending.iter().any(|(at, e)| {
+            *at == t && matches!(e, Entry::Step(s) if s.device_index == device as usize && s.event.is_some())
+        });
+        let at = if after_events { t + 1 } else { t };
+        self.push_step(at.max(self.floor), device, |s| s.fault = Some(fault));
+    }
+
+    fn hung_up(&mut self, t: u64, device: u32) {
+        // A drain that failed and hung up: the device is gone. One `remove`
+        // says both.
+        let last = self.pending.iter_mut().rev().find_map(|(_, e)| match e {
+            Entry::Step(s) if s.device_index == device as usize => Some(s),
+            _ => None,
+        });
+        if let Some(s) = last.filter(|s| matches!(s.fault, Some(Fault::Eio | Fault::Ebadf)) && s.event.is_none()) {
+            if s.at_ms >= t {
+                s.fault = Some(Fault::Remove);
+                if let Some(d) = self.live(device) {
+                    d.removed = true;
+                }
+                return;
+            }
+        }
+        self.fault_at(device, t, Fault::Remove);
+    }
+
+    fn reopened(&mut self, t: u64, device: u32, result: Result<(), Errno>) {
+        let Some(d) = self.live(device) else { return };
+        let previous = d.last_reopen.replace(t);
+        let removed = d.removed;
+        match result {
+            Ok(()) if removed => {
+                let at = self.placed(previous, t);
+                if let Some(d) = self.live(device) {
+                    d.removed = false;
+                }
+                self.push_step(at, device, |s| s.fault = Some(Fault::Restore));
+            }
+            Err(errno) if !removed => {
+                // The simulator re-opens a living device; only a removed one
+                // refuses, and refuses until restored.
+                let at = self.placed(previous, t);
+                if let Some(d) = self.live(device) {
+                    d.removed = true;
+                }
+                self.push_step(at, device, |s| s.fault = Some(Fault::Remove));
+                self.comment(t, format!("the re-open failed with errno {}: replayed as a removal", errno.0));
+            }
+            _ => {}
+        }
+    }
+
+    fn event(&mut self, t: u64, device: u32, event: AsyncEvent) {
+        if self.live(device).is_none() {
+            return;
+        }
+        self.events += 1;
+        if self.events > MAX_TOTAL_EVENTS {
+            self.stop(format!("more than {MAX_TOTAL_EVENTS} events, the scenario limit"));
+            return;
+        }
+        let element = match event.element {
+            Element::Object(h) => {
+                // A pointer in this process, meaningless in another: named by
+                // first appearance, keeping which are equal.
+                let next = self.objects.len() as u64 + 1;
+                let named = if h.0 == 0 { 0 } else { *self.objects.entry(h.0).or_insert(next) };
+                Element::Object(ObjectHandle(named))
+            }
+            Element::Port(p) => {
+                let declared = u8::try_from(p).ok().and_then(|p| self.live(device).and_then(|d| d.port(p))).is_some();
+                if !declared {
+                    self.comment(t, format!("event code {} for port {p}, which the device does not have", event.code));
+                    return;
+                }
+                Element::Port(p)
+            }
+            Element::None if event.kind().scope() == Scope::Port => {
+                self.comment(t, format!("event code {} without a port", event.code));
+                return;
+            }
+            Element::None => Element::None,
+        };
+        let event = AsyncEvent { code: event.code, element };
+        // A burst of the same event in one instant: one step, `repeat`.
+        if let Some((at, Entry::Step(s))) = self.pending.last_mut() {
+            if *at == t
+                && s.device_index == device as usize
+                && s.port_state.is_none()
+                && s.link.is_none()
+                && s.gid.is_none()
+                && s.fault.is_none()
+            {
+                if let Some(ev) = s.event.as_mut().filter(|ev| ev.event == event) {
+                    ev.repeat += 1;
+                    return;
+                }
+            }
+        }
+        self.push_step(t, device, |s| s.event = Some(StepEvent { event, repeat: 1 }));
+    }
+
+    fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>) {
+        let Some(d) = self.live(device) else { return };
+        let removed = d.removed;
+        let declared = d.declared;
+        let Some(p) = d.port(port) else { return };
+        let previous = p.last_query.replace(t);
+        let state = match answer {
+            Ok(s) => s,
+            // The simulator answers ENODEV itself while removed.
+            Err(_) if removed => return,
+            // A live device whose query failed (the kernel's ENODEV after
+            // its netdev went): the machine reads it as "not ACTIVE".
+            Err(e) => {
+                let first = p.state.is_none();
+                if first && !declared {
+                    p.state = Some(PortState::Down);
+                }
+                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as down", e.0));
+                if first && !declared {
+                    return;
+                }
+                PortState::Down
+            }
+        };
+        let Some(d) = self.live(device) else { return };
+        let Some(p) = d.port(port) else { return };
+        match p.state {
+            None if !declared => p.state = Some(state),
+            Some(known) if known == state => {}
+            _ => {
+                p.state = Some(state);
+                let at = self.placed(previous, t);
+                self.push_step(at, device, |s| s.port_state = Some(PortStateChange { port, state }));
+            }
+        }
+    }
+
+    fn link(&mut self, t: u64, device: u32, port: u8, answer: Result<LinkAttrs, Errno>) {
+        let Some(d) = self.live(device) else { return };
+        let declared = d.declared;
+        let Some(p) = d.port(port) else { return };
+        let previous = p.last_query.replace(t);
+        let Ok(link) = answer else { return };
+        let same = |a: &LinkAttrs, b: &LinkAttrs| {
+            a.speed_code() == b.speed_code()
+                && a.active_width == b.active_width
+                && a.effective_100mbps == b.effective_100mbps
+        };
+        match &p.link {
+            None if !declared => p.link = Some(link),
+            Some(known) if same(known, &link) => {}
+            _ => {
+                p.link = Some(link);
+                let at = self.placed(previous, t);
+                self.push_step(at, device, |s| s.link = Some(LinkChange { port, link }));
+            }
+        }
+    }
+
+    fn address(&mut self, t: u64, device: u32, port: u8, answer: Result<&PortAddress, Errno>) {
+        let anonymize = self.anonymize;
+        let Some(d) = self.live(device) else { return };
+        let address = match answer {
+            Ok(a) => a,
+            Err(Errno::EOPNOTSUPP) => {
+                d.reads_addresses.get_or_insert(false);
+                return;
+            }
+            Err(e) => {
+                self.comment(t, format!("port {port}: an address read failed with errno {}", e.0));
+                return;
+            }
+        };
+        if d.reads_addresses == Some(false) || (d.declared && d.reads_addresses.is_none()) {
+            // Declared without addresses: the replay cannot start reading.
+            return;
+        }
+        d.reads_addresses = Some(true);
+        let declared = d.declared;
+        let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
+        let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
+        let Some(p) = d.port(port) else { return };
+        let previous = p.last_query.replace(t);
+        let other = match p.others.iter().position(|&o| o == rest) {
+            Some(i) => i,
+            None => {
+                p.others.push(rest);
+                p.others.len() - 1
+            }
+        };
+        if other > 0 {
+            let mut raw = [0u8; 16];
+            raw[0] = 0xfd;
+            raw[12..].copy_from_slice(&(other as u32).to_be_bytes());
+            table.insert(OTHER_ADDRESS_INDEX, raw);
+        }
+        if anonymize {
+            for raw in table.values_mut() {
+                *raw = anonymous_gid(&mut self.gid_names, *raw);
+            }
+        }
+        let Some(d) = self.live(device) else { return };
+        let Some(p) = d.port(port) else { return };
+        let Some(known) = p.gids.as_ref() else {
+            if !declared {
+                p.gids = Some(table);
+            }
+            return;
+        };
+        let mut changes: Vec<GidChange> = Vec::new();
+        for (&index, &raw) in &table {
+            if known.get(&index) != Some(&raw) {
+                changes.push(GidChange { port, index, gid: Some(raw) });
+            }
+        }
+        for &index in known.keys() {
+            if !table.contains_key(&index) {
+                changes.push(GidChange { port, index, gid: None });
+            }
+        }
+        p.gids = Some(table);
+        let at = self.placed(previous, t);
+        for g in changes {
+            self.push_step(at, device, |s| s.gid = Some(g));
+        }
+    }
+
+    fn stop(&mut self, why: String) {
+        self.comment(self.floor, format!("recording stopped: {why}"));
+        self.stopped = Some(why);
+    }
+
+    /// Writes what can no longer change (everything placed more than
+    /// [`SLACK_MS`] before `now`), the declarations of devices attached so
+    /// far, and the new `duration_ms`. Call it at least once a second.
+    pub fn flush(&mut self, now: Millis) -> io::Result<()> {
+        self.write_out(now.0, now.0.saturating_sub(SLACK_MS))
+    }
+
+    /// Writes everything left and an `[[expect]]` per recorded rail with
+    /// its state in `snapshot` (taken at `now`), and ends the recording.
+    pub fn finish(&mut self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
+        let end = now.0.min(MAX_DURATION_MS);
+        self.write_out(end, end.saturating_add(1))?;
+        let mut text = String::new();
+        for (idx, d) in self.devices.iter().enumerate() {
+            if d.ignored || !d.declared {
+                continue;
+            }
+            for r in snapshot.rails.iter().filter(|r| r.id.device as usize == idx) {
+                let rate = match r.rate {
+                    Some(LinkRate::Known { mbps }) if mbps > 0 => Some(LinkRate::Known { mbps }),
+                    _ => None,
+                };
+                text.push_str(&write::expect(&Expect {
+                    index: 0,
+                    line: 0,
+                    at_ms: end,
+                    rail: RailRef { device: d.name.clone(), device_index: idx, port: r.id.port },
+                    state: Some(r.state),
+                    available: Some(r.available),
+                    bandwidth: rate,
+                    recovered_by: if r.state == RailState::Active { r.recovered_by } else { None },
+                }));
+            }
+        }
+        self.append(&text)?;
+        self.stopped.get_or_insert_with(|| "finished".to_owned());
+        Ok(())
+    }
+
+    fn append(&mut self, text: &str) -> io::Result<()> {
+        self.file.write_all_at(text.as_bytes(), self.end)?;
+        self.end += text.len() as u64;
+        Ok(())
+    }
+
+    /// Declares the devices, then writes the steps placed before `cutoff`
+    /// in time order, after setting `duration_ms` to `duration` (so the
+    /// file is valid after each write).
+    fn write_out(&mut self, duration: u64, cutoff: u64) -> io::Result<()> {
+        let duration = duration.min(MAX_DURATION_MS).max(self.duration);
+        let mut text = String::new();
+        for d in self.devices.iter_mut().filter(|d| !d.declared && !d.ignored) {
+            d.declared = true;
+            text.push_str(&write::device(&declaration(d)));
+        }
+        let mut due: Vec<(u64, Entry)> = Vec::new();
+        let mut rest = Vec::with_capacity(self.pending.len());
+        for (at, e) in self.pending.drain(..) {
+            if at < cutoff { due.push((at, e)) } else { rest.push((at, e)) }
+        }
+        self.pending = rest;
+        // Stable: equal times keep the order they were observed in.
+        due.sort_by_key(|(at, _)| *at);
+        for (at, e) in due {
+            match e {
+                Entry::Step(s) if at <= duration => text.push_str(&write::step(&s)),
+                Entry::Step(_) => {}
+                Entry::Comment(c) => text.push_str(&format!("\n# {at} ms: {c}\n")),
+            }
+        }
+        self.floor = self.floor.max(cutoff);
+        if duration != self.duration {
+            self.file.write_all_at(format!("{duration:<DURATION_WIDTH$}").as_bytes(), self.duration_at)?;
+            self.duration = duration;
+        }
+        if !text.is_empty() {
+            self.append(&text)?;
+        }
+        if self.end > MAX_RECORDING_BYTES && self.stopped.is_none() {
+            self.stopped = Some(format!("the file reached {} bytes, near the scenario limit", self.end));
+            self.append("\n# recording stopped: the file is near the 16 MiB scenario limit\n")?;
+        }
+        if duration >= MAX_DURATION_MS && self.stopped.is_none() {
+            self.stopped = Some("7 days, the scenario limit".to_owned());
+            self.append("\n# recording stopped: 7 days is the scenario limit\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// The `[[device]]` for what the device's ports answered first (a port
+/// never asked reads as declared by default: active, NDR 4x).
+fn declaration(d: &DeviceView) -> DeviceDecl {
+    let ports = d
+        .ports
+        .iter()
+        .map(|p| {
+            let default = PortSpec::active(p.port);
+            PortSpec::new(p.port, p.state.unwrap_or(default.state), p.link.unwrap_or(default.link))
+        })
+        .collect();
+    let gids = (d.reads_addresses == Some(true)).then(|| {
+        d.ports
+            .iter()
+            .flat_map(|p| {
+                p.gids.iter().flatten().map(|(&index, &raw)| GidChange { port: p.port, index, gid: Some(raw) })
+            })
+            .collect()
+    });
+    DeviceDecl { line: 0, name: d.name.clone(), ports, gids }
+}
+
+/// `fe80::N`, N counting the distinct GIDs seen.
+fn anonymous_gid(names: &mut HashMap<[u8; 16], u32>, raw: [u8; 16]) -> [u8; 16] {
+    let next = names.len() as u32 + 1;
+    let n = *names.entry(raw).or_insert(next);
+    let mut out = [0u8; 16];
+    out[0] = 0xfe;
+    out[1] = 0x80;
+    out[12..].copy_from_slice(&n.to_be_bytes());
+    out
+}
