@@ -146,7 +146,7 @@ struct Case {
 }
 
 /// The cases, in the order they run: the ones that remove devices last.
-const CASES: [Case; 9] = [
+const CASES: [Case; 10] = [
     Case { id: 1, name: "status", what: "status --json on rxe0", check: check_status, pending: None },
     Case { id: 2, name: "flap", what: "veth0 down/up while watching", check: check_flap, pending: None },
     Case {
@@ -157,6 +157,13 @@ const CASES: [Case; 9] = [
         pending: None,
     },
     Case { id: 9, name: "metrics", what: "the flap through /metrics", check: check_metrics, pending: None },
+    Case {
+        id: 10,
+        name: "record",
+        what: "watch --record through a flap and a GID change, replayed",
+        check: check_record,
+        pending: None,
+    },
     Case { id: 6, name: "gid_change", what: "an IPv4 address on veth0", check: check_gid_change, pending: None },
     Case {
         id: 7,
@@ -1568,6 +1575,55 @@ fn check_metrics(run: &CaseRun, v: &mut Verdict) {
     match (series(&before, generation), series(&after, generation)) {
         (Some(b), Some(a)) if a > b => v.note(format!("generation {b} -> {a}; {} lines per scrape", after.len())),
         other => v.fail(format!("no generation bump in /metrics: {other:?}")),
+    }
+}
+
+/// `rail from->to cause gN` for every transition line.
+fn transitions(lines: &[&str]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| json::is(l, &[("kind", "transition")]))
+        .map(|l| {
+            let cause = json::raw(l, "reason").or_else(|| json::raw(l, "by")).unwrap_or("?");
+            let field = |k| json::raw(l, k).unwrap_or("?");
+            format!("{} {}->{} {cause} g{}", field("rail"), field("from"), field("to"), field("generation"))
+        })
+        .collect()
+}
+
+/// Case 10: the recording of a flap and a GID change replays with the
+/// live run's transitions, in order. The recording is kept beside the run
+/// (`recorded.toml`).
+fn check_record(run: &CaseRun, v: &mut Verdict) {
+    let w = check_watch(run, v, RAIL, "active", true);
+    let live = transitions(&w);
+    let recording = run.out("recording");
+    let text = recording.join("\n");
+    let kept = target_dir().join("vm-cache").join("run").join("recorded.toml");
+    if let Err(e) = fs::write(&kept, format!("{text}\n")) {
+        v.note(format!("could not keep the recording at {}: {e}", kept.display()));
+    }
+    v.require(
+        text.contains("[[device]]") && text.contains("[[expect]]"),
+        "the recording has no device or no expectations",
+    );
+    v.require(text.contains("event = \"port_err\""), "the recording has no port_err step");
+    v.require(text.contains("gid = {"), "the recording has no gid step");
+    v.require(
+        run.rc("replay") == Some(0),
+        format!("the replay exited {:?}: {:?}", run.rc("replay"), run.out("replay.err")),
+    );
+    let replayed = transitions(&run.out("replay"));
+    v.require(live.iter().any(|t| t.contains("gid_change")), format!("no gid_change bump live: {live:?}"));
+    if replayed == live {
+        v.note(format!(
+            "the replay's {} transitions are the live run's; recording {} bytes, {} steps",
+            live.len(),
+            text.len() + 1,
+            text.matches("[[step]]").count()
+        ));
+    } else {
+        v.fail(format!("the replay's transitions {replayed:?} are not the live run's {live:?}"));
     }
 }
 

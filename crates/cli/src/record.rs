@@ -18,7 +18,7 @@ pub struct Recording {
 fn host_name() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
     let name = name.trim();
-    (!name.is_empty()).then(|| name.to_owned())
+    (!name.is_empty() && name != "(none)").then(|| name.to_owned())
 }
 
 impl Recording {
