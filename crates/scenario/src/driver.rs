@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use railwatch_core::{LinkRate, Millis, RailId};
-use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, RailSnapshot, Snapshot};
+use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, Observer, RailSnapshot, Snapshot};
 
 use railwatch_sim_backend::{SimClock, SimDevice, SimHandle, SimHost};
 
@@ -170,6 +170,12 @@ impl<'s> Run<'s> {
     /// time 0, subscribed without a bound (the driver empties the channel
     /// after every poll, so it never loses one).
     pub fn new(scenario: &'s Scenario, opts: &RunOptions) -> io::Result<Run<'s>> {
+        Run::observed(scenario, opts, None)
+    }
+
+    /// [`new`](Self::new), with `observer` set on the monitor before the
+    /// devices are added (a recorder sees them attach).
+    pub fn observed(scenario: &'s Scenario, opts: &RunOptions, observer: Option<Observer>) -> io::Result<Run<'s>> {
         let clock = SimClock::new();
         let selector = Arc::new(BandwidthSelector::new());
         let tick_ms = opts.tick_ms.unwrap_or(scenario.tick_ms);
@@ -185,6 +191,9 @@ impl<'s> Run<'s> {
         };
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone())?;
         let rx = monitor.subscribe_unbounded();
+        if let Some(observer) = observer {
+            monitor.set_observer(observer);
+        }
         let (devices, handles) = scenario.build_devices()?;
         let n = devices.len();
         for dev in devices {
@@ -307,8 +316,19 @@ impl<'s> Run<'s> {
 
 /// Runs `scenario` to its end, handing every notification and expectation
 /// verdict to `sink` as it happens.
-pub fn run(scenario: &Scenario, opts: &RunOptions, mut sink: impl FnMut(&Names, Record<'_>)) -> io::Result<RunSummary> {
-    let mut run = Run::new(scenario, opts)?;
+pub fn run(scenario: &Scenario, opts: &RunOptions, sink: impl FnMut(&Names, Record<'_>)) -> io::Result<RunSummary> {
+    run_observed(scenario, opts, None, sink)
+}
+
+/// [`run`], with `observer` watching every input the monitor feeds its
+/// machine (see [`Run::observed`]).
+pub fn run_observed(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    observer: Option<Observer>,
+    mut sink: impl FnMut(&Names, Record<'_>),
+) -> io::Result<RunSummary> {
+    let mut run = Run::observed(scenario, opts, observer)?;
     let started = Instant::now();
     let mut expectations = Vec::new();
     // Attaching the devices at time 0 already produced notifications.

@@ -58,6 +58,13 @@ pub const SLACK_MS: u64 = 50;
 /// layer), which a scenario cannot set: a change there changes this entry.
 pub const OTHER_ADDRESS_INDEX: u32 = 255;
 
+/// The code of the event that goes with a recorded read error: the live
+/// fd was readable and its read failed, and a replay's fd must be readable
+/// too for the monitor to read and see the fault. The fault fails the read
+/// before the event is reached, and a re-open drops it: it is never read.
+/// No `ibv_event_type` has this code.
+pub const WAKE_EVENT_CODE: u32 = 65535;
+
 /// Stop recording short of the loader's limit, leaving room for the
 /// closing expectations.
 const MAX_RECORDING_BYTES: u64 = MAX_FILE_BYTES - (1 << 20);
@@ -313,26 +320,44 @@ impl Recorder {
             *at == t && matches!(e, Entry::Step(s) if s.device_index == device as usize && s.event.is_some())
         });
         let at = if after_events { t + 1 } else { t };
-        self.push_step(at.max(self.floor), device, |s| s.fault = Some(fault));
+        let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
+        if wake {
+            self.comment(at, "a read failed: the event of the next step only wakes the reader (never read)".into());
+        }
+        self.push_step(at.max(self.floor), device, |s| {
+            s.fault = Some(fault);
+            if wake {
+                s.event = Some(StepEvent { event: AsyncEvent::new(WAKE_EVENT_CODE, Element::None), repeat: 1 });
+            }
+        });
+    }
+
+    /// Turns the read error this device recorded at `t` (if it did) into a
+    /// removal: the fd hung up, or its port queries fail too. Returns
+    /// whether there was one.
+    fn read_error_was_removal(&mut self, t: u64, device: u32) -> bool {
+        let last = self.pending.iter_mut().rev().find_map(|(_, e)| match e {
+            Entry::Step(s)
+                if s.device_index == device as usize && matches!(s.fault, Some(Fault::Eio | Fault::Ebadf)) =>
+            {
+                Some(s)
+            }
+            _ => None,
+        });
+        let Some(s) = last.filter(|s| s.at_ms >= t) else { return false };
+        // A removal hangs the fd up itself: no wake-up event.
+        s.fault = Some(Fault::Remove);
+        s.event = None;
+        if let Some(d) = self.live(device) {
+            d.removed = true;
+        }
+        true
     }
 
     fn hung_up(&mut self, t: u64, device: u32) {
-        // A drain that failed and hung up: the device is gone. One `remove`
-        // says both.
-        let last = self.pending.iter_mut().rev().find_map(|(_, e)| match e {
-            Entry::Step(s) if s.device_index == device as usize => Some(s),
-            _ => None,
-        });
-        if let Some(s) = last.filter(|s| matches!(s.fault, Some(Fault::Eio | Fault::Ebadf)) && s.event.is_none()) {
-            if s.at_ms >= t {
-                s.fault = Some(Fault::Remove);
-                if let Some(d) = self.live(device) {
-                    d.removed = true;
-                }
-                return;
-            }
+        if !self.read_error_was_removal(t, device) {
+            self.fault_at(device, t, Fault::Remove);
         }
-        self.fault_at(device, t, Fault::Remove);
     }
 
     fn reopened(&mut self, t: u64, device: u32, result: Result<(), Errno>) {
@@ -413,30 +438,26 @@ impl Recorder {
 
     fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>) {
         let Some(d) = self.live(device) else { return };
-        let removed = d.removed;
-        let declared = d.declared;
+        let (removed, declared) = (d.removed, d.declared);
         let Some(p) = d.port(port) else { return };
         let previous = p.last_query.replace(t);
         let state = match answer {
             Ok(s) => s,
             // The simulator answers ENODEV itself while removed.
             Err(_) if removed => return,
-            // A live device whose query failed (the kernel's ENODEV after
-            // its netdev went): the machine reads it as "not ACTIVE".
             Err(e) => {
-                let first = p.state.is_none();
-                if first && !declared {
-                    p.state = Some(PortState::Down);
-                }
-                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as down", e.0));
-                if first && !declared {
+                // Reads and queries both fail: the device is gone.
+                if self.read_error_was_removal(t, device) {
                     return;
                 }
+                // A live device whose query failed (the kernel's ENODEV
+                // after its netdev went): the machine reads it as "not
+                // ACTIVE", and so will the replay.
+                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as down", e.0));
                 PortState::Down
             }
         };
-        let Some(d) = self.live(device) else { return };
-        let Some(p) = d.port(port) else { return };
+        let Some(p) = self.live(device).and_then(|d| d.port(port)) else { return };
         match p.state {
             None if !declared => p.state = Some(state),
             Some(known) if known == state => {}

@@ -1,0 +1,182 @@
+//! The recorder against the simulator: every built-in scenario is run with
+//! a [`Recorder`] watching the monitor's inputs, and the recording, replayed,
+//! must give the same transitions (rail, from, to, cause, generation) in
+//! the same order, and pass its own closing expectations. The recorder's
+//! file must be a valid scenario after every flush.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use railwatch_core::Millis;
+use railwatch_runtime::{Cause, Happening};
+use railwatch_scenario::Scenario;
+use railwatch_scenario::driver::{self, Names, Record, RunOptions};
+use railwatch_scenario::record::{RecordOptions, Recorder};
+
+fn builtins() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "the built-in scenarios in {}", dir.display());
+    files
+}
+
+fn options(sc: &Scenario, anonymize: bool) -> RecordOptions {
+    RecordOptions {
+        name: "recorded".into(),
+        description: None,
+        tick_ms: sc.tick_ms,
+        settle_ms: sc.settle_ms,
+        audit_ms: sc.audit_ms,
+        damping: sc.damping,
+        notes: vec!["drain_budget = 256".into()],
+        anonymize,
+    }
+}
+
+fn transition_line(names: &Names, record: &Record<'_>) -> Option<String> {
+    let Record::Note(n) = record else { return None };
+    let Happening::Transition { rail, from, to, cause, generation } = n.what else { return None };
+    let cause = match cause {
+        Cause::Reason(r) => r.name().to_string(),
+        Cause::By(b) => b.name().to_string(),
+        Cause::Bump(k) => k.name().to_string(),
+    };
+    Some(format!("{} {}->{} {cause} g{generation}", names.rail(rail), from.name(), to.name()))
+}
+
+/// Runs `sc` with a recorder flushing at every instant; returns the
+/// transitions and the recording's path.
+fn record(sc: &Scenario, dir: &Path, anonymize: bool) -> (Vec<String>, PathBuf) {
+    let path = dir.join(format!("{}.toml", sc.name));
+    let recorder = Arc::new(Mutex::new(Recorder::create(&path, &options(sc, anonymize)).unwrap()));
+    let observer: railwatch_runtime::Observer = {
+        let r = recorder.clone();
+        Box::new(move |now: Millis, what: railwatch_runtime::Observed<'_>| r.lock().unwrap().observe(now, what))
+    };
+    let mut live = Vec::new();
+    let mut last_flush = None;
+    let summary = driver::run_observed(sc, &RunOptions::default(), Some(observer), |names, record| {
+        if let Some(line) = transition_line(names, &record) {
+            live.push(line);
+        }
+        if let Record::Note(n) = record {
+            // Flush as time moves, and check the file is whole each time.
+            if last_flush != Some(n.t) {
+                last_flush = Some(n.t);
+                recorder.lock().unwrap().flush(n.t).unwrap();
+            }
+        }
+    })
+    .unwrap();
+    let mut r = recorder.lock().unwrap();
+    r.flush(summary.snapshot.t).unwrap();
+    Scenario::load(&path).unwrap_or_else(|e| panic!("{}: a flushed recording does not parse: {e}", sc.name));
+    r.finish(summary.snapshot.t, &summary.snapshot).unwrap();
+    (live, path)
+}
+
+fn replay(path: &Path) -> (Vec<String>, usize, Vec<String>) {
+    let sc = Scenario::load(path).unwrap_or_else(|e| panic!("{e}\n{}", std::fs::read_to_string(path).unwrap()));
+    let mut replayed = Vec::new();
+    let summary = driver::run(&sc, &RunOptions::default(), |names, record| {
+        replayed.extend(transition_line(names, &record));
+    })
+    .unwrap();
+    let failed: Vec<_> = summary.expectations.iter().filter(|e| !e.passed).map(|e| e.detail.clone()).collect();
+    (replayed, summary.expectations.len(), failed)
+}
+
+#[test]
+fn every_builtin_scenario_replays_from_its_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in builtins() {
+        let sc = Scenario::load(&file).unwrap();
+        let (live, path) = record(&sc, dir.path(), false);
+        let (replayed, expectations, failed) = replay(&path);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(replayed, live, "{}: the replay differs; recording:\n{text}", file.display());
+        assert!(failed.is_empty(), "{}: expectations failed: {failed:?}\n{text}", file.display());
+        let rails: usize = sc.devices.iter().map(|d| d.ports.len()).sum();
+        assert_eq!(expectations, rails, "{}: one closing expectation per rail", file.display());
+    }
+}
+
+#[test]
+fn an_anonymized_recording_replays_under_new_names() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in builtins() {
+        let sc = Scenario::load(&file).unwrap();
+        let (live, path) = record(&sc, dir.path(), true);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for d in &sc.devices {
+            assert!(!text.contains(&format!("\"{}\"", d.name)), "{}: {} is named:\n{text}", file.display(), d.name);
+        }
+        let renamed: Vec<String> = live
+            .iter()
+            .map(|l| {
+                let (rail, rest) = l.split_once('/').unwrap();
+                let idx = sc.devices.iter().position(|d| d.name == rail).unwrap();
+                format!("dev{idx}/{rest}")
+            })
+            .collect();
+        let (replayed, _, failed) = replay(&path);
+        assert_eq!(replayed, renamed, "{}", file.display());
+        assert!(failed.is_empty(), "{}: expectations failed: {failed:?}", file.display());
+    }
+}
+
+#[test]
+fn a_change_a_query_saw_is_placed_before_the_replays_query() {
+    use railwatch_core::{AsyncEvent, Element, EventKind, LinkAttrs, PortState};
+    use railwatch_runtime::Observed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.toml");
+    let sc = Scenario::parse("duration_ms = 1\n[[device]]\nname = \"x\"\nports = [{ port = 1 }]\n", "x").unwrap();
+    let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
+    let at = |t| Millis(t);
+    r.observe(at(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
+    r.observe(at(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    r.observe(at(0), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
+    let err = AsyncEvent::new(EventKind::PortErr.code(), Element::Port(1));
+    r.observe(at(500), Observed::Event { device: 0, event: err });
+    // The tick a second later (late by 2 ms) reads DOWN: placed 50 ms
+    // before; the one after reads DOWN again: nothing.
+    r.observe(at(1502), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down) });
+    r.observe(at(2500), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down) });
+    // Two queries 10 ms apart, the second sees ACTIVE: right after the first.
+    r.observe(at(2510), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    // A burst in one instant is one step.
+    let comm_est = AsyncEvent::new(EventKind::CommEst.code(), Element::Object(railwatch_core::ObjectHandle(0xdead)));
+    for _ in 0..5 {
+        r.observe(at(3000), Observed::Event { device: 0, event: comm_est });
+    }
+    r.flush(at(1000)).unwrap();
+    let early = std::fs::read_to_string(&path).unwrap();
+    assert!(early.contains("event = \"port_err\"") && !early.contains("port_state"), "{early}");
+    r.flush(at(4000)).unwrap();
+    let sc = Scenario::load(&path).unwrap();
+    let steps: Vec<(u64, String)> = sc
+        .steps
+        .iter()
+        .map(|s| {
+            let what = match (s.port_state, s.event) {
+                (Some(p), _) => format!("{}", p.state),
+                (None, Some(e)) => format!("{}x{}", e.event.kind().name(), e.repeat),
+                _ => "?".into(),
+            };
+            (s.at_ms, what)
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [(500, "port_errx1".into()), (1452, "down".into()), (2501, "active".into()), (3000, "comm_estx5".into())]
+            .map(|(t, w): (u64, String)| (t, w)),
+    );
+    assert_eq!(sc.steps[3].event.unwrap().event.element, Element::Object(railwatch_core::ObjectHandle(1)));
+    assert_eq!(sc.duration_ms, 4000);
+}
