@@ -1,0 +1,120 @@
+//! One self-contained HTML page of a railwatch run (`railwatch simulate
+//! --html FILE`): a lane per rail with its state as coloured bands over
+//! time, the events as marks, the recovery tick's polls as faint marks,
+//! generation changes labelled, each recovery annotated with how and how
+//! long the rail was out, and the summary table below. Hovering a mark shows
+//! the JSON line behind it (an SVG `<title>`, no script needed).
+//!
+//! The page loads nothing (no font, script, style sheet or image from
+//! anywhere; its Content-Security-Policy forbids it), follows the reader's
+//! light or dark colour scheme, and stays small however long the run: marks
+//! are binned per lane and pixel column, bands merged, see [`MARK_BUDGET`]
+//! and [`BAND_BUDGET`].
+//!
+//! The input is the run's JSON lines as documented in `docs/JSON.md` (this
+//! crate knows nothing of the monitor), plus the times the recovery tick
+//! ran.
+//!
+//! ```
+//! use railwatch_report::{Timeline, render_html};
+//! use serde_json::json;
+//!
+//! let timeline = Timeline {
+//!     title: "burst-hides-port-active".into(),
+//!     duration_ms: 5000,
+//!     rails: vec![], // the summary's order
+//!     lines: vec![
+//!         json!({"t_ms":100,"kind":"transition","rail":"mlx5_0/1","from":"active","to":"paused",
+//!                "generation":1,"reason":"port_err"}),
+//!         json!({"t_ms":2000,"kind":"transition","rail":"mlx5_0/1","from":"paused","to":"active",
+//!                "generation":2,"by":"event"}),
+//!         json!({"t_ms":5000,"kind":"summary","rails":[{"rail":"mlx5_0/1","state":"active",
+//!                "available":true,"bandwidth_gbps":400.0,"generation":2}],
+//!                "events_queued":2,"events_read":2,"events_acked":2,
+//!                "expectations":{"passed":0,"failed":0}}),
+//!     ],
+//!     ticks: vec![1100],
+//! };
+//! let page = render_html(&timeline);
+//! assert!(page.starts_with("<!DOCTYPE html>"));
+//! assert!(page.contains(r#"data-lanes="1""#));
+//! assert!(page.contains(r#"data-bands="3""#)); // active, paused (port_err), active
+//! assert!(page.contains(r#"class="mark poll""#));
+//! ```
+
+mod draw;
+mod model;
+mod page;
+
+pub use draw::{BAND_BUDGET, MARK_BUDGET, MIN_BANDS_PER_LANE, PLOT_W, TITLE_MAX};
+pub use model::PAUSE_REASONS;
+
+use serde_json::Value;
+
+/// A run to draw.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    /// The page's title (the scenario's name).
+    pub title: String,
+    /// How long the run was, in ms: the time axis ends here (or at the last
+    /// line's `t_ms`, if later).
+    pub duration_ms: u64,
+    /// Lane order. Rails named by the `summary` line or any other line but
+    /// missing here follow in that order, so an empty list means the
+    /// summary's order.
+    pub rails: Vec<String>,
+    /// The run's JSON lines (docs/JSON.md), in time order, the `summary`
+    /// last.
+    pub lines: Vec<Value>,
+    /// The virtual times at which the recovery tick ran: each is a faint
+    /// mark on the lanes of the rails that were not active just before it.
+    pub ticks: Vec<u64>,
+}
+
+/// What [`render`] drew: element counts, as also written on the SVG root
+/// (`data-lanes`, `data-bands`, `data-marks`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Lanes (`class="lane"`), one per rail.
+    pub lanes: usize,
+    /// Bands (`class="band …"`): the rails' state runs, equal neighbours
+    /// merged and zero-length runs left out (a lane with more runs than its
+    /// share of [`BAND_BUDGET`] is drawn per column).
+    pub bands: usize,
+    /// Marks (`class="mark …"`) after binning.
+    pub marks: usize,
+    /// Recovery annotations (`class="recovery"`), binned like marks.
+    pub recoveries: usize,
+    /// Generation labels (`class="gen-label"`) drawn; one that would run
+    /// into the previous label of its lane is left out.
+    pub gen_labels: usize,
+    /// The width in pixels of a mark bin (1 unless the budget needed more).
+    pub bin_px: u32,
+    /// The page's length in bytes.
+    pub bytes: usize,
+}
+
+/// The page, as one string of HTML.
+pub fn render_html(timeline: &Timeline) -> String {
+    render(timeline).0
+}
+
+/// The page and what was drawn in it.
+pub fn render(timeline: &Timeline) -> (String, Stats) {
+    let model = model::Model::build(timeline);
+    let (svg, c) = draw::draw(&model, &timeline.lines);
+    let html = page::page(timeline, &model, &svg);
+    let stats = Stats {
+        lanes: c.lanes,
+        bands: c.bands,
+        marks: c.marks,
+        recoveries: c.recoveries,
+        gen_labels: c.gen_labels,
+        bin_px: c.bin_px,
+        bytes: html.len(),
+    };
+    (html, stats)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,415 @@
+//! From JSON lines to lanes: each rail's state runs, its recoveries, its
+//! generation changes and the marks (events, other lines, the tick's polls)
+//! that fall on it. No drawing here.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::Timeline;
+
+/// The reasons a rail can be paused (or inert) for, as the JSON lines name
+/// them; each has its own colour. Anything else is drawn as `other`.
+pub const PAUSE_REASONS: [&str; 7] =
+    ["port_err", "port_not_active", "device_fatal", "device_removed", "not_opened", "damped", "settling"];
+
+/// A rail's state as a band shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Active: the gate admits.
+    Active,
+    /// Paused for a reason.
+    Paused,
+    /// Inert: its device is closed or gone.
+    Inert,
+}
+
+impl Kind {
+    fn parse(name: &str) -> Option<Kind> {
+        match name {
+            "active" => Some(Kind::Active),
+            "paused" => Some(Kind::Paused),
+            "inert" => Some(Kind::Inert),
+            _ => None,
+        }
+    }
+
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Active => "active",
+            Kind::Paused => "paused",
+            Kind::Inert => "inert",
+        }
+    }
+}
+
+/// A state with its reason: two runs with equal `State`s are one band.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct State {
+    /// Active, paused or inert.
+    pub kind: Kind,
+    /// For paused and inert: one of [`PAUSE_REASONS`], `"other"` for a name
+    /// outside them, `"unknown"` when no line said. `None` for active.
+    pub reason: Option<&'static str>,
+}
+
+impl State {
+    const ACTIVE: State = State { kind: Kind::Active, reason: None };
+
+    /// The state after a transition line to `to` with `reason` (absent for
+    /// activations), from `prev`. A reason that is not a pause reason
+    /// (`cq_err`, `lid_change`, ... for a generation bump) keeps the
+    /// previous reason.
+    fn after(prev: State, to: Kind, reason: Option<&str>) -> State {
+        if to == Kind::Active {
+            return State::ACTIVE;
+        }
+        let named = reason.and_then(|r| PAUSE_REASONS.iter().copied().find(|p| *p == r));
+        let reason = match (named, reason) {
+            (Some(r), _) => r,
+            (None, Some(_)) if prev.kind == to => prev.reason.unwrap_or("unknown"),
+            (None, Some(_)) => "other",
+            (None, None) if prev.kind == to => prev.reason.unwrap_or("unknown"),
+            (None, None) => "unknown",
+        };
+        State { kind: to, reason: Some(reason) }
+    }
+
+    /// `paused (port_err)`, `active`.
+    pub fn describe(self) -> String {
+        match self.reason {
+            Some(r) => format!("{} ({})", self.kind.name(), if r == "damped" { "held by damping" } else { r }),
+            None => self.kind.name().to_string(),
+        }
+    }
+}
+
+/// One run of a state, `[start, end)` in ms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Start, inclusive.
+    pub start: u64,
+    /// End, exclusive (greater than `start`).
+    pub end: u64,
+    /// The state.
+    pub state: State,
+    /// The transition line that started it, if one did.
+    pub line: Option<usize>,
+}
+
+/// A transition to active from another state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// When.
+    pub t: u64,
+    /// How: `event`, `poll`, `attach`, ...
+    pub by: String,
+    /// How long the rail was not active (since the start of the timeline
+    /// when it never was).
+    pub out_ms: u64,
+    /// The transition line.
+    pub line: usize,
+}
+
+/// The rail's generation changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenChange {
+    /// When.
+    pub t: u64,
+    /// The new generation.
+    pub generation: u64,
+    /// The line that said so.
+    pub line: usize,
+}
+
+/// What a mark stands for; marks of different kinds are binned apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MarkKind {
+    /// An `event` line.
+    Event,
+    /// A `drain`, `reseed`, `available` or `address` line.
+    Note,
+    /// An `expect` line that held.
+    ExpectHeld,
+    /// An `expect` line that failed.
+    ExpectFailed,
+    /// The recovery tick ran while the rail was not active (no line).
+    Poll,
+}
+
+impl MarkKind {
+    /// The classes after `mark`.
+    pub fn class(self) -> &'static str {
+        match self {
+            MarkKind::Event => "mark event",
+            MarkKind::Note => "mark note",
+            MarkKind::ExpectHeld => "mark expect expect-held",
+            MarkKind::ExpectFailed => "mark expect expect-failed",
+            MarkKind::Poll => "mark poll",
+        }
+    }
+
+    /// What one of them is called in a binned mark's title.
+    pub fn noun(self) -> &'static str {
+        match self {
+            MarkKind::Event => "event line",
+            MarkKind::Note => "line",
+            MarkKind::ExpectHeld => "expectation held",
+            MarkKind::ExpectFailed => "expectation failed",
+            MarkKind::Poll => "poll by the recovery tick",
+        }
+    }
+}
+
+/// A mark before binning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// When.
+    pub t: u64,
+    /// What.
+    pub kind: MarkKind,
+    /// The line behind it (none for polls).
+    pub line: Option<usize>,
+}
+
+/// Everything drawn in one rail's lane.
+#[derive(Debug, Clone, Default)]
+pub struct Lane {
+    /// The rail's name.
+    pub name: String,
+    /// Its state runs: positive length, in order, no two neighbours equal.
+    pub runs: Vec<Run>,
+    /// Its recoveries, in order.
+    pub recoveries: Vec<Recovery>,
+    /// Its generation changes, in order.
+    pub gens: Vec<GenChange>,
+    /// Its marks, in time order.
+    pub marks: Vec<Mark>,
+}
+
+/// The whole picture's data.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    /// One per rail, in lane order.
+    pub lanes: Vec<Lane>,
+    /// The time axis ends here (ms, at least 1).
+    pub duration_ms: u64,
+    /// The `summary` line, if there is one.
+    pub summary: Option<usize>,
+}
+
+fn t_of(line: &Value) -> u64 {
+    line.get("t_ms").and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn str_of<'v>(line: &'v Value, key: &str) -> Option<&'v str> {
+    line.get(key).and_then(Value::as_str)
+}
+
+/// The device part of a rail's name (`mlx5_0` of `mlx5_0/1`).
+fn device_of(rail: &str) -> &str {
+    rail.rsplit_once('/').map_or(rail, |(d, _)| d)
+}
+
+/// Per lane, what the transitions say before they become runs.
+#[derive(Default)]
+struct Changes {
+    /// (t, state, line) in order.
+    points: Vec<(u64, State, usize)>,
+    initial: Option<State>,
+}
+
+impl Model {
+    /// Builds the model of a timeline.
+    pub fn build(timeline: &Timeline) -> Model {
+        let lines = &timeline.lines;
+        let summary = lines.iter().rposition(|l| str_of(l, "kind") == Some("summary"));
+        let summary_rails: Vec<&Value> = summary
+            .and_then(|i| lines[i].get("rails"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+
+        // Lane order: the given rails, the summary's, then any other rail a
+        // line names, each once.
+        let mut lanes: Vec<Lane> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut add = |name: &str, lanes: &mut Vec<Lane>| {
+            if !index.contains_key(name) {
+                index.insert(name.to_string(), lanes.len());
+                lanes.push(Lane { name: name.to_string(), ..Lane::default() });
+            }
+        };
+        for rail in &timeline.rails {
+            add(rail, &mut lanes);
+        }
+        for r in &summary_rails {
+            if let Some(name) = str_of(r, "rail") {
+                add(name, &mut lanes);
+            }
+        }
+        for line in lines {
+            if let Some(name) = str_of(line, "rail") {
+                add(name, &mut lanes);
+            }
+        }
+        let mut by_device: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, lane) in lanes.iter().enumerate() {
+            by_device.entry(device_of(&lane.name)).or_default().push(i);
+        }
+        let by_device: HashMap<String, Vec<usize>> = by_device.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+
+        let mut end = timeline.duration_ms.max(1);
+        for line in lines {
+            end = end.max(t_of(line));
+        }
+        if let Some(&t) = timeline.ticks.iter().max() {
+            end = end.max(t);
+        }
+
+        let mut changes: Vec<Changes> = (0..lanes.len()).map(|_| Changes::default()).collect();
+        let mut last_gen: Vec<Option<u64>> = vec![None; lanes.len()];
+        for (i, line) in lines.iter().enumerate() {
+            let t = t_of(line);
+            let kind = str_of(line, "kind").unwrap_or("");
+            let rail = str_of(line, "rail").and_then(|r| index.get(r).copied());
+            let generation = line.get("generation").and_then(Value::as_u64);
+            match kind {
+                "transition" => {
+                    let Some(l) = rail else { continue };
+                    let (Some(from), Some(to)) =
+                        (str_of(line, "from").and_then(Kind::parse), str_of(line, "to").and_then(Kind::parse))
+                    else {
+                        continue;
+                    };
+                    let ch = &mut changes[l];
+                    let prev = match ch.points.last() {
+                        Some(&(_, s, _)) => s,
+                        None => *ch.initial.get_or_insert(State::after(State { kind: from, reason: None }, from, None)),
+                    };
+                    let next = State::after(prev, to, str_of(line, "reason"));
+                    ch.points.push((t, next, i));
+                    if let Some(g) = generation {
+                        let first_attach = last_gen[l].is_none() && from == Kind::Inert && to != Kind::Inert;
+                        if last_gen[l].is_some_and(|p| p != g) || first_attach {
+                            lanes[l].gens.push(GenChange { t, generation: g, line: i });
+                        }
+                        last_gen[l] = Some(g);
+                    }
+                    if to == Kind::Active && from != Kind::Active {
+                        lanes[l].recoveries.push(Recovery {
+                            t,
+                            by: str_of(line, "by").unwrap_or("?").to_string(),
+                            out_ms: 0, // filled from the runs below
+                            line: i,
+                        });
+                    }
+                }
+                "address" => {
+                    if let (Some(l), Some(g)) = (rail, generation) {
+                        if last_gen[l].is_some_and(|p| p != g) {
+                            lanes[l].gens.push(GenChange { t, generation: g, line: i });
+                        }
+                        last_gen[l] = Some(g);
+                    }
+                    if let Some(l) = rail {
+                        lanes[l].marks.push(Mark { t, kind: MarkKind::Note, line: Some(i) });
+                    }
+                }
+                "summary" => {}
+                other => {
+                    let mark = match other {
+                        "event" => MarkKind::Event,
+                        "expect" if line.get("passed") == Some(&Value::Bool(false)) => MarkKind::ExpectFailed,
+                        "expect" => MarkKind::ExpectHeld,
+                        _ => MarkKind::Note,
+                    };
+                    let targets: &[usize] = match rail {
+                        Some(ref l) => std::slice::from_ref(l),
+                        None => str_of(line, "device").and_then(|d| by_device.get(d)).map_or(&[], Vec::as_slice),
+                    };
+                    for &l in targets {
+                        lanes[l].marks.push(Mark { t, kind: mark, line: Some(i) });
+                    }
+                }
+            }
+        }
+
+        let summary_state: HashMap<&str, State> = summary_rails
+            .iter()
+            .filter_map(|r| {
+                let kind = str_of(r, "state").and_then(Kind::parse)?;
+                let reason = if kind == Kind::Active { None } else { Some("unknown") };
+                Some((str_of(r, "rail")?, State { kind, reason }))
+            })
+            .collect();
+
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            let ch = &changes[l];
+            let initial =
+                ch.initial.or_else(|| summary_state.get(lane.name.as_str()).copied()).unwrap_or(State::ACTIVE);
+            lane.runs = runs(initial, &ch.points, end);
+            // How long each recovery was out: since the rail last left
+            // active (the start, if it never was).
+            let mut left_at = if initial.kind == Kind::Active { None } else { Some(0) };
+            let mut rec = lane.recoveries.iter_mut().peekable();
+            for &(t, s, i) in &ch.points {
+                if s.kind == Kind::Active {
+                    if let Some(r) = rec.next_if(|r| r.line == i) {
+                        r.out_ms = t.saturating_sub(left_at.unwrap_or(t));
+                    }
+                    left_at = None;
+                } else if left_at.is_none() {
+                    left_at = Some(t);
+                }
+            }
+            // Polls: the tick ran while the rail was not active (its state
+            // just before the tick's instant: what the tick polled).
+            let mut state = initial;
+            let mut p = 0;
+            let mut polls = Vec::new();
+            for &tick in &timeline.ticks {
+                while p < ch.points.len() && ch.points[p].0 < tick {
+                    state = ch.points[p].1;
+                    p += 1;
+                }
+                if state.kind != Kind::Active {
+                    polls.push(Mark { t: tick, kind: MarkKind::Poll, line: None });
+                }
+            }
+            if !polls.is_empty() {
+                lane.marks.extend(polls);
+            }
+            lane.marks.sort_by_key(|m| m.t);
+        }
+        Model { lanes, duration_ms: end, summary }
+    }
+}
+
+/// The runs of a lane: from `initial` at 0, changing at each point, to
+/// `end`; zero-length runs dropped, equal neighbours merged (keeping the
+/// first one's line).
+pub fn runs(initial: State, points: &[(u64, State, usize)], end: u64) -> Vec<Run> {
+    let mut raw = Vec::with_capacity(points.len() + 1);
+    let mut cur = Run { start: 0, end, state: initial, line: None };
+    for &(t, state, line) in points {
+        let t = t.min(end);
+        if state == cur.state {
+            continue;
+        }
+        let at = t.max(cur.start);
+        cur.end = at;
+        raw.push(cur);
+        cur = Run { start: at, end, state, line: Some(line) };
+    }
+    raw.push(cur);
+    let mut out: Vec<Run> = Vec::with_capacity(raw.len());
+    for run in raw.into_iter().filter(|r| r.end > r.start) {
+        match out.last_mut() {
+            Some(last) if last.state == run.state => last.end = run.end,
+            _ => out.push(run),
+        }
+    }
+    out
+}
