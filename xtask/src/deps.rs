@@ -13,8 +13,9 @@ use crate::run::step;
 /// pkg-config to find them; `cargo xtask ffi` compiles the C API's tests
 /// (gcc, g++), runs them under valgrind and builds the example with cmake;
 /// the metrics tests check `watch`'s output with `promtool` (from
-/// `prometheus`), the service tests the unit with `systemd-analyze`.
-pub const PACKAGES: [&str; 10] = [
+/// `prometheus`), the service tests the unit with `systemd-analyze`; the
+/// report test opens `simulate --html`'s page in headless `chromium`.
+pub const PACKAGES: [&str; 11] = [
     "libibverbs-dev",
     "librdmacm-dev",
     "libclang-dev",
@@ -25,6 +26,7 @@ pub const PACKAGES: [&str; 10] = [
     "g++",
     "prometheus",
     "systemd",
+    "chromium",
 ];
 
 /// Whether the Debian package `pkg` is installed.

@@ -1,9 +1,12 @@
 //! `railwatch simulate`: load a scenario, refuse it whole if it is bad, run
-//! the real monitor against simulated devices, check its expectations.
+//! the real monitor against simulated devices, check its expectations; with
+//! `--html FILE`, also write the run as one page (crates/report).
 
 use std::io::{self, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
+use railwatch_report::Timeline;
 use railwatch_scenario::driver::{self, Record, RunOptions};
 use railwatch_scenario::scenario::Scenario;
 
@@ -36,6 +39,13 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut write_failed: Option<io::Error> = None;
+    // Only with --html: the run's JSON lines and tick times (bounded by the
+    // scenario's limits).
+    let mut report = args.html.as_ref().map(|_| Timeline {
+        title: scenario.name.clone(),
+        duration_ms: scenario.duration_ms,
+        ..Timeline::default()
+    });
     if let Style::Human { .. } = style {
         let _ = writeln!(
             out,
@@ -46,6 +56,12 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         );
     }
     let result = driver::run(&scenario, &opts, |names, record: Record<'_>| {
+        if let Some(report) = report.as_mut() {
+            match record {
+                Record::Tick(t) => report.ticks.push(t),
+                _ => report.lines.extend(output::json_record(names, &record)),
+            }
+        }
         if write_failed.is_some() {
             return;
         }
@@ -74,6 +90,14 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         Style::Json => writeln!(out, "{}", output::json_summary(&summary)),
         Style::Human { color } => output::human_summary(&mut out, &summary, color),
     };
+    if let (Some(mut report), Some(path)) = (report, args.html.as_deref()) {
+        report.lines.push(output::json_summary(&summary));
+        let _ = out.flush();
+        if let Err(e) = write_page(path, &railwatch_report::render_html(&report)) {
+            eprintln!("railwatch: cannot write the HTML report {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     if let Err(e) = printed.and(out.flush()) {
         // A closed pipe (`| head`) is not the scenario's failure.
         if e.kind() != io::ErrorKind::BrokenPipe {
@@ -95,4 +119,19 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         output::report_failures(&failures);
         ExitCode::from(1)
     }
+}
+
+/// Writes the page next to `path` and renames it into place, so a reader
+/// never sees half a page.
+fn write_page(path: &Path, page: &str) -> io::Result<()> {
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = std::fs::write(&tmp, page).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }

@@ -151,6 +151,18 @@ fn a_recorded_incident_replays_with_the_same_transitions() {
     let (out, replayed) = replay(&dir.path().join("incident.toml"));
     assert!(out.status.success(), "the replay's expectations failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(transitions(&replayed), live_transitions, "replay differs from the live run; recording:\n{text}");
+    // The recording makes a report through the same path as any scenario.
+    let page = dir.path().join("incident.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_railwatch"))
+        .arg("simulate")
+        .arg(dir.path().join("incident.toml"))
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("data-lanes=\"3\""), "three rails, three lanes");
 }
 
 #[test]
