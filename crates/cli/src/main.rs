@@ -14,7 +14,6 @@ mod config;
 #[cfg(feature = "verbs")]
 use railwatch_cli::metrics;
 mod output;
-#[cfg(feature = "verbs")]
 mod record;
 #[cfg(feature = "verbs")]
 mod sdnotify;
@@ -65,6 +64,14 @@ struct SimulateArgs {
     /// its state over time, the events and the summary.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
+    /// Also record the run as `watch --record` records a live one: a
+    /// scenario file of what the simulated devices said (docs/RECORDING.md).
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
+    /// Name the devices in the recording dev0, dev1, ... and replace their
+    /// addresses by placeholders.
+    #[arg(long, requires = "record")]
+    record_anonymize: bool,
 }
 
 #[derive(Args, Debug)]

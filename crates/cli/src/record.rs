@@ -1,5 +1,6 @@
-//! `watch --record FILE`: the recorder (railwatch-scenario's
-//! [`Recorder`]) set up from the watch's settings and fed by the monitor.
+//! `watch --record FILE` (and `simulate --record FILE`): the recorder
+//! (railwatch-scenario's [`Recorder`]) set up from the settings in force
+//! and fed by the monitor's observer.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,6 +16,15 @@ pub struct Recording {
     inner: Arc<Mutex<Recorder>>,
 }
 
+/// The recording's description for `watch`: the host, unless anonymized.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub fn host_description(anonymize: bool) -> String {
+    match host_name().filter(|_| !anonymize) {
+        Some(host) => format!("recorded by railwatch watch on {host}"),
+        None => "recorded by railwatch watch".to_owned(),
+    }
+}
+
 fn host_name() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
     let name = name.trim();
@@ -23,11 +33,7 @@ fn host_name() -> Option<String> {
 
 impl Recording {
     /// Creates `path` with the header for `config` (the settings in force).
-    pub fn create(path: &Path, config: &Config, anonymize: bool) -> std::io::Result<Recording> {
-        let description = match host_name().filter(|_| !anonymize) {
-            Some(host) => format!("recorded by railwatch watch on {host}"),
-            None => "recorded by railwatch watch".to_owned(),
-        };
+    pub fn create(path: &Path, config: &Config, anonymize: bool, description: String) -> std::io::Result<Recording> {
         let opts = RecordOptions {
             name: "recorded".to_owned(),
             description: Some(description),

@@ -11,6 +11,7 @@ use railwatch_scenario::driver::{self, Record, RunOptions};
 use railwatch_scenario::scenario::Scenario;
 
 use crate::output::{self, Style};
+use crate::record::Recording;
 use crate::{SimulateArgs, builtin, use_color};
 
 fn load(args: &SimulateArgs) -> Result<Scenario, String> {
@@ -55,7 +56,37 @@ pub fn run(args: SimulateArgs) -> ExitCode {
             if args.realtime { "real" } else { "virtual" }
         );
     }
-    let result = driver::run(&scenario, &opts, |names, record: Record<'_>| {
+    let recording = match &args.record {
+        None => None,
+        Some(path) => {
+            let config = railwatch_runtime::Config {
+                tick_ms: opts.tick_ms.unwrap_or(scenario.tick_ms),
+                settle_ms: scenario.settle_ms,
+                audit_ms: scenario.audit_ms,
+                damping: scenario.damping,
+                ..railwatch_runtime::Config::default()
+            };
+            let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
+            match Recording::create(path, &config, args.record_anonymize, description) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    eprintln!("railwatch: cannot write the recording {}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    };
+    let mut recording_failed: Option<io::Error> = None;
+    let mut flushed_at = None;
+    let observer = recording.as_ref().map(Recording::observer);
+    let result = driver::run_observed(&scenario, &opts, observer, |names, record: Record<'_>| {
+        if let (Some(r), Record::Note(note)) = (&recording, &record) {
+            // Written as virtual time moves, as `watch` writes as real time does.
+            if flushed_at != Some(note.t) && recording_failed.is_none() {
+                flushed_at = Some(note.t);
+                recording_failed = r.flush(note.t).err();
+            }
+        }
         if let Some(report) = report.as_mut() {
             match record {
                 Record::Tick(t) => report.ticks.push(t),
@@ -90,6 +121,16 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         Style::Json => writeln!(out, "{}", output::json_summary(&summary)),
         Style::Human { color } => output::human_summary(&mut out, &summary, color),
     };
+    if let (Some(r), Some(path)) = (&recording, args.record.as_deref()) {
+        let finished = match recording_failed.take() {
+            Some(e) => Err(e),
+            None => r.finish(summary.snapshot.t, &summary.snapshot),
+        };
+        if let Err(e) = finished {
+            eprintln!("railwatch: writing the recording {} failed: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     if let (Some(mut report), Some(path)) = (report, args.html.as_deref()) {
         report.lines.push(output::json_summary(&summary));
         let _ = out.flush();

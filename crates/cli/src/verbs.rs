@@ -477,9 +477,14 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     // With metrics, every event must be counted: nothing may be dropped
     // (the loop empties the receiver after every wake-up).
     let rx = if metrics.is_some() { monitor.subscribe_unbounded() } else { monitor.subscribe() };
-    let recording = match &args.record {
+    let mut recording = match &args.record {
         None => None,
-        Some(path) => match Recording::create(path, &running.config, args.record_anonymize) {
+        Some(path) => match Recording::create(
+            path,
+            &running.config,
+            args.record_anonymize,
+            crate::record::host_description(args.record_anonymize),
+        ) {
             Ok(r) => {
                 monitor.set_observer(r.observer());
                 Some(r)
@@ -648,9 +653,11 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         }
         if let Some(r) = &recording {
             if let Err(e) = r.flush(monitor.clock().now()) {
-                eprintln!("railwatch: writing the recording failed: {e}");
+                // Watching matters more than the recording: go on without
+                // it, and say so in the exit status.
+                log::error!("writing the recording failed ({e}); recording stopped, watching goes on");
+                recording = None;
                 result = ExitCode::from(1);
-                break;
             }
         }
         // A recording is written at least once a second.

@@ -240,3 +240,27 @@ fn watch_and_status_without_verbs_say_how_to_get_it() {
         assert!(err.contains("no verbs support") && err.contains("--features verbs"), "{err}");
     }
 }
+
+/// `simulate --record` records a simulated run as `watch --record` records
+/// a live one; replaying the recording of every built-in gives the same
+/// timeline of transitions, at the same times, and its closing
+/// expectations hold. A path that cannot be written is bad input.
+#[test]
+fn a_recorded_simulation_replays_the_same_transitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let transitions = |o: &Output| -> Vec<String> {
+        stdout(o).lines().filter(|l| l.contains("\"kind\":\"transition\"")).map(str::to_owned).collect()
+    };
+    for name in builtin_names() {
+        let file = dir.path().join(format!("{name}.toml"));
+        let live = railwatch(&["simulate", "--builtin", &name, "--json", "--record", file.to_str().unwrap()]);
+        assert!(live.status.success(), "{name}: {}", stderr(&live));
+        let replay = railwatch(&["simulate", file.to_str().unwrap(), "--json"]);
+        assert!(replay.status.success(), "{name}: the replay's expectations: {}", stderr(&replay));
+        assert!(!transitions(&live).is_empty(), "{name}");
+        assert_eq!(transitions(&replay), transitions(&live), "{name}");
+    }
+    let out = railwatch(&["simulate", "--record", "/nonexistent/dir/r.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("/nonexistent/dir/r.toml"), "{}", stderr(&out));
+}

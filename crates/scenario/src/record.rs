@@ -65,6 +65,9 @@ pub const OTHER_ADDRESS_INDEX: u32 = 255;
 /// No `ibv_event_type` has this code.
 pub const WAKE_EVENT_CODE: u32 = 65535;
 
+/// How many distinct object handles are numbered by first appearance.
+const MAX_NAMED_OBJECTS: usize = 4096;
+
 /// Stop recording short of the loader's limit, leaving room for the
 /// closing expectations.
 const MAX_RECORDING_BYTES: u64 = MAX_FILE_BYTES - (1 << 20);
@@ -399,8 +402,16 @@ impl Recorder {
             Element::Object(h) => {
                 // A pointer in this process, meaningless in another: named by
                 // first appearance, keeping which are equal.
+                // Remembered up to a bound (the machine never compares
+                // handles; this only keeps the file readable); past it,
+                // every new handle is one more number.
                 let next = self.objects.len() as u64 + 1;
-                let named = if h.0 == 0 { 0 } else { *self.objects.entry(h.0).or_insert(next) };
+                let named = match self.objects.get(&h.0) {
+                    _ if h.0 == 0 => 0,
+                    Some(&n) => n,
+                    None if self.objects.len() < MAX_NAMED_OBJECTS => *self.objects.entry(h.0).or_insert(next),
+                    None => next,
+                };
                 Element::Object(ObjectHandle(named))
             }
             Element::Port(p) => {
