@@ -398,35 +398,21 @@ impl Recorder {
             self.stop(format!("more than {MAX_TOTAL_EVENTS} events, the scenario limit"));
             return;
         }
-        let element = match event.element {
-            Element::Object(h) => {
-                // A pointer in this process, meaningless in another: named by
-                // first appearance, keeping which are equal.
-                // Remembered up to a bound (the machine never compares
-                // handles; this only keeps the file readable); past it,
-                // every new handle is one more number.
-                let next = self.objects.len() as u64 + 1;
-                let named = match self.objects.get(&h.0) {
-                    _ if h.0 == 0 => 0,
-                    Some(&n) => n,
-                    None if self.objects.len() < MAX_NAMED_OBJECTS => *self.objects.entry(h.0).or_insert(next),
-                    None => next,
-                };
-                Element::Object(ObjectHandle(named))
-            }
-            Element::Port(p) => {
-                let declared = u8::try_from(p).ok().and_then(|p| self.live(device).and_then(|d| d.port(p))).is_some();
-                if !declared {
-                    self.comment(t, format!("event code {} for port {p}, which the device does not have", event.code));
-                    return;
-                }
-                Element::Port(p)
-            }
-            Element::None if event.kind().scope() == Scope::Port => {
-                self.comment(t, format!("event code {} without a port", event.code));
+        // The element as a scenario can say it for the event's scope.
+        let declared =
+            |r: &mut Self, p: u32| u8::try_from(p).ok().and_then(|p| r.live(device).and_then(|d| d.port(p))).is_some();
+        let element = match (event.kind().scope(), event.element) {
+            (Scope::Port, Element::Port(p)) if declared(self, p) => Element::Port(p),
+            (Scope::Port, other) => {
+                self.comment(t, format!("event code {} for {other:?}, not a port of the device", event.code));
                 return;
             }
-            Element::None => Element::None,
+            (Scope::Device, _) => Element::None,
+            (Scope::Unknown, Element::Port(p)) if declared(self, p) => Element::Port(p),
+            (Scope::Unknown, Element::Port(_) | Element::None) => Element::None,
+            (_, Element::Object(h)) => Element::Object(ObjectHandle(self.object_number(h.0))),
+            // An object event without its object: the null handle.
+            (_, _) => Element::Object(ObjectHandle(0)),
         };
         let event = AsyncEvent { code: event.code, element };
         // A burst of the same event in one instant: one step, `repeat`.
@@ -445,6 +431,20 @@ impl Recorder {
             }
         }
         self.push_step(t, device, |s| s.event = Some(StepEvent { event, repeat: 1 }));
+    }
+
+    /// An object handle (a pointer in the live process, meaningless in
+    /// another) numbered by first appearance, keeping which are equal, up
+    /// to a bound (the machine never compares handles; this only keeps the
+    /// file readable); past it, every new handle is one more number.
+    fn object_number(&mut self, handle: u64) -> u64 {
+        let next = self.objects.len() as u64 + 1;
+        match self.objects.get(&handle) {
+            _ if handle == 0 => 0,
+            Some(&n) => n,
+            None if self.objects.len() < MAX_NAMED_OBJECTS => *self.objects.entry(handle).or_insert(next),
+            None => next,
+        }
     }
 
     fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>) {

@@ -180,3 +180,141 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
     assert_eq!(sc.steps[3].event.unwrap().event.element, Element::Object(railwatch_core::ObjectHandle(1)));
     assert_eq!(sc.duration_ms, 4000);
 }
+
+mod arbitrary_inputs {
+    //! Whatever a monitor hands the recorder (any event code and element,
+    //! any answer or error, devices attached, removed and re-attached, at
+    //! any non-decreasing times, flushed at any moments), the file parses
+    //! after every flush and after the finish, and every step is within
+    //! `duration_ms`.
+
+    use proptest::prelude::*;
+    use railwatch_core::{
+        AsyncEvent, Element, Errno, Gid, GidType, LinkAttrs, LinkLayer, Millis, ObjectHandle, PortAddress, PortState,
+    };
+    use railwatch_runtime::{Observed, Snapshot};
+    use railwatch_scenario::Scenario;
+    use railwatch_scenario::record::{RecordOptions, Recorder};
+
+    #[derive(Debug, Clone)]
+    enum In {
+        Attach(u32, u8),
+        Removed(u32),
+        Event(u32, u32, u8),
+        ReadError(u32, i32),
+        HungUp(u32),
+        Reopened(u32, bool),
+        PortState(u32, u8, Option<u32>),
+        Link(u32, u8, u32, u8, Option<u64>),
+        Address(u32, u8, Option<(u16, u8, u8)>),
+        Flush,
+    }
+
+    fn input() -> impl Strategy<Value = (u64, In)> {
+        let dev = 0u32..3;
+        let port = 0u8..4;
+        let what = prop_oneof![
+            (dev.clone(), 1u8..4).prop_map(|(d, n)| In::Attach(d, n)),
+            dev.clone().prop_map(In::Removed),
+            (dev.clone(), prop_oneof![0u32..24, Just(65535), any::<u32>()], 0u8..5)
+                .prop_map(|(d, c, e)| In::Event(d, c, e)),
+            (dev.clone(), prop_oneof![Just(5), Just(9), Just(19), any::<i32>()]).prop_map(|(d, e)| In::ReadError(d, e)),
+            dev.clone().prop_map(In::HungUp),
+            (dev.clone(), any::<bool>()).prop_map(|(d, ok)| In::Reopened(d, ok)),
+            (dev.clone(), port.clone(), proptest::option::of(0u32..9)).prop_map(|(d, p, s)| In::PortState(d, p, s)),
+            (dev.clone(), port.clone(), 0u32..300, 0u8..40, proptest::option::of(0u64..5000))
+                .prop_map(|(d, p, s, w, e)| In::Link(d, p, s, w, e)),
+            (dev, port, proptest::option::of((0u16..3, 0u8..3, 0u8..3))).prop_map(|(d, p, a)| In::Address(d, p, a)),
+            Just(In::Flush),
+        ];
+        (0u64..2000, what)
+    }
+
+    fn feed(r: &mut Recorder, t: u64, what: &In, attached: &mut Vec<u8>) {
+        let now = Millis(t);
+        match *what {
+            In::Attach(d, n) => {
+                // Indices come in order, as the monitor gives them.
+                let d = (d as usize).min(attached.len());
+                if d == attached.len() {
+                    attached.push(n);
+                }
+                let ports: Vec<u8> = (1..=attached[d]).collect();
+                r.observe(now, Observed::Attached { device: d as u32, name: &format!("dev_{d}"), ports: &ports });
+            }
+            In::Removed(d) => r.observe(now, Observed::Removed { device: d }),
+            In::Event(d, code, e) => {
+                let element = match e {
+                    0 => Element::None,
+                    1 => Element::Object(ObjectHandle(u64::MAX - u64::from(code))),
+                    p => Element::Port(u32::from(p - 1)),
+                };
+                r.observe(now, Observed::Event { device: d, event: AsyncEvent::new(code, element) });
+            }
+            In::ReadError(d, e) => r.observe(now, Observed::ReadError { device: d, errno: Errno(e) }),
+            In::HungUp(d) => r.observe(now, Observed::HungUp { device: d }),
+            In::Reopened(d, ok) => {
+                r.observe(now, Observed::Reopened { device: d, result: if ok { Ok(()) } else { Err(Errno(19)) } })
+            }
+            In::PortState(d, p, s) => {
+                let answer = s.map(PortState::from_code).ok_or(Errno(19));
+                r.observe(now, Observed::PortState { device: d, port: p, answer });
+            }
+            In::Link(d, p, speed, width, eff) => {
+                let link = LinkAttrs {
+                    active_speed: speed as u8,
+                    active_width: width,
+                    active_speed_ex: speed,
+                    effective_100mbps: eff,
+                };
+                r.observe(now, Observed::Link { device: d, port: p, answer: Ok(link) });
+            }
+            In::Address(d, p, a) => {
+                let address = a.map(|(lid, g, nd)| PortAddress {
+                    link_layer: Some(LinkLayer::Ethernet),
+                    lid,
+                    gids: (0..g)
+                        .map(|i| Gid { index: u32::from(i), raw: [i + 1; 16], kind: GidType::RoceV2 })
+                        .collect(),
+                    netdev: (nd > 0).then(|| format!("eth{nd}")),
+                });
+                let answer = address.as_ref().ok_or(if p == 0 { Errno::EOPNOTSUPP } else { Errno(5) });
+                r.observe(now, Observed::Address { device: d, port: p, answer });
+            }
+            In::Flush => {}
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_file_parses_after_every_flush(mut inputs in proptest::collection::vec(input(), 1..60), anonymize: bool) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("r.toml");
+            let opts = RecordOptions {
+                name: "r".into(), description: None, tick_ms: 1000, settle_ms: 0, audit_ms: None,
+                damping: None, notes: vec![], anonymize,
+            };
+            let mut r = Recorder::create(&path, &opts).unwrap();
+            inputs.sort_by_key(|(t, _)| *t);
+            let mut attached = Vec::new();
+            // The monitor attaches its first device before anything else.
+            feed(&mut r, 0, &In::Attach(0, 2), &mut attached);
+            feed(&mut r, 0, &In::PortState(0, 1, Some(4)), &mut attached);
+            for (t, what) in &inputs {
+                feed(&mut r, *t, what, &mut attached);
+                if matches!(what, In::Flush) {
+                    r.flush(Millis(*t)).unwrap();
+                    let sc = Scenario::load(&path);
+                    prop_assert!(sc.is_ok(), "after a flush at {t}: {}\n{}", sc.unwrap_err(), std::fs::read_to_string(&path).unwrap());
+                }
+            }
+            let end = inputs.last().map_or(0, |(t, _)| *t) + 1;
+            let snapshot = Snapshot { t: Millis(end), rails: vec![], devices: vec![], wakeups: 0, ticks: 0, notifications_dropped: 0 };
+            r.finish(Millis(end), &snapshot).unwrap();
+            let sc = Scenario::load(&path);
+            prop_assert!(sc.is_ok(), "after the finish: {}\n{}", sc.as_ref().unwrap_err(), std::fs::read_to_string(&path).unwrap());
+            let sc = sc.unwrap();
+            prop_assert!(sc.steps.iter().all(|s| s.at_ms <= sc.duration_ms));
+        }
+    }
+}
