@@ -1,6 +1,7 @@
 //! The parts of the `railwatch` binary that are a library too, so benches
 //! can measure them as `watch` uses them: the Prometheus metrics of
-//! `railwatch watch` (docs/METRICS.md).
+//! `railwatch watch` (docs/METRICS.md), and the rule for the files it
+//! writes (`outfile`: regular files only).
 //!
 //! ```
 //! let metrics = railwatch_cli::metrics::Metrics::new("0.0.0");
@@ -9,3 +10,4 @@
 //! ```
 
 pub mod metrics;
+pub mod outfile;

@@ -9,6 +9,24 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `eprintln!` and `println!` that never panic: a line that cannot be
+/// written (stderr or stdout closed, or on a full disk) is dropped; the
+/// exit status still says what happened. Defined before the modules, so
+/// every module's `eprintln!` is this one.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+#[allow(unused_macros)] // only `watch` (feature `verbs`) prints this way
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod builtin;
 mod config;
 #[cfg(feature = "verbs")]

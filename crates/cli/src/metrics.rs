@@ -15,8 +15,7 @@
 #![cfg_attr(not(feature = "verbs"), allow(dead_code))]
 
 use std::collections::HashMap;
-use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -468,29 +467,12 @@ impl Drop for Server {
 
 // ---- the text file -----------------------------------------------------------
 
-/// Writes `text` to `path` through a temporary file in the same directory,
-/// renamed into place, so node_exporter never reads half a file. The
-/// temporary name does not end in `.prom`, so the collector ignores it.
+/// Writes `text` to `path` (a regular file) through a temporary file in
+/// the same directory, renamed into place, so node_exporter never reads
+/// half a file. The temporary name does not end in `.prom`, so the
+/// collector ignores it.
 pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let written = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
+    crate::outfile::write_atomically(path, text)
 }
 
 /// Writes the text file from a thread of its own: at most once per
@@ -705,8 +687,8 @@ mod tests {
         let path = dir.path().join("railwatch.prom");
         write_atomically(&path, "a 1\n").unwrap();
         write_atomically(&path, "a 2\n").unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "a 2\n");
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 2\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["railwatch.prom"]);
         assert!(write_atomically(&dir.path().join("missing/railwatch.prom"), "a 1\n").is_err());
     }

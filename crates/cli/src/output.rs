@@ -31,12 +31,14 @@ fn event_rail(names: &Names, device: u32, port: Option<u32>, kind: EventKind) ->
 }
 
 /// `text` safe for a terminal: control characters (escape sequences
-/// included) are shown escaped, never sent raw.
+/// included) and the bidirectional controls that reorder a line are shown
+/// escaped, never sent raw.
 pub fn escaped(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
+    let unsafe_char = |c: char| c.is_control() || railwatch_report::is_bidi_control(c);
+    if !text.chars().any(unsafe_char) {
         return text.to_string();
     }
-    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    text.chars().map(|c| if unsafe_char(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 fn gbps(rate: Option<LinkRate>) -> Value {

@@ -33,8 +33,18 @@ fn host_name() -> Option<String> {
 
 impl Recording {
     /// Creates `path` with the header for `config` (the settings in force).
-    pub fn create(path: &Path, config: &Config, anonymize: bool, description: String) -> std::io::Result<Recording> {
+    /// `recorded_by` names the command (`"railwatch watch --record"`).
+    /// Only a regular file (or a new one) is written.
+    pub fn create(
+        path: &Path,
+        config: &Config,
+        anonymize: bool,
+        recorded_by: &str,
+        description: String,
+    ) -> std::io::Result<Recording> {
+        let path = railwatch_cli::outfile::target(path)?;
         let opts = RecordOptions {
+            recorded_by: recorded_by.to_owned(),
             name: "recorded".to_owned(),
             description: Some(description),
             tick_ms: config.tick_ms,
@@ -50,7 +60,7 @@ impl Recording {
             ],
             anonymize,
         };
-        Ok(Recording { inner: Arc::new(Mutex::new(Recorder::create(path, &opts)?)) })
+        Ok(Recording { inner: Arc::new(Mutex::new(Recorder::create(&path, &opts)?)) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorder> {

@@ -3,7 +3,6 @@
 //! `--html FILE`, also write the run as one page (crates/report).
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::process::ExitCode;
 
 use railwatch_report::Timeline;
@@ -47,14 +46,20 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         duration_ms: scenario.duration_ms,
         ..Timeline::default()
     });
-    if let Style::Human { .. } = style {
-        let _ = writeln!(
-            out,
-            "scenario {} ({} ms of {} time)",
-            output::escaped(&scenario.name),
-            scenario.duration_ms,
-            if args.realtime { "real" } else { "virtual" }
-        );
+    // The output files are checked before the run, not after it.
+    if let Some(html) = &args.html {
+        if let Err(e) = railwatch_cli::outfile::target(html) {
+            eprintln!("railwatch: cannot write the HTML report {}: {e}", html.display());
+            return ExitCode::from(2);
+        }
+    }
+    if let (Some(record), Some(html)) = (&args.record, &args.html) {
+        let same = record == html
+            || std::fs::canonicalize(record).ok().is_some_and(|r| std::fs::canonicalize(html).ok() == Some(r));
+        if same {
+            eprintln!("railwatch: --record and --html name the same file, {}", record.display());
+            return ExitCode::from(2);
+        }
     }
     let recording = match &args.record {
         None => None,
@@ -67,7 +72,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
                 ..railwatch_runtime::Config::default()
             };
             let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
-            match Recording::create(path, &config, args.record_anonymize, description) {
+            match Recording::create(path, &config, args.record_anonymize, "railwatch simulate --record", description) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     eprintln!("railwatch: cannot write the recording {}: {e}", path.display());
@@ -76,6 +81,15 @@ pub fn run(args: SimulateArgs) -> ExitCode {
             }
         }
     };
+    if let Style::Human { .. } = style {
+        let _ = writeln!(
+            out,
+            "scenario {} ({} ms of {} time)",
+            output::escaped(&scenario.name),
+            scenario.duration_ms,
+            if args.realtime { "real" } else { "virtual" }
+        );
+    }
     let mut recording_failed: Option<io::Error> = None;
     let mut flushed_at = None;
     let observer = recording.as_ref().map(Recording::observer);
@@ -134,7 +148,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     if let (Some(mut report), Some(path)) = (report, args.html.as_deref()) {
         report.lines.push(output::json_summary(&summary));
         let _ = out.flush();
-        if let Err(e) = write_page(path, &railwatch_report::render_html(&report)) {
+        if let Err(e) = railwatch_cli::outfile::write_atomically(path, &railwatch_report::render_html(&report)) {
             eprintln!("railwatch: cannot write the HTML report {}: {e}", path.display());
             return ExitCode::from(2);
         }
@@ -160,19 +174,4 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         output::report_failures(&failures);
         ExitCode::from(1)
     }
-}
-
-/// Writes the page next to `path` and renames it into place, so a reader
-/// never sees half a page.
-fn write_page(path: &Path, page: &str) -> io::Result<()> {
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let written = std::fs::write(&tmp, page).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }

@@ -483,6 +483,7 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
             path,
             &running.config,
             args.record_anonymize,
+            "railwatch watch --record",
             crate::record::host_description(args.record_anonymize),
         ) {
             Ok(r) => {

@@ -120,6 +120,19 @@ fn record(dir: &Path, extra: &[&str]) -> (Vec<Value>, String) {
     pause();
     control(&fifo, "gid 1 1 0 7\nevent 1 18 1\n");
     pause();
+    // Device events carry element 0, as rdma-core fills them: a
+    // renegotiation of mlx5_0/2 announced by DEVICE_SPEED_CHANGE (20), then
+    // mlx5_1 dies (DEVICE_FATAL, 8) and is re-opened after its backoff.
+    control(&fifo, "link 0 2 32 2\nevent 0 20 0\n");
+    pause();
+    control(&fifo, "event 1 8 0\n");
+    let reattached = || {
+        std::fs::read_to_string(dir.join("incident.toml")).is_ok_and(|t| t.contains("device_fatal")) && {
+            std::thread::sleep(Duration::from_millis(2500));
+            true
+        }
+    };
+    wait_for("the DEVICE_FATAL in the recording", reattached);
     let out = terminate(guard.0.take().unwrap());
     assert!(out.status.success(), "watch failed: {}", String::from_utf8_lossy(&out.stderr));
     (lines(&out.stdout), std::fs::read_to_string(&file).unwrap())
@@ -142,11 +155,17 @@ fn a_recorded_incident_replays_with_the_same_transitions() {
     assert!(joined.contains("mlx5_0/1 \"paused\"→\"active\" event"), "{joined}");
     assert!(joined.contains("mlx5_0/2 \"paused\"→\"active\" poll"), "{joined}");
     assert!(joined.contains("mlx5_1/1 \"active\"→\"active\" gid_change"), "{joined}");
+    assert!(joined.contains("mlx5_1/1 \"active\"→\"inert\" device_fatal"), "{joined}");
+    assert!(joined.contains("mlx5_1/1 \"inert\"→\"active\" attach g4"), "{joined}");
     // The recording is a scenario: the devices, the burst as one step, the
     // silent change, the final expectations.
     assert!(text.contains("repeat = 40"), "{text}");
     assert!(text.contains("[[expect]]"), "{text}");
     assert!(text.contains("gids = ["), "{text}");
+    assert!(
+        text.contains("event = \"device_speed_change\"\n\n") || text.ends_with("event = \"device_speed_change\"\n"),
+        "{text}"
+    );
 
     let (out, replayed) = replay(&dir.path().join("incident.toml"));
     assert!(out.status.success(), "the replay's expectations failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));

@@ -264,3 +264,32 @@ fn a_recorded_simulation_replays_the_same_transitions() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("/nonexistent/dir/r.toml"), "{}", stderr(&out));
 }
+
+/// `--html` and `--record` write regular files only: a device, a FIFO or
+/// a directory is refused before the run (a FIFO would block), the device
+/// left as it was; the two naming one file is refused too.
+#[test]
+fn output_files_must_be_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let fifo = fifo.to_str().unwrap();
+    let dir_s = dir.path().to_str().unwrap();
+    for args in [
+        &["simulate", "--html", "/dev/null"][..],
+        &["simulate", "--html", fifo],
+        &["simulate", "--html", dir_s],
+        &["simulate", "--record", "/dev/null"],
+        &["simulate", "--record", fifo],
+    ] {
+        let out = railwatch(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(args[2]), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{args:?}: refused before the run");
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    let same = dir.path().join("x");
+    let out = railwatch(&["simulate", "--html", same.to_str().unwrap(), "--record", same.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -85,6 +85,29 @@ fn duration(ms: u64) -> String {
 
 /// `text` cut to `max` characters (with `…`), control characters shown
 /// escaped.
+/// The invisible characters that reorder text around them (LRM, RLM, the
+/// embeddings, overrides and isolates): shown escaped, so a name cannot
+/// make a label read backwards.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A lane's label: the rail name, its device part shortened in the middle
+/// when it is long, so the port (`/1`) always shows and two ports of a
+/// long-named device stay apart.
+pub(crate) fn lane_label(name: &str) -> String {
+    if name.chars().count() <= LABEL_CHARS {
+        return clip(name, LABEL_CHARS);
+    }
+    let (device, port) = name.rsplit_once('/').map_or((name, ""), |(d, p)| (d, p));
+    let port: String = port.chars().take(6).collect();
+    let keep = LABEL_CHARS.saturating_sub(port.chars().count() + 2);
+    let head: String = device.chars().take(keep / 2).collect();
+    let tail: Vec<char> = device.chars().rev().take(keep - keep / 2).collect();
+    let tail: String = tail.into_iter().rev().collect();
+    clip(&format!("{head}…{tail}/{port}"), LABEL_CHARS + 1)
+}
+
 pub fn clip(text: &str, max: usize) -> String {
     let mut out = String::new();
     for (n, c) in text.chars().enumerate() {
@@ -92,7 +115,7 @@ pub fn clip(text: &str, max: usize) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() && c != '\n' {
+        if (c.is_control() && c != '\n') || is_bidi_control(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -490,7 +513,7 @@ pub fn draw(model: &Model, lines: &[Value]) -> (String, Counts) {
         let mut g = Group::new().set("class", "lane");
         g = g.add(rect(if i % 2 == 0 { "lane-bg" } else { "lane-bg lane-alt" }, 0.0, y, width, LANE_H, None));
         g = g.add(
-            Text::new(clip(&lane.name, LABEL_CHARS))
+            Text::new(lane_label(&lane.name))
                 .set("class", "lane-label")
                 .set("x", px(LEFT - 10.0))
                 .set("y", px(y + BAND_Y + BAND_H - 4.0))

@@ -46,7 +46,7 @@ mod draw;
 mod model;
 mod page;
 
-pub use draw::{BAND_BUDGET, MARK_BUDGET, MIN_BANDS_PER_LANE, PLOT_W, TITLE_MAX};
+pub use draw::{BAND_BUDGET, MARK_BUDGET, MIN_BANDS_PER_LANE, PLOT_W, TITLE_MAX, is_bidi_control};
 pub use model::PAUSE_REASONS;
 
 use serde_json::Value;

@@ -298,3 +298,17 @@ fn a_hundred_rails_and_a_hundred_thousand_events_stay_bounded() {
     let elements = count(&html, "<rect") + count(&html, "<g ") + count(&html, "<text") + count(&html, "<line");
     assert!(elements < 40_000, "{elements} elements");
 }
+
+/// A long rail name keeps its port in the lane label (two ports of one
+/// long-named device stay apart), and a bidirectional override is shown
+/// escaped, so it cannot make a label read backwards.
+#[test]
+fn long_names_keep_their_port_and_bidi_controls_are_escaped() {
+    let a = super::draw::lane_label("a_device_with_a_very_long_name_indeed/1");
+    let b = super::draw::lane_label("a_device_with_a_very_long_name_indeed/2");
+    assert!(a.ends_with("/1") && b.ends_with("/2") && a != b, "{a} {b}");
+    assert!(a.chars().count() <= 25, "{a}");
+    assert_eq!(super::draw::lane_label("mlx5_0/1"), "mlx5_0/1");
+    assert!(super::is_bidi_control('\u{202e}'));
+    assert!(!super::draw::clip("x\u{202e}y", 10).contains('\u{202e}'));
+}

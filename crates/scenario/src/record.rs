@@ -75,6 +75,9 @@ const MAX_RECORDING_BYTES: u64 = MAX_FILE_BYTES - (1 << 20);
 /// What goes into the recording's header.
 #[derive(Debug, Clone)]
 pub struct RecordOptions {
+    /// The command that records (`"railwatch watch --record"`), for the
+    /// file's first comment.
+    pub recorded_by: String,
     /// `name`.
     pub name: String,
     /// `description`.
@@ -179,10 +182,12 @@ impl Recorder {
             steps: Vec::new(),
             expects: Vec::new(),
         };
-        let mut text = String::from(
-            "# Recorded by `railwatch watch --record`; replay it with `railwatch simulate FILE`.\n\
-             # It names this host's devices and their addresses (--record-anonymize replaces them).\n",
-        );
+        let mut text = format!("# Recorded by `{}`; replay it with `railwatch simulate FILE`.\n", opts.recorded_by);
+        text.push_str(if opts.anonymize {
+            "# Anonymized: the devices are named dev0, dev1, ... and the GIDs are placeholders.\n"
+        } else {
+            "# It names the devices and their addresses (--record-anonymize replaces them).\n"
+        });
         for note in &opts.notes {
             text.push_str(&format!("# in force, not replayed: {note}\n"));
         }

@@ -322,3 +322,16 @@ port_state = { port = 2, state = "down" }
     let bad = text.replace("address = \"fe80::1\"", "address = \"10.1\"");
     assert_eq!(Scenario::parse(&bad, "x.toml").unwrap_err().line(), Some(8));
 }
+
+/// A file cut off after `key =` (a recording cut by a full disk, a
+/// truncated copy) is refused with a message, not an empty one.
+#[test]
+fn a_file_cut_off_after_a_key_says_so() {
+    for text in
+        ["duration_ms =", "duration_ms = 100\n[[device]]\nname = \"a\"\nports = [{ port = 1 }]\n[[step]]\nat_ms ="]
+    {
+        let e = Scenario::parse(text, "cut.toml").unwrap_err();
+        assert!(e.message().contains("cut off"), "{e}");
+        assert_eq!(e.line(), Some(text.lines().count()), "{e}");
+    }
+}

@@ -27,6 +27,7 @@ fn builtins() -> Vec<PathBuf> {
 
 fn options(sc: &Scenario, anonymize: bool) -> RecordOptions {
     RecordOptions {
+        recorded_by: "a test".into(),
         name: "recorded".into(),
         description: None,
         tick_ms: sc.tick_ms,
@@ -291,6 +292,7 @@ mod arbitrary_inputs {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("r.toml");
             let opts = RecordOptions {
+                recorded_by: "a test".into(),
                 name: "r".into(), description: None, tick_ms: 1000, settle_ms: 0, audit_ms: None,
                 damping: None, notes: vec![], anonymize,
             };

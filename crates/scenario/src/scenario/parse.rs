@@ -307,7 +307,16 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     }
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| cx.line(s.start));
-        ScenarioError::new(file_name, Some(line), e.message())
+        // The TOML parser says nothing for a key with no value at the end
+        // of the file (a cut-off file).
+        let message = match e.message().trim() {
+            "" if e.span().is_some_and(|s| s.start >= text.trim_end().len()) => {
+                "the file ends where a value was expected (cut off?)"
+            }
+            "" => "invalid TOML here",
+            m => m,
+        };
+        ScenarioError::new(file_name, Some(line), message)
     })?;
 
     let name = match &raw.name {
@@ -448,7 +457,7 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
         let name = d.name.get_ref();
         if name.is_empty() || name.contains('/') || name.chars().any(char::is_whitespace) {
             return Err(
-                cx.err(d.name.span(), format!("invalid device name \"{name}\" (empty, or contains '/' or space)"))
+                cx.err(d.name.span(), format!("invalid device name {name:?} (empty, or contains '/' or space)"))
             );
         }
         if let Some(&first) = seen.get(name.as_str()) {

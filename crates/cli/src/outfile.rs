@@ -1,0 +1,85 @@
+//! Files railwatch writes on a user's say (`--html`, `--record`,
+//! `--textfile`): only regular files. A path that names a device, a FIFO,
+//! a socket or a directory is refused with an error naming what it is, so
+//! `--html /dev/null` cannot replace a device node, and `--record` on a
+//! FIFO cannot block. A symbolic link is followed: its target is written.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// `path` with a symbolic link at its end resolved; refused when what it
+/// names exists and is not a regular file.
+pub fn target(path: &Path) -> io::Result<PathBuf> {
+    let resolved = match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        _ => path.to_path_buf(),
+    };
+    match fs::metadata(&resolved) {
+        Ok(m) if !m.is_file() => {
+            let what = if m.is_dir() { "a directory" } else { "not a regular file (a device, FIFO or socket)" };
+            Err(io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}")))
+        }
+        _ => Ok(resolved),
+    }
+}
+
+/// Writes `text` to `path` through a new temporary file in the same
+/// directory (created exclusively, never through a link someone planted),
+/// renamed into place, so a reader never sees half a file.
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    let path = target(path)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    // A stale one of ours (a crash) is in the way of `create_new`.
+    let _ = fs::remove_file(&tmp);
+    let written = (|| {
+        let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.html");
+        write_atomically(&file, "one").unwrap();
+        write_atomically(&file, "two").unwrap();
+        assert_eq!(fs::read_to_string(&file).unwrap(), "two");
+        // Through a link: the target is written, the link stays.
+        let link = dir.path().join("link.html");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write_atomically(&link, "three").unwrap();
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read_to_string(&file).unwrap(), "three");
+        // A device, a FIFO, a directory: refused, untouched.
+        for bad in [Path::new("/dev/null"), dir.path()] {
+            let e = write_atomically(bad, "x").unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{}: {e}", bad.display());
+        }
+        assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(target(&fifo).is_err());
+        assert!(write_atomically(&dir.path().join("missing/a.html"), "x").is_err());
+    }
+
+    use std::os::unix::fs::FileTypeExt;
+}
