@@ -1592,14 +1592,22 @@ fn transitions(lines: &[&str]) -> Vec<String> {
 }
 
 /// Case 10: the recording of a flap and a GID change replays with the
-/// live run's transitions, in order. The recording is kept beside the run
-/// (`recorded.toml`).
+/// live run's transitions, in order.
 fn check_record(run: &CaseRun, v: &mut Verdict) {
     let w = check_watch(run, v, RAIL, "active", true);
-    let live = transitions(&w);
-    let recording = run.out("recording");
-    let text = recording.join("\n");
-    let kept = target_dir().join("vm-cache").join("run").join("recorded.toml");
+    let text = check_replay(run, v, &w, "recorded.toml");
+    v.require(text.contains("event = \"port_err\""), "the recording has no port_err step");
+    v.require(text.contains("gid = {"), "the recording has no gid step");
+    v.require(transitions(&w).iter().any(|t| t.contains("gid_change")), "no gid_change bump live");
+}
+
+/// The guest's recording (kept beside the run as `keep`) replayed in the
+/// guest: its closing expectations hold and its transitions are the live
+/// run's `w`, in order. Returns the recording.
+fn check_replay(run: &CaseRun, v: &mut Verdict, w: &[&str], keep: &str) -> String {
+    let live = transitions(w);
+    let text = run.out("recording").join("\n");
+    let kept = target_dir().join("vm-cache").join("run").join(keep);
     if let Err(e) = fs::write(&kept, format!("{text}\n")) {
         v.note(format!("could not keep the recording at {}: {e}", kept.display()));
     }
@@ -1607,14 +1615,11 @@ fn check_record(run: &CaseRun, v: &mut Verdict) {
         text.contains("[[device]]") && text.contains("[[expect]]"),
         "the recording has no device or no expectations",
     );
-    v.require(text.contains("event = \"port_err\""), "the recording has no port_err step");
-    v.require(text.contains("gid = {"), "the recording has no gid step");
     v.require(
         run.rc("replay") == Some(0),
         format!("the replay exited {:?}: {:?}", run.rc("replay"), run.out("replay.err")),
     );
     let replayed = transitions(&run.out("replay"));
-    v.require(live.iter().any(|t| t.contains("gid_change")), format!("no gid_change bump live: {live:?}"));
     if replayed == live {
         v.note(format!(
             "the replay's {} transitions are the live run's; recording {} bytes, {} steps",
@@ -1625,6 +1630,7 @@ fn check_record(run: &CaseRun, v: &mut Verdict) {
     } else {
         v.fail(format!("the replay's transitions {replayed:?} are not the live run's {live:?}"));
     }
+    text
 }
 
 /// Case 6: an IPv4 address -> GID_CHANGE -> a generation bump.
@@ -1766,6 +1772,9 @@ fn check_rdma_link_delete(run: &CaseRun, v: &mut Verdict) {
 /// Case 5: a new device (rxe1), then rxe0 deleted and added again.
 fn check_hotplug_add(run: &CaseRun, v: &mut Verdict) {
     let w = check_watch(run, v, "rxe1/1", "active", true);
+    let text = check_replay(run, v, &w, "recorded-hotplug.toml");
+    v.require(text.contains("present = false"), "rxe1 is not declared as appearing later");
+    v.require(text.contains("fault = \"unplug\""), "the recording has no unplug of rxe0");
     if let Some(at) = run.step("watch", "add_rxe1") {
         v.require(
             find(&w, at, &[("kind", "transition"), ("rail", "rxe1/1"), ("from", "inert")]).is_some(),

@@ -105,7 +105,7 @@ step() {
 # for rxe0/1's attach line.
 watch_start() {
     W=$PWD/watch.out
-    $RW watch --json >"$W" 2>"$PWD/watch.err" &
+    $RW watch --json "$@" >"$W" 2>"$PWD/watch.err" &
     WPID=$!
     expect_line "attach of rxe0/1 by railwatch watch" $WAIT "$W" 0 '"kind":"transition"' '"rail":"rxe0/1"' '"by":"attach"'
 }

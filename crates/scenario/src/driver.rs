@@ -68,14 +68,15 @@ impl Names {
         Names { devices, rails: rails.into_iter().collect() }
     }
 
-    fn of<P, S, C>(monitor: &Monitor<P, S, C>, devices: usize) -> Names
+    /// Every device and rail the monitor has now.
+    fn of<P, S, C>(monitor: &Monitor<P, S, C>) -> Names
     where
         P: railwatch_core::VerbsPort,
         S: railwatch_core::Selector,
         C: railwatch_runtime::Clock,
     {
         Names {
-            devices: (0..devices as u32).map(|d| monitor.device_name(d).unwrap_or("?").to_string()).collect(),
+            devices: (0..).map_while(|d| monitor.device_name(d)).map(str::to_string).collect(),
             rails: monitor.rails().into_iter().collect(),
         }
     }
@@ -195,15 +196,20 @@ impl<'s> Run<'s> {
             monitor.set_observer(observer);
         }
         let (devices, handles) = scenario.build_devices()?;
-        let n = devices.len();
-        for dev in devices {
-            monitor.add_device(dev);
+        for ((dev, decl), handle) in devices.into_iter().zip(&scenario.devices).zip(&handles) {
+            if decl.present {
+                monitor.add_device(dev);
+            } else {
+                // Not in the host's list until a `plug` step: the host then
+                // opens it anew and the monitor attaches it.
+                handle.unplug();
+            }
         }
         // The host's device list and its uevent twin: unplugged devices are
         // removed, plugged ones added, as `railwatch watch` does for real.
         let host = SimHost::new(handles.clone())?;
         monitor.watch_devices(Box::new(host), Duration::from_secs(3600))?;
-        let names = Names::of(&monitor, n);
+        let names = Names::of(&monitor);
         Ok(Run {
             scenario,
             monitor,
@@ -259,6 +265,10 @@ impl<'s> Run<'s> {
         let mut notes = 0;
         loop {
             self.monitor.poll_once(Some(Duration::ZERO))?;
+            // A device plugged in for the first time: name its rails too.
+            if self.monitor.machine().rails().len() != self.names.rails_len() {
+                self.names = Names::of(&self.monitor);
+            }
             for note in self.rx.try_iter() {
                 notes += 1;
                 sink(&self.names, Record::Note(&note));

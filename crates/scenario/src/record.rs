@@ -27,9 +27,11 @@
 //! rewritten before the steps it must cover, so the file is valid after
 //! every write: a crash loses at most the last second.
 //!
+//! A device that appears after the start is declared `present = false`
+//! and plugged in when it appeared.
+//!
 //! **What a scenario cannot say** (left as a `#` comment in the file): a
-//! device that appears after the start, a query that fails while the
-//! device lives, a failed re-open of a device whose reads failed. A read
+//! query that fails while the device lives (replayed as the port down). A read
 //! error is replayed at the start of the drain it ended.
 
 use std::collections::{BTreeMap, HashMap};
@@ -117,8 +119,9 @@ struct DeviceView {
     ports: Vec<PortView>,
     /// Its `[[device]]` is written (after that, a first answer is a change).
     declared: bool,
-    /// A device that appeared after the start: not in the recording.
-    ignored: bool,
+    /// In the host's list at the start; otherwise declared `present =
+    /// false` and plugged in when it appeared.
+    present: bool,
     /// The simulated device is removed (after `remove`, until `restore`).
     removed: bool,
     last_reopen: Option<u64>,
@@ -154,6 +157,8 @@ pub struct Recorder {
     pending: Vec<(u64, Entry)>,
     /// Nothing from now on is placed before this.
     floor: u64,
+    /// A flush happened: the start is over.
+    flushed: bool,
     events: u64,
     stopped: Option<String>,
     anonymize: bool,
@@ -209,6 +214,7 @@ impl Recorder {
             devices: Vec::new(),
             pending: Vec::new(),
             floor: 0,
+            flushed: false,
             events: 0,
             stopped: None,
             anonymize: opts.anonymize,
@@ -225,7 +231,7 @@ impl Recorder {
 
     /// The name the recording gives device `device` (its own, or `devN`).
     pub fn device_name(&self, device: u32) -> Option<&str> {
-        self.devices.get(device as usize).filter(|d| !d.ignored).map(|d| d.name.as_str())
+        self.devices.get(device as usize).map(|d| d.name.as_str())
     }
 
     /// Takes one input the monitor fed its machine at `now`.
@@ -257,37 +263,38 @@ impl Recorder {
         let idx = device as usize;
         if idx < self.devices.len() {
             // The same name came back (it had left the host's list).
-            if !self.devices[idx].ignored {
-                self.devices[idx].removed = false;
-                self.push_step(t, device, |s| s.fault = Some(Fault::Plug));
-            }
+            self.devices[idx].removed = false;
+            self.push_step(t, device, |s| s.fault = Some(Fault::Plug));
             return;
         }
-        // A device that appears after the start cannot be declared absent
-        // at the start: it is left out (and so are its inputs).
-        let ignored = self.floor > 0 || self.pending.iter().any(|(_, e)| matches!(e, Entry::Step(_)));
-        let shown = if self.anonymize { format!("dev{idx}") } else { name.to_owned() };
-        if ignored {
-            self.comment(
-                t,
-                format!(
-                    "device {shown} appeared at {t} ms: a scenario declares its devices at the start; not recorded"
-                ),
-            );
+        if idx > self.devices.len() {
+            // The monitor numbers devices in order; a gap means attaches
+            // this recorder never saw.
+            self.comment(t, format!("device {idx} attached, but not the ones before it: not recorded"));
+            return;
         }
+        // A device that appears after the start is declared absent at the
+        // start (`present = false`) and plugged in when it appeared.
+        // Before the first flush is the start: the monitor attaches the
+        // host's devices before its first wait.
+        let present = !self.flushed;
+        let shown = if self.anonymize { format!("dev{idx}") } else { name.to_owned() };
         self.devices.push(DeviceView {
             name: shown,
             ports: ports.iter().map(|&port| PortView { port, ..PortView::default() }).collect(),
             declared: false,
-            ignored,
+            present,
             removed: false,
             last_reopen: None,
             reads_addresses: None,
         });
+        if !present {
+            self.push_step(t, device, |s| s.fault = Some(Fault::Plug));
+        }
     }
 
     fn live(&mut self, device: u32) -> Option<&mut DeviceView> {
-        self.devices.get_mut(device as usize).filter(|d| !d.ignored)
+        self.devices.get_mut(device as usize)
     }
 
     /// `max(previous + 1, t - SLACK_MS)`, never before what is written.
@@ -584,6 +591,7 @@ impl Recorder {
     /// [`SLACK_MS`] before `now`), the declarations of devices attached so
     /// far, and the new `duration_ms`. Call it at least once a second.
     pub fn flush(&mut self, now: Millis) -> io::Result<()> {
+        self.flushed = true;
         self.write_out(now.0, now.0.saturating_sub(SLACK_MS))
     }
 
@@ -594,7 +602,7 @@ impl Recorder {
         self.write_out(end, end.saturating_add(1))?;
         let mut text = String::new();
         for (idx, d) in self.devices.iter().enumerate() {
-            if d.ignored || !d.declared {
+            if !d.declared {
                 continue;
             }
             for r in snapshot.rails.iter().filter(|r| r.id.device as usize == idx) {
@@ -631,7 +639,7 @@ impl Recorder {
     fn write_out(&mut self, duration: u64, cutoff: u64) -> io::Result<()> {
         let duration = duration.min(MAX_DURATION_MS).max(self.duration);
         let mut text = String::new();
-        for d in self.devices.iter_mut().filter(|d| !d.declared && !d.ignored) {
+        for d in self.devices.iter_mut().filter(|d| !d.declared) {
             d.declared = true;
             text.push_str(&write::device(&declaration(d)));
         }
@@ -689,7 +697,7 @@ fn declaration(d: &DeviceView) -> DeviceDecl {
             })
             .collect()
     });
-    DeviceDecl { line: 0, name: d.name.clone(), ports, gids }
+    DeviceDecl { line: 0, name: d.name.clone(), ports, gids, present: d.present }
 }
 
 /// `fe80::N`, N counting the distinct GIDs seen.

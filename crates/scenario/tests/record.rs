@@ -320,3 +320,72 @@ mod arbitrary_inputs {
         }
     }
 }
+
+/// A device that is not in the host's list at the start (`present =
+/// false`) appears with its `plug` step: the monitor attaches it then, its
+/// rails are named from then on, and a recording of the run declares it
+/// the same way and replays the same.
+#[test]
+fn a_device_that_appears_later_is_recorded_and_replayed() {
+    let text = r#"
+duration_ms = 3000
+
+[[device]]
+name = "mlx5_0"
+ports = [{ port = 1 }]
+
+[[device]]
+name = "rxe1"
+present = false
+ports = [{ port = 1, state = "down", speed = "sdr", width = "1x" }]
+
+[[step]]
+at_ms = 500
+device = "rxe1"
+fault = "plug"
+
+[[step]]
+at_ms = 1200
+device = "rxe1"
+port_state = { port = 1, state = "active" }
+event = "port_active"
+port = 1
+
+[[expect]]
+at_ms = 400
+rail = "mlx5_0/1"
+state = "active"
+
+[[expect]]
+at_ms = 2000
+rail = "rxe1/1"
+state = "active"
+recovered_by = "event"
+"#;
+    let sc = Scenario::parse(text, "later.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!sc.devices[1].present);
+    assert!(!Scenario::parse(&sc.to_toml(), "later.toml").unwrap().devices[1].present);
+    let mut lines = Vec::new();
+    let summary =
+        driver::run(&sc, &RunOptions::default(), |names, record| lines.extend(transition_line(names, &record)))
+            .unwrap();
+    assert_eq!(summary.failed(), 0, "{:?}", summary.expectations);
+    assert_eq!(
+        lines,
+        [
+            "mlx5_0/1 inert->active attach g1",
+            "rxe1/1 inert->paused port_not_active g1",
+            "rxe1/1 paused->active event g2"
+        ]
+        .map(String::from)
+        .to_vec(),
+        "the attach at 500 ms paused the rail, PORT_ACTIVE brought it back"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (live, path) = record(&sc, dir.path(), false);
+    let recording = std::fs::read_to_string(&path).unwrap();
+    assert!(recording.contains("present = false"), "{recording}");
+    let (replayed, _, failed) = replay(&path);
+    assert_eq!(replayed, live, "{recording}");
+    assert!(failed.is_empty(), "{failed:?}\n{recording}");
+}

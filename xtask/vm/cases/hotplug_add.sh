@@ -1,7 +1,8 @@
 # Case 5: devices that appear while railwatch watches: a new rxe1 on
 # veth1, then rxe0 deleted and added again (a new device with the old
-# name, which railwatch attaches as new).
-watch_start
+# name, which railwatch attaches as new). Recorded, and the recording is
+# replayed in the guest: the host compares the transitions.
+watch_start --record "$PWD/rec.toml"
 step watch "$W" add_rxe1
 rdma link add rxe1 type rxe netdev veth1 || fail "rdma link add rxe1 failed"
 expect_line "attach of rxe1/1" $WAIT "$W" "$AT" '"kind":"transition"' '"rail":"rxe1/1"'
@@ -15,3 +16,8 @@ else
     fail "rdma link delete rxe0 blocked 5 s (railwatch holds it): not added again"
 fi
 watch_stop
+emit recording rec.toml
+$RW simulate rec.toml --json >replay.out 2>replay.err
+say "RC replay $?"
+emit replay replay.out
+emit replay.err replay.err

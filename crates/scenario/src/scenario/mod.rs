@@ -82,6 +82,9 @@ pub struct DeviceDecl {
     /// The ports' GID tables at the start (their `gids` keys), if any port
     /// gave one: such a device reads addresses from the start.
     pub gids: Option<Vec<GidChange>>,
+    /// `present`: in the host's device list at the start (default). A
+    /// device that is not appears with its first `plug` step.
+    pub present: bool,
 }
 
 impl DeviceDecl {

@@ -67,6 +67,7 @@ impl RawDamping {
 struct RawDevice {
     name: Spanned<String>,
     ports: Spanned<Vec<Spanned<RawPort>>>,
+    present: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -499,7 +500,8 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
                 }
             }
         }
-        devices.push(DeviceDecl { line: cx.line(d.name.span().start), name: name.clone(), ports, gids });
+        let present = d.present.unwrap_or(true);
+        devices.push(DeviceDecl { line: cx.line(d.name.span().start), name: name.clone(), ports, gids, present });
     }
     Ok(devices)
 }

@@ -85,7 +85,11 @@ fn address(raw: [u8; 16]) -> String {
 pub(crate) fn device(d: &DeviceDecl) -> String {
     let mut out = String::new();
     let w = &mut out;
-    let _ = writeln!(w, "\n[[device]]\nname = {}\nports = [", quoted(&d.name));
+    let _ = writeln!(w, "\n[[device]]\nname = {}", quoted(&d.name));
+    if !d.present {
+        let _ = writeln!(w, "present = false");
+    }
+    let _ = writeln!(w, "ports = [");
     for p in &d.ports {
         let mut gids = String::new();
         if let Some(table) = &d.gids {
