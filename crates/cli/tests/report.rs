@@ -9,7 +9,7 @@
 //! installed (`cargo xtask deps` installs it). Every wait is bounded.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -19,14 +19,8 @@ const WAIT: Duration = Duration::from_secs(60);
 /// The default scenario, then two with inert, paused and damped rails.
 const SCENARIOS: [Option<&str>; 3] = [None, Some("softroce-hotplug"), Some("flap-damping")];
 
-fn railwatch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_railwatch"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the binary runs")
-}
+mod common;
+use common::railwatch;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8")

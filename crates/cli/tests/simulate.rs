@@ -8,14 +8,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn railwatch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_railwatch"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the binary runs")
-}
+mod common;
+use common::railwatch;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")

@@ -13,6 +13,7 @@ use serde_json::Value;
 use svg::Document;
 use svg::node::element::{Group, Line, Polygon, Rectangle, Text, Title};
 
+use crate::Stats;
 use crate::model::{GenChange, Kind, Lane, MarkKind, Model, Recovery, Run, State};
 
 /// At most this many binned marks (events, other lines, expectations,
@@ -48,23 +49,6 @@ const CHAR_W: f64 = 5.8;
 const LABEL_CHARS: usize = 24;
 /// Bin widths tried, in px.
 const BIN_STEPS: [u32; 19] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32, 40, 50, 100, 200, 500, 1000];
-
-/// What was drawn, for the root's data attributes and the tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Lane groups.
-    pub lanes: usize,
-    /// Band rectangles.
-    pub bands: usize,
-    /// Mark elements (binned).
-    pub marks: usize,
-    /// Recovery groups (binned).
-    pub recoveries: usize,
-    /// Generation labels.
-    pub gen_labels: usize,
-    /// The width of a mark bin, px.
-    pub bin_px: u32,
-}
 
 fn px(v: f64) -> String {
     let s = format!("{v:.1}");
@@ -278,7 +262,7 @@ fn runs_of<T: Copy>(items: &[T], key: impl Fn(T) -> u64) -> Vec<&[T]> {
 
 /// A lane's recovery groups and generation labels, binned per column of
 /// `bin_px`, in time order (at equal times the label first).
-fn annotations(lines: &[Value], lane: &Lane, geo: &Geometry, bin_px: u32, y: f64, counts: &mut Counts) -> Vec<Group> {
+fn annotations(lines: &[Value], lane: &Lane, geo: &Geometry, bin_px: u32, y: f64, counts: &mut Stats) -> Vec<Group> {
     let recs: Vec<&Recovery> = lane.recoveries.iter().collect();
     let gens: Vec<&GenChange> = lane.gens.iter().collect();
     let rec_bins = runs_of(&recs, |r| geo.col(r.t, bin_px));
@@ -479,14 +463,14 @@ fn axis_step(duration_ms: u64) -> u64 {
 }
 
 /// Draws the model; the SVG's text and its counts.
-pub fn draw(model: &Model, lines: &[Value]) -> (String, Counts) {
+pub fn draw(model: &Model, lines: &[Value]) -> (String, Stats) {
     let geo = Geometry { duration: model.duration_ms.max(1) as f64 };
     let n = model.lanes.len();
     let height = TOP + LANE_H * n as f64 + BOTTOM;
     let width = LEFT + PLOT_W + RIGHT;
     let bin_px = choose_bin_px(model, &geo);
     let band_cap = MIN_BANDS_PER_LANE.max(BAND_BUDGET / n.max(1));
-    let mut counts = Counts { lanes: n, bin_px, ..Counts::default() };
+    let mut counts = Stats { lanes: n, bin_px, ..Stats::default() };
 
     // Axis and grid.
     let mut axis = Group::new().set("class", "axis");

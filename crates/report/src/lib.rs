@@ -102,17 +102,9 @@ pub fn render_html(timeline: &Timeline) -> String {
 /// The page and what was drawn in it.
 pub fn render(timeline: &Timeline) -> (String, Stats) {
     let model = model::Model::build(timeline);
-    let (svg, c) = draw::draw(&model, &timeline.lines);
+    let (svg, mut stats) = draw::draw(&model, &timeline.lines);
     let html = page::page(timeline, &model, &svg);
-    let stats = Stats {
-        lanes: c.lanes,
-        bands: c.bands,
-        marks: c.marks,
-        recoveries: c.recoveries,
-        gen_labels: c.gen_labels,
-        bin_px: c.bin_px,
-        bytes: html.len(),
-    };
+    stats.bytes = html.len();
     (html, stats)
 }
 
