@@ -145,14 +145,23 @@ const EVENT_HINT: &str = "a snake_case name such as port_err, port_active, comm_
 struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
+    /// Where each line after the first starts: a step's line is a binary
+    /// search, not a count from the top (which made a big file quadratic).
+    line_starts: Vec<usize>,
 }
 
 type Res<T> = Result<T, ScenarioError>;
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(file: &'a str, text: &'a str) -> Self {
+        let line_starts = text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1).collect();
+        Ctx { file, text, line_starts }
+    }
+
+    /// The 1-based line of byte `offset`.
     fn line(&self, offset: usize) -> usize {
         let end = offset.min(self.text.len());
-        self.text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+        self.line_starts.partition_point(|&start| start <= end) + 1
     }
 
     fn err(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
@@ -299,7 +308,7 @@ fn damping_span(text: &str) -> Range<usize> {
 }
 
 pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
-    let cx = Ctx { file: file_name, text };
+    let cx = Ctx::new(file_name, text);
     if text.trim().is_empty() {
         return Err(ScenarioError::new(file_name, None, "empty file"));
     }
