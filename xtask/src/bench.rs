@@ -11,7 +11,8 @@
 //!
 //! - `crates/ffi/bench/c_api_bench.c` (a C program over the release
 //!   `librailwatch.a`) measures the C API's rows the same way, and
-//!   `crates/cli/benches/scrape.rs` the cost of being scraped (row 10).
+//!   `crates/cli/benches/scrape.rs` the cost of being scraped (row 10),
+//!   `crates/cli/benches/record.rs` the cost of recording (row 11).
 //!
 //! Results land in `<target>/railwatch-bench/`: `results.tsv` (from
 //! `table`), `c_api.tsv`, `criterion/` (criterion's estimates) and
@@ -52,7 +53,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     let mut values = read_results(&results)?;
     values.extend(c_api_bench(&out)?);
-    values.extend(scrape_bench(&out)?);
+    values.extend(cli_bench(&out, "scrape")?);
+    values.extend(cli_bench(&out, "record")?);
     let mut text = table(&values)?;
     if !table_only {
         text.push('\n');
@@ -93,17 +95,19 @@ fn c_api_bench(out: &Path) -> Result<BTreeMap<String, f64>, String> {
     read_results(&file)
 }
 
-/// Row 10: `crates/cli/benches/scrape.rs`, recovery p99 with the metrics
-/// fed as `watch` feeds them and a 10 Hz scraper, against no scraper.
-fn scrape_bench(out: &Path) -> Result<BTreeMap<String, f64>, String> {
+/// Rows 10 and 11: a bench of the cli crate (`crates/cli/benches/NAME.rs`:
+/// `scrape`, recovery p99 with the metrics fed as `watch` feeds them and a
+/// 10 Hz scraper, against no scraper; `record`, the same with a recorder
+/// observing, against none), which prints `key<TAB>value` lines.
+fn cli_bench(out: &Path, name: &str) -> Result<BTreeMap<String, f64>, String> {
     let mut cmd = cargo();
-    cmd.args(["bench", "-q", "-p", "railwatch", "--bench", "scrape"]).stdout(std::process::Stdio::piped());
-    eprintln!("==> scrape bench: {cmd:?}");
-    let run = cmd.output().map_err(|e| format!("scrape bench: {e}"))?;
+    cmd.args(["bench", "-q", "-p", "railwatch", "--bench", name]).stdout(std::process::Stdio::piped());
+    eprintln!("==> {name} bench: {cmd:?}");
+    let run = cmd.output().map_err(|e| format!("{name} bench: {e}"))?;
     if !run.status.success() {
-        return Err(format!("the scrape bench failed ({})", run.status));
+        return Err(format!("the {name} bench failed ({})", run.status));
     }
-    let file = out.join("scrape.tsv");
+    let file = out.join(format!("{name}.tsv"));
     std::fs::write(&file, &run.stdout).map_err(|e| format!("{}: {e}", file.display()))?;
     read_results(&file)
 }
@@ -382,6 +386,14 @@ fn table(v: &BTreeMap<String, f64>) -> Result<String, String> {
         get("scrape_p99_off_ns")?,
         get("scrape_ratio")?,
         Goal::AtMost(1.1),
+    ));
+    rows.push(ratio_row(
+        "11",
+        "recovery p99 (PORT_ACTIVE written → gate admits) with watch --record's recorder observing every input and flushed after every wake-up, vs no recorder (back-to-back flaps, the worst case)",
+        get("record_p99_on_ns")?,
+        get("record_p99_off_ns")?,
+        get("record_ratio")?,
+        Goal::AtMost(1.3),
     ));
 
     let mut s = String::new();

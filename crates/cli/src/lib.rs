@@ -1,7 +1,8 @@
 //! The parts of the `railwatch` binary that are a library too, so benches
 //! can measure them as `watch` uses them: the Prometheus metrics of
-//! `railwatch watch` (docs/METRICS.md), and the rule for the files it
-//! writes (`outfile`: regular files only).
+//! `railwatch watch` (docs/METRICS.md), its recorder (`record`,
+//! docs/RECORDING.md), and the rule for the files it writes (`outfile`:
+//! regular files only).
 //!
 //! ```
 //! let metrics = railwatch_cli::metrics::Metrics::new("0.0.0");
@@ -11,3 +12,4 @@
 
 pub mod metrics;
 pub mod outfile;
+pub mod record;

@@ -32,7 +32,6 @@ mod config;
 #[cfg(feature = "verbs")]
 use railwatch_cli::metrics;
 mod output;
-mod record;
 #[cfg(feature = "verbs")]
 mod sdnotify;
 mod simulate;

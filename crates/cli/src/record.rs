@@ -17,7 +17,6 @@ pub struct Recording {
 }
 
 /// The recording's description for `watch`: the host, unless anonymized.
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
 pub fn host_description(anonymize: bool) -> String {
     match host_name().filter(|_| !anonymize) {
         Some(host) => format!("recorded by railwatch watch on {host}"),
@@ -42,7 +41,7 @@ impl Recording {
         recorded_by: &str,
         description: String,
     ) -> std::io::Result<Recording> {
-        let path = railwatch_cli::outfile::target(path)?;
+        let path = crate::outfile::target(path)?;
         let opts = RecordOptions {
             recorded_by: recorded_by.to_owned(),
             name: "recorded".to_owned(),

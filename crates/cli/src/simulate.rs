@@ -10,8 +10,8 @@ use railwatch_scenario::driver::{self, Record, RunOptions};
 use railwatch_scenario::scenario::Scenario;
 
 use crate::output::{self, Style};
-use crate::record::Recording;
 use crate::{SimulateArgs, builtin, use_color};
+use railwatch_cli::record::Recording;
 
 fn load(args: &SimulateArgs) -> Result<Scenario, String> {
     if let Some(path) = &args.file {

@@ -23,9 +23,9 @@ use serde_json::{Value, json};
 use crate::config::{self, DeviceFilter, Settings};
 use crate::metrics::{Metrics, Server, TextfileWriter};
 use crate::output::{self, Style};
-use crate::record::Recording;
 use crate::sdnotify::{Notifier, rails_status};
 use crate::{StatusArgs, WatchArgs, use_color};
+use railwatch_cli::record::Recording;
 
 /// What `status` and `watch` say when the host has no RDMA device (or no
 /// RDMA support in its kernel).
@@ -484,7 +484,7 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
             &running.config,
             args.record_anonymize,
             "railwatch watch --record",
-            crate::record::host_description(args.record_anonymize),
+            railwatch_cli::record::host_description(args.record_anonymize),
         ) {
             Ok(r) => {
                 monitor.set_observer(r.observer());

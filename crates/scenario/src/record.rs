@@ -23,8 +23,8 @@
 //! **Incremental.** Steps are written once no later observation can be
 //! placed before them (`SLACK_MS` behind the clock), on
 //! [`flush`](Recorder::flush), which the caller runs at least once a
-//! second. `duration_ms` sits at a fixed place in the header and is
-//! rewritten before the steps it must cover, so the file is valid after
+//! second (it writes at most every `FLUSH_EVERY_MS`). `duration_ms` sits
+//! at a fixed place in the header and is rewritten before the steps it must cover, so the file is valid after
 //! every write: a crash loses at most the last second.
 //!
 //! A device that appears after the start is declared `present = false`
@@ -55,6 +55,12 @@ use crate::scenario::{
 /// How far before a query's time its change may be placed (see the module
 /// docs): more than a live wake-up is ever late, less than a tick.
 pub const SLACK_MS: u64 = 50;
+
+/// What [`Recorder::stopped`] says after [`Recorder::finish`].
+const FINISHED: &str = "finished";
+
+/// A flush writes at most this often; what it leaves waits for the next.
+pub const FLUSH_EVERY_MS: u64 = 100;
 
 /// The GID index that stands for the rest of an address (LID, netdev, link
 /// layer), which a scenario cannot set: a change there changes this entry.
@@ -159,6 +165,10 @@ pub struct Recorder {
     floor: u64,
     /// A flush happened: the start is over.
     flushed: bool,
+    /// The text of the last write, kept for its capacity.
+    text: String,
+    /// When a flush last wrote.
+    written_at: u64,
     events: u64,
     stopped: Option<String>,
     anonymize: bool,
@@ -215,6 +225,8 @@ impl Recorder {
             pending: Vec::new(),
             floor: 0,
             flushed: false,
+            text: String::new(),
+            written_at: 0,
             events: 0,
             stopped: None,
             anonymize: opts.anonymize,
@@ -303,12 +315,15 @@ impl Recorder {
     }
 
     fn push_step(&mut self, at: u64, device: u32, fill: impl FnOnce(&mut Step)) {
-        let Some(name) = self.device_name(device).map(str::to_owned) else { return };
+        if self.live(device).is_none() {
+            return;
+        }
         let mut step = Step {
             index: 0,
             line: 0,
             at_ms: at,
-            device: name,
+            // Named when written: no allocation on the monitor's path.
+            device: String::new(),
             device_index: device as usize,
             port_state: None,
             link: None,
@@ -589,17 +604,32 @@ impl Recorder {
 
     /// Writes what can no longer change (everything placed more than
     /// [`SLACK_MS`] before `now`), the declarations of devices attached so
-    /// far, and the new `duration_ms`. Call it at least once a second.
+    /// far, and the new `duration_ms`, at most every [`FLUSH_EVERY_MS`]
+    /// (a busy monitor may call it on every wake-up: the writes stay a few
+    /// a second). Call it at least once a second.
     pub fn flush(&mut self, now: Millis) -> io::Result<()> {
+        let first = !self.flushed;
         self.flushed = true;
+        if !first && now.0 < self.written_at.saturating_add(FLUSH_EVERY_MS) {
+            return Ok(());
+        }
+        self.written_at = now.0;
         self.write_out(now.0, now.0.saturating_sub(SLACK_MS))
     }
 
     /// Writes everything left and an `[[expect]]` per recorded rail with
     /// its state in `snapshot` (taken at `now`), and ends the recording.
     pub fn finish(&mut self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
+        if self.stopped.as_deref() == Some(FINISHED) {
+            return Ok(());
+        }
         let end = now.0.min(MAX_DURATION_MS);
         self.write_out(end, end.saturating_add(1))?;
+        if self.stopped.is_some() {
+            // What came after the stop is not in the file: the end state
+            // would expect what the steps cannot produce.
+            return self.append("\n# no [[expect]]: the recording stopped before the end\n");
+        }
         let mut text = String::new();
         for (idx, d) in self.devices.iter().enumerate() {
             if !d.declared {
@@ -623,7 +653,7 @@ impl Recorder {
             }
         }
         self.append(&text)?;
-        self.stopped.get_or_insert_with(|| "finished".to_owned());
+        self.stopped = Some(FINISHED.to_owned());
         Ok(())
     }
 
@@ -638,25 +668,31 @@ impl Recorder {
     /// file is valid after each write).
     fn write_out(&mut self, duration: u64, cutoff: u64) -> io::Result<()> {
         let duration = duration.min(MAX_DURATION_MS).max(self.duration);
-        let mut text = String::new();
+        let mut text = std::mem::take(&mut self.text);
+        text.clear();
         for d in self.devices.iter_mut().filter(|d| !d.declared) {
             d.declared = true;
             text.push_str(&write::device(&declaration(d)));
         }
-        let mut due: Vec<(u64, Entry)> = Vec::new();
-        let mut rest = Vec::with_capacity(self.pending.len());
-        for (at, e) in self.pending.drain(..) {
-            if at < cutoff { due.push((at, e)) } else { rest.push((at, e)) }
-        }
-        self.pending = rest;
-        // Stable: equal times keep the order they were observed in.
-        due.sort_by_key(|(at, _)| *at);
-        for (at, e) in due {
+        // Stable: equal times keep the order they were observed in. In
+        // place, and drained in place: the buffer keeps its capacity.
+        self.pending.sort_by_key(|(at, _)| *at);
+        let due = self.pending.partition_point(|(at, _)| *at < cutoff);
+        let room = MAX_RECORDING_BYTES.saturating_sub(self.end) as usize;
+        let mut full = false;
+        for (at, e) in self.pending.drain(..due) {
+            if full {
+                continue;
+            }
             match e {
-                Entry::Step(s) if at <= duration => text.push_str(&write::step(&s)),
+                Entry::Step(mut s) if at <= duration => {
+                    s.device.clone_from(&self.devices[s.device_index].name);
+                    text.push_str(&write::step(&s));
+                }
                 Entry::Step(_) => {}
                 Entry::Comment(c) => text.push_str(&format!("\n# {at} ms: {c}\n")),
             }
+            full = text.len() > room;
         }
         self.floor = self.floor.max(cutoff);
         if duration != self.duration {
@@ -666,7 +702,8 @@ impl Recorder {
         if !text.is_empty() {
             self.append(&text)?;
         }
-        if self.end > MAX_RECORDING_BYTES && self.stopped.is_none() {
+        self.text = text;
+        if full && self.stopped.is_none() {
             self.stopped = Some(format!("the file reached {} bytes, near the scenario limit", self.end));
             self.append("\n# recording stopped: the file is near the 16 MiB scenario limit\n")?;
         }

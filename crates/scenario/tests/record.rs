@@ -389,3 +389,50 @@ recovered_by = "event"
     assert_eq!(replayed, live, "{recording}");
     assert!(failed.is_empty(), "{failed:?}\n{recording}");
 }
+
+/// A recording stops short of the loader's 16 MiB limit, says so, and
+/// still loads: a host that flaps for days cannot make a file `simulate`
+/// refuses.
+#[test]
+fn a_recording_stops_before_the_file_limit_and_still_loads() {
+    use railwatch_core::{AsyncEvent, Element, EventKind, PortState};
+    use railwatch_runtime::Observed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.toml");
+    let sc = Scenario::parse("duration_ms = 1\n[[device]]\nname = \"x\"\nports = [{ port = 1 }]\n", "x").unwrap();
+    let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
+    r.observe(Millis(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
+    r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    let err = AsyncEvent::new(EventKind::PortErr.code(), Element::Port(1));
+    let mut t = 1;
+    while r.stopped().is_none() {
+        for state in [PortState::Down, PortState::Active] {
+            r.observe(Millis(t), Observed::Event { device: 0, event: err });
+            r.observe(Millis(t), Observed::PortState { device: 0, port: 1, answer: Ok(state) });
+            t += 1;
+        }
+        if t % 10_000 == 1 {
+            r.flush(Millis(t)).unwrap();
+        }
+        assert!(t < 2_000_000, "never stopped");
+    }
+    r.flush(Millis(t + 1000)).unwrap();
+    let snapshot = railwatch_runtime::Snapshot {
+        t: Millis(t + 2000),
+        rails: vec![],
+        devices: vec![],
+        wakeups: 0,
+        ticks: 0,
+        notifications_dropped: 0,
+    };
+    r.finish(Millis(t + 2000), &snapshot).unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < railwatch_scenario::scenario::MAX_FILE_BYTES, "{size} bytes");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("# recording stopped: the file is near the 16 MiB scenario limit"));
+    // The end state is not expected: the steps after the stop are missing.
+    assert!(text.contains("# no [[expect]]: the recording stopped before the end"));
+    assert!(!text.contains("[[expect]]\n"));
+    let loaded = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(loaded.steps.len() > 100_000, "{} steps", loaded.steps.len());
+}
