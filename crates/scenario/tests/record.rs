@@ -39,6 +39,31 @@ fn options(sc: &Scenario, anonymize: bool) -> RecordOptions {
     }
 }
 
+/// A recorder writing `path` under the default config that has seen the
+/// monitor attach device 0 (`mlx5_0`, one port) and read its port ACTIVE
+/// at 0 ms.
+fn recorder_of_one_active_port(path: &Path) -> Recorder {
+    use railwatch_core::PortState;
+    use railwatch_runtime::Observed;
+    let sc = Scenario::parse("duration_ms = 1\n[[device]]\nname = \"x\"\nports = [{ port = 1 }]\n", "x").unwrap();
+    let mut r = Recorder::create(path, &options(&sc, false)).unwrap();
+    r.observe(Millis(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
+    r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    r
+}
+
+/// The snapshot `finish` is given at `t` when no rail's end state matters.
+fn no_rails(t: u64) -> railwatch_runtime::Snapshot {
+    railwatch_runtime::Snapshot {
+        t: Millis(t),
+        rails: vec![],
+        devices: vec![],
+        wakeups: 0,
+        ticks: 0,
+        notifications_dropped: 0,
+    }
+}
+
 fn transition_line(names: &Names, record: &Record<'_>) -> Option<String> {
     let Record::Note(n) = record else { return None };
     let Happening::Transition { rail, from, to, cause, generation } = n.what else { return None };
@@ -137,11 +162,8 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
     use railwatch_runtime::Observed;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.toml");
-    let sc = Scenario::parse("duration_ms = 1\n[[device]]\nname = \"x\"\nports = [{ port = 1 }]\n", "x").unwrap();
-    let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
+    let mut r = recorder_of_one_active_port(&path);
     let at = |t| Millis(t);
-    r.observe(at(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-    r.observe(at(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
     r.observe(at(0), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
     let err = AsyncEvent::new(EventKind::PortErr.code(), Element::Port(1));
     r.observe(at(500), Observed::Event { device: 0, event: err });
@@ -193,7 +215,7 @@ mod arbitrary_inputs {
     use railwatch_core::{
         AsyncEvent, Element, Errno, Gid, GidType, LinkAttrs, LinkLayer, Millis, ObjectHandle, PortAddress, PortState,
     };
-    use railwatch_runtime::{Observed, Snapshot};
+    use railwatch_runtime::Observed;
     use railwatch_scenario::Scenario;
     use railwatch_scenario::record::{RecordOptions, Recorder};
 
@@ -311,8 +333,7 @@ mod arbitrary_inputs {
                 }
             }
             let end = inputs.last().map_or(0, |(t, _)| *t) + 1;
-            let snapshot = Snapshot { t: Millis(end), rails: vec![], devices: vec![], wakeups: 0, ticks: 0, notifications_dropped: 0 };
-            r.finish(Millis(end), &snapshot).unwrap();
+            r.finish(Millis(end), &super::no_rails(end)).unwrap();
             let sc = Scenario::load(&path);
             prop_assert!(sc.is_ok(), "after the finish: {}\n{}", sc.as_ref().unwrap_err(), std::fs::read_to_string(&path).unwrap());
             let sc = sc.unwrap();
@@ -399,10 +420,7 @@ fn a_recording_stops_before_the_file_limit_and_still_loads() {
     use railwatch_runtime::Observed;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.toml");
-    let sc = Scenario::parse("duration_ms = 1\n[[device]]\nname = \"x\"\nports = [{ port = 1 }]\n", "x").unwrap();
-    let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
-    r.observe(Millis(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-    r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    let mut r = recorder_of_one_active_port(&path);
     let err = AsyncEvent::new(EventKind::PortErr.code(), Element::Port(1));
     let mut t = 1;
     while r.stopped().is_none() {
@@ -417,15 +435,7 @@ fn a_recording_stops_before_the_file_limit_and_still_loads() {
         assert!(t < 2_000_000, "never stopped");
     }
     r.flush(Millis(t + 1000)).unwrap();
-    let snapshot = railwatch_runtime::Snapshot {
-        t: Millis(t + 2000),
-        rails: vec![],
-        devices: vec![],
-        wakeups: 0,
-        ticks: 0,
-        notifications_dropped: 0,
-    };
-    r.finish(Millis(t + 2000), &snapshot).unwrap();
+    r.finish(Millis(t + 2000), &no_rails(t + 2000)).unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
     assert!(size < railwatch_scenario::scenario::MAX_FILE_BYTES, "{size} bytes");
     let text = std::fs::read_to_string(&path).unwrap();
