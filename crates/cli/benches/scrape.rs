@@ -11,14 +11,15 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
 
 use railwatch_cli::metrics::{Metrics, Server};
 use railwatch_runtime::{Config, Monitor, NoSelector, SystemClock};
 use railwatch_scenario::driver::Names;
 use railwatch_sim_backend::{PortSpec, SimDevice};
 
-const ROUND: Duration = Duration::from_secs(1);
 const PAIRS: usize = 4;
 
 fn main() {
@@ -56,41 +57,12 @@ fn main() {
         metrics.update(&monitor.snapshot());
     };
 
-    let mut ratios = Vec::new();
-    let (mut on_all, mut off_all) = (Vec::new(), Vec::new());
-    for pair in 0..PAIRS {
-        let mut p99 = [0f64; 2];
-        // Alternate which side goes first.
-        for side in [pair % 2, 1 - pair % 2] {
-            scraping.store(side == 1, Ordering::Release);
-            let mut lat = Vec::new();
-            let started = Instant::now();
-            while started.elapsed() < ROUND {
-                sim.port_down(1);
-                while gate.check().is_ok() {
-                    wake(&mut monitor, &mut metrics);
-                }
-                let t0 = Instant::now();
-                sim.port_up(1);
-                while gate.check().is_err() {
-                    wake(&mut monitor, &mut metrics);
-                }
-                lat.push(t0.elapsed().as_nanos() as f64);
-            }
-            lat.sort_by(f64::total_cmp);
-            p99[side] = lat[lat.len() * 99 / 100];
-            if side == 1 { on_all.push(p99[side]) } else { off_all.push(p99[side]) }
-        }
-        ratios.push(p99[1] / p99[0]);
-    }
+    let compared = common::alternate(PAIRS, |scraped| {
+        scraping.store(scraped, Ordering::Release);
+        common::flap_round(&sim, &gate, || wake(&mut monitor, &mut metrics))
+    });
     scraping.store(false, Ordering::Release);
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    println!("scrape_p99_on_ns\t{:.0}", median(on_all));
-    println!("scrape_p99_off_ns\t{:.0}", median(off_all));
-    println!("scrape_ratio\t{:.4}", median(ratios));
+    compared.print("scrape");
     println!("scrape_count\t{}", scrapes.load(Ordering::Relaxed));
 }
 
