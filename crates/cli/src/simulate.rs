@@ -64,13 +64,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     let recording = match &args.record {
         None => None,
         Some(path) => {
-            let config = railwatch_runtime::Config {
-                tick_ms: opts.tick_ms.unwrap_or(scenario.tick_ms),
-                settle_ms: scenario.settle_ms,
-                audit_ms: scenario.audit_ms,
-                damping: scenario.damping,
-                ..railwatch_runtime::Config::default()
-            };
+            let config = railwatch_scenario::driver::config(&scenario, &opts);
             let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
             match Recording::create(path, &config, args.record_anonymize, "railwatch simulate --record", description) {
                 Ok(r) => Some(r),

@@ -166,6 +166,20 @@ pub struct Run<'s> {
     at_rest: bool,
 }
 
+/// The monitor's config for a run of `scenario`: its settings, `opts`'
+/// tick override, and a fixed seed for re-open jitter (same file, same
+/// timeline).
+pub fn config(scenario: &Scenario, opts: &RunOptions) -> Config {
+    Config {
+        tick_ms: opts.tick_ms.unwrap_or(scenario.tick_ms),
+        settle_ms: scenario.settle_ms,
+        audit_ms: scenario.audit_ms,
+        damping: scenario.damping,
+        seed: Some(1),
+        ..Config::default()
+    }
+}
+
 impl<'s> Run<'s> {
     /// Builds the scenario's devices and a monitor over them, at virtual
     /// time 0, subscribed without a bound (the driver empties the channel
@@ -179,17 +193,8 @@ impl<'s> Run<'s> {
     pub fn observed(scenario: &'s Scenario, opts: &RunOptions, observer: Option<Observer>) -> io::Result<Run<'s>> {
         let clock = SimClock::new();
         let selector = Arc::new(BandwidthSelector::new());
-        let tick_ms = opts.tick_ms.unwrap_or(scenario.tick_ms);
-        let config = Config {
-            tick_ms,
-            settle_ms: scenario.settle_ms,
-            audit_ms: scenario.audit_ms,
-            damping: scenario.damping,
-            // Re-open jitter is drawn from a fixed seed: same file, same
-            // timeline.
-            seed: Some(1),
-            ..Config::default()
-        };
+        let config = config(scenario, opts);
+        let tick_ms = config.tick_ms;
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone())?;
         let rx = monitor.subscribe_unbounded();
         if let Some(observer) = observer {
