@@ -81,14 +81,8 @@ struct SimulateArgs {
     /// its state over time, the events and the summary.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
-    /// Also record the run as `watch --record` records a live one: a
-    /// scenario file of what the simulated devices said (docs/RECORDING.md).
-    #[arg(long, value_name = "FILE")]
-    record: Option<std::path::PathBuf>,
-    /// Name the devices in the recording dev0, dev1, ... and replace their
-    /// addresses by placeholders.
-    #[arg(long, requires = "record")]
-    record_anonymize: bool,
+    #[command(flatten)]
+    rec: RecordArgs,
 }
 
 #[derive(Args, Debug)]
@@ -148,9 +142,18 @@ struct WatchArgs {
     /// collector, at most once a second and at exit (default: none).
     #[arg(long, value_name = "PATH")]
     textfile: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    rec: RecordArgs,
+}
+
+/// `--record FILE` and `--record-anonymize`, alike for `simulate` and
+/// `watch` (docs/RECORDING.md).
+#[derive(Args, Debug)]
+struct RecordArgs {
     /// Record what the devices say as a scenario file that `railwatch
-    /// simulate FILE` replays (written as it happens, flushed every
-    /// second). It names the host's devices; see --record-anonymize.
+    /// simulate FILE` replays (written as the run goes, at least once a
+    /// second, so a cut-off file still replays). It names the devices; see
+    /// --record-anonymize.
     #[arg(long, value_name = "FILE")]
     record: Option<std::path::PathBuf>,
     /// Name the devices in the recording dev0, dev1, ... and replace their

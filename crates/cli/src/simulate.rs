@@ -53,7 +53,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if let (Some(record), Some(html)) = (&args.record, &args.html) {
+    if let (Some(record), Some(html)) = (&args.rec.record, &args.html) {
         let same = record == html
             || std::fs::canonicalize(record).ok().is_some_and(|r| std::fs::canonicalize(html).ok() == Some(r));
         if same {
@@ -61,12 +61,18 @@ pub fn run(args: SimulateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let recording = match &args.record {
+    let recording = match &args.rec.record {
         None => None,
         Some(path) => {
             let config = railwatch_scenario::driver::config(&scenario, &opts);
             let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
-            match Recording::create(path, &config, args.record_anonymize, "railwatch simulate --record", description) {
+            match Recording::create(
+                path,
+                &config,
+                args.rec.record_anonymize,
+                "railwatch simulate --record",
+                description,
+            ) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     eprintln!("railwatch: cannot write the recording {}: {e}", path.display());
@@ -129,7 +135,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         Style::Json => writeln!(out, "{}", output::json_summary(&summary)),
         Style::Human { color } => output::human_summary(&mut out, &summary, color),
     };
-    if let (Some(r), Some(path)) = (&recording, args.record.as_deref()) {
+    if let (Some(r), Some(path)) = (&recording, args.rec.record.as_deref()) {
         let finished = match recording_failed.take() {
             Some(e) => Err(e),
             None => r.finish(summary.snapshot.t, &summary.snapshot),

@@ -477,14 +477,14 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     // With metrics, every event must be counted: nothing may be dropped
     // (the loop empties the receiver after every wake-up).
     let rx = if metrics.is_some() { monitor.subscribe_unbounded() } else { monitor.subscribe() };
-    let mut recording = match &args.record {
+    let mut recording = match &args.rec.record {
         None => None,
         Some(path) => match Recording::create(
             path,
             &running.config,
-            args.record_anonymize,
+            args.rec.record_anonymize,
             "railwatch watch --record",
-            railwatch_cli::record::host_description(args.record_anonymize),
+            railwatch_cli::record::host_description(args.rec.record_anonymize),
         ) {
             Ok(r) => {
                 monitor.set_observer(r.observer());
