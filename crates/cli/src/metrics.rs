@@ -184,6 +184,12 @@ pub fn rail_state_code(state: RailState) -> i64 {
     }
 }
 
+/// A generation as a gauge value (saturating; a generation never gets
+/// near `i64::MAX` in practice).
+fn generation_value(generation: u64) -> i64 {
+    i64::try_from(generation).unwrap_or(i64::MAX)
+}
+
 /// A link rate in bytes per second (node_exporter's
 /// `node_infiniband_rate_bytes_per_second` unit), if known.
 pub fn bytes_per_second(rate: LinkRate) -> Option<i64> {
@@ -315,7 +321,12 @@ impl Metrics {
                 let labels = EventLabels { device: names.device(device).to_owned(), event: kind.name().to_owned() };
                 self.async_events.get_or_create(&labels).inc();
             }
-            Happening::Transition { rail, to, cause, .. } => {
+            Happening::Transition { rail, to, cause, generation, .. } => {
+                // The gauges follow at once, not at the next snapshot: a
+                // scrape in between must not read the rail available
+                // beside its old state and generation.
+                self.rail_state.get_or_create(&rail_labels(rail)).set(rail_state_code(to));
+                self.rail_generation.get_or_create(&rail_labels(rail)).set(generation_value(generation));
                 let RailLabels { device, port } = rail_labels(rail);
                 if cause == Cause::By(RecoveredBy::Poll) {
                     let labels = RailLabels { device: device.clone(), port: port.clone() };
@@ -336,10 +347,18 @@ impl Metrics {
                 }
                 self.rail_available.get_or_create(&rail_labels(rail)).set(1);
             }
-            Happening::Reseed { .. }
-            | Happening::Drain { .. }
-            | Happening::AddressChanged { .. }
-            | Happening::ObjectError { .. } => {}
+            Happening::AddressChanged { rail, generation } => {
+                self.rail_generation.get_or_create(&rail_labels(rail)).set(generation_value(generation));
+            }
+            Happening::Reseed { rail, to, .. } => match bytes_per_second(to) {
+                Some(rate) => {
+                    self.link_rate.get_or_create(&rail_labels(rail)).set(rate);
+                }
+                None => {
+                    self.link_rate.remove(&rail_labels(rail));
+                }
+            },
+            Happening::Drain { .. } | Happening::ObjectError { .. } => {}
         }
     }
 
@@ -350,7 +369,7 @@ impl Metrics {
             let labels = RailLabels { device: device.to_owned(), port: r.id.port.to_string() };
             self.rail_available.get_or_create(&labels).set(i64::from(r.available));
             self.rail_state.get_or_create(&labels).set(rail_state_code(r.state));
-            self.rail_generation.get_or_create(&labels).set(i64::try_from(r.generation).unwrap_or(i64::MAX));
+            self.rail_generation.get_or_create(&labels).set(generation_value(r.generation));
             match r.last_port_state {
                 Some(state) => {
                     self.port_state.get_or_create(&labels).set(i64::from(state.code()));
@@ -662,6 +681,42 @@ mod tests {
         assert!(open.ends_with("# EOF\n"), "{open}");
         assert!(open.contains("# TYPE railwatch_build info\n"), "{open}");
         assert!(open.contains("# UNIT railwatch_rail_unavailable_seconds seconds\n"), "{open}");
+    }
+
+    /// A scrape between a notification and the next snapshot: the rail's
+    /// state, generation and rate already agree with its availability.
+    #[test]
+    fn notifications_alone_keep_the_rail_gauges_consistent() {
+        let mut m = Metrics::new("1.2.3");
+        let rail = RailId { device: 0, port: 1 };
+        let names = names();
+        m.update(&snapshot(false, 1, 0));
+        m.note(
+            &names,
+            &note(
+                10,
+                Happening::Transition {
+                    rail,
+                    from: RailState::Paused,
+                    to: RailState::Active,
+                    cause: Cause::By(RecoveredBy::Event),
+                    generation: 2,
+                },
+            ),
+        );
+        m.note(&names, &note(10, Happening::Reseed { rail, from: None, to: LinkRate::gbps(100) }));
+        m.note(&names, &note(10, Happening::Available { rail, available: true }));
+        let text = m.exporter().encode(Format::Prometheus);
+        let rail_labels = r#"{device="mlx5_0",port="1"}"#;
+        let value = |name: &str| series(&text, &format!("{name}{rail_labels}"));
+        assert_eq!(value("railwatch_rail_available"), Some("1"), "{text}");
+        assert_eq!(value("railwatch_rail_state"), Some("0"), "{text}");
+        assert_eq!(value("railwatch_rail_generation"), Some("2"), "{text}");
+        assert_eq!(value("railwatch_link_rate_bytes_per_second"), Some("12500000000"), "{text}");
+
+        m.note(&names, &note(20, Happening::AddressChanged { rail, generation: 3 }));
+        let text = m.exporter().encode(Format::Prometheus);
+        assert_eq!(series(&text, &format!("railwatch_rail_generation{rail_labels}")), Some("3"), "{text}");
     }
 
     #[test]
