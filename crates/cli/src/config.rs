@@ -292,6 +292,27 @@ impl Settings {
 const DAMPING_KEYS: [&str; 5] =
     ["damping.penalty_per_flap", "damping.suppress", "damping.reuse", "damping.half_life_ms", "damping.max_penalty"];
 
+/// The files `watch` reads and writes are distinct: neither the recording
+/// nor the metrics text file may replace the config file, nor each other.
+/// The error names both roles and the path.
+pub fn distinct_files(args: &WatchArgs, settings: &Settings) -> Result<(), SettingsError> {
+    let files: Vec<(&str, &std::path::Path)> = [
+        ("--config", args.config.as_deref()),
+        ("--record", args.rec.record.as_deref()),
+        ("metrics.textfile", settings.metrics.textfile.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(what, path)| Some((what, path?)))
+    .collect();
+    railwatch_cli::outfile::distinct(&files).map_err(|message| SettingsError {
+        file: None,
+        line: None,
+        flag: None,
+        key: None,
+        message,
+    })
+}
+
 /// The settings for `watch`: the file (if `--config`), checked alone, then
 /// overridden by the flags and checked again.
 pub fn resolve(args: &WatchArgs) -> Res<Settings> {

@@ -249,6 +249,9 @@ fn watch(args: WatchArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return config::refuse(&e, &args),
     };
+    if let Err(e) = config::distinct_files(&args, &settings) {
+        return config::refuse(&e, &args);
+    }
     if args.check {
         return config::print_check(&settings, args.json);
     }

@@ -24,6 +24,30 @@ pub fn target(path: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// Whether two paths name the same file: the same inode when both exist,
+/// else the same absolute path (so a file that does not exist yet is
+/// still caught when both names spell it alike).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        (Err(_), Err(_)) => std::path::absolute(a).ok().zip(std::path::absolute(b).ok()).is_some_and(|(x, y)| x == y),
+        _ => false,
+    }
+}
+
+/// Refuses a command whose files collide: each pair is `(what, path)`,
+/// the files it reads first (so an output can never replace its own
+/// input) and then the ones it writes. The error names both roles.
+pub fn distinct(files: &[(&str, &Path)]) -> Result<(), String> {
+    for (i, (what, path)) in files.iter().enumerate() {
+        if let Some((other, _)) = files[..i].iter().find(|(_, earlier)| same_file(earlier, path)) {
+            return Err(format!("{other} and {what} name the same file, {}", path.display()));
+        }
+    }
+    Ok(())
+}
+
 /// Writes `text` to `path` through a new temporary file in the same
 /// directory (created exclusively, never through a link someone planted),
 /// renamed into place, so a reader never sees half a file.
@@ -79,6 +103,25 @@ mod tests {
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         assert!(target(&fifo).is_err());
         assert!(write_atomically(&dir.path().join("missing/a.html"), "x").is_err());
+    }
+
+    #[test]
+    fn the_files_of_one_command_are_distinct() {
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = dir.path().join("s.toml");
+        fs::write(&scenario, "name = \"s\"").unwrap();
+        let html = dir.path().join("r.html");
+        assert_eq!(distinct(&[("the scenario", &scenario), ("--html", &html)]), Ok(()));
+        // The same file by another spelling, and through a link.
+        let spelled = dir.path().join(".").join("s.toml");
+        let err = distinct(&[("the scenario", &scenario), ("--html", &html), ("--record", &spelled)]).unwrap_err();
+        assert!(err.starts_with("the scenario and --record name the same file"), "{err}");
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(&scenario, &link).unwrap();
+        assert!(distinct(&[("the scenario", &scenario), ("--record", &link)]).is_err());
+        // Two outputs that do not exist yet, spelled alike.
+        let err = distinct(&[("--html", &html), ("--record", &html)]).unwrap_err();
+        assert_eq!(err, format!("--html and --record name the same file, {}", html.display()));
     }
 
     use std::os::unix::fs::FileTypeExt;

@@ -53,13 +53,18 @@ pub fn run(args: SimulateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if let (Some(record), Some(html)) = (&args.rec.record, &args.html) {
-        let same = record == html
-            || std::fs::canonicalize(record).ok().is_some_and(|r| std::fs::canonicalize(html).ok() == Some(r));
-        if same {
-            eprintln!("railwatch: --record and --html name the same file, {}", record.display());
-            return ExitCode::from(2);
-        }
+    // Neither output may replace the scenario it runs, nor the other.
+    let files: Vec<(&str, &std::path::Path)> = [
+        ("the scenario", args.file.as_deref()),
+        ("--html", args.html.as_deref()),
+        ("--record", args.rec.record.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(what, path)| Some((what, path?)))
+    .collect();
+    if let Err(e) = railwatch_cli::outfile::distinct(&files) {
+        eprintln!("railwatch: {e}");
+        return ExitCode::from(2);
     }
     let recording = match &args.rec.record {
         None => None,

@@ -617,8 +617,11 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
                 }
                 if apply.contains(&"metrics.textfile") {
                     if let Some(m) = &metrics {
-                        match &new.metrics.textfile {
-                            Some(path) => match TextfileWriter::start(path.clone(), m.exporter()) {
+                        let still =
+                            || running.metrics.textfile.as_ref().map_or("none".into(), |p| p.display().to_string());
+                        match (&new.metrics.textfile, crate::config::distinct_files(&args, &new)) {
+                            (Some(_), Err(e)) => log::error!("reload: {e}; still writing {}", still()),
+                            (Some(path), Ok(())) => match TextfileWriter::start(path.clone(), m.exporter()) {
                                 Ok(writer) => {
                                     textfile = Some(writer);
                                     running.metrics.textfile = Some(path.clone());
@@ -627,14 +630,10 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
                                 Err(e) => log::error!(
                                     "reload: cannot write the metrics text file {} ({e}); still writing {}",
                                     path.display(),
-                                    running
-                                        .metrics
-                                        .textfile
-                                        .as_ref()
-                                        .map_or("none".into(), |p| p.display().to_string())
+                                    still()
                                 ),
                             },
-                            None => {
+                            (None, _) => {
                                 textfile = None;
                                 running.metrics.textfile = None;
                                 applied.push("metrics.textfile = none".to_owned());

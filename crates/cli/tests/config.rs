@@ -416,6 +416,33 @@ fn a_directory_a_huge_file_a_socket_and_a_missing_file_are_refused_quickly() {
     assert!(started.elapsed() < quick, "took {:?}", started.elapsed());
 }
 
+/// The recording and the metrics text file may not replace the config
+/// file, nor each other: refused (1 with `--check`, 2 without), the config
+/// left as it was.
+#[test]
+fn watch_never_writes_over_its_own_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let prom = dir.path().join("railwatch.prom");
+    let prom = prom.to_str().unwrap();
+    let f = config_file(&format!("[metrics]\ntextfile = \"{prom}\"\n"));
+    let config = path_of(&f);
+    let before = std::fs::read_to_string(config).unwrap();
+    for (extra, said) in [
+        (["--record", config], format!("--config and --record name the same file, {config}")),
+        (["--record", prom], format!("--record and metrics.textfile name the same file, {prom}")),
+        (["--textfile", config], format!("--config and metrics.textfile name the same file, {config}")),
+    ] {
+        let (out, _, stderr) = check(&[&["--config", config][..], &extra[..]].concat());
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains(&said), "{extra:?}: {stderr}");
+        let (out, _, stderr) =
+            run_within(railwatch().args(["watch", "--for-ms", "1", "--config", config]).args(extra), SECONDS);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(&said), "{extra:?}: {stderr}");
+        assert_eq!(std::fs::read_to_string(config).unwrap(), before);
+    }
+}
+
 // ---- without the verbs feature -----------------------------------------------
 
 #[cfg(not(feature = "verbs"))]

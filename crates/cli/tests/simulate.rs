@@ -286,4 +286,27 @@ fn output_files_must_be_regular_files() {
     let same = dir.path().join("x");
     let out = railwatch(&["simulate", "--html", same.to_str().unwrap(), "--record", same.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--html and --record name the same file"), "{}", stderr(&out));
+}
+
+/// Neither output may replace the scenario being run: refused before the
+/// run, the scenario left byte for byte as it was (also through another
+/// spelling of its path).
+#[test]
+fn an_output_never_replaces_its_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("mine.toml");
+    let text = "# my notes\nname = \"mine\"\nduration_ms = 100\n\n[[device]]\nname = \"d\"\nports = [{ port = 1, state = \"active\" }]\n";
+    std::fs::write(&scenario, text).unwrap();
+    let path = scenario.to_str().unwrap();
+    let spelled = dir.path().join(".").join("mine.toml");
+    let spelled = spelled.to_str().unwrap();
+    for (flag, output) in [("--record", path), ("--html", path), ("--record", spelled)] {
+        let out = railwatch(&["simulate", path, flag, output]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {output}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(said.contains(&format!("the scenario and {flag} name the same file, {output}")), "{said}");
+        assert!(stdout(&out).is_empty(), "{flag}: refused before the run");
+        assert_eq!(std::fs::read_to_string(&scenario).unwrap(), text, "{flag} {output}");
+    }
 }
