@@ -624,7 +624,7 @@ impl Recorder {
             return Ok(());
         }
         let end = now.0.min(MAX_DURATION_MS);
-        self.write_out(end, end.saturating_add(1))?;
+        self.write_out(now.0, end.saturating_add(1))?;
         if self.stopped.is_some() {
             // What came after the stop is not in the file: the end state
             // would expect what the steps cannot produce.
@@ -666,8 +666,8 @@ impl Recorder {
     /// Declares the devices, then writes the steps placed before `cutoff`
     /// in time order, after setting `duration_ms` to `duration` (so the
     /// file is valid after each write).
-    fn write_out(&mut self, duration: u64, cutoff: u64) -> io::Result<()> {
-        let duration = duration.min(MAX_DURATION_MS).max(self.duration);
+    fn write_out(&mut self, now: u64, cutoff: u64) -> io::Result<()> {
+        let duration = now.min(MAX_DURATION_MS).max(self.duration);
         let mut text = std::mem::take(&mut self.text);
         text.clear();
         for d in self.devices.iter_mut().filter(|d| !d.declared) {
@@ -707,7 +707,8 @@ impl Recorder {
             self.stopped = Some(format!("the file reached {} bytes, near the scenario limit", self.end));
             self.append("\n# recording stopped: the file is near the 16 MiB scenario limit\n")?;
         }
-        if duration >= MAX_DURATION_MS && self.stopped.is_none() {
+        // Exactly 7 days still fits: only what comes after is lost.
+        if now > MAX_DURATION_MS && self.stopped.is_none() {
             self.stopped = Some("7 days, the scenario limit".to_owned());
             self.append("\n# recording stopped: 7 days is the scenario limit\n")?;
         }

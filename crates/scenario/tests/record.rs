@@ -446,3 +446,23 @@ fn a_recording_stops_before_the_file_limit_and_still_loads() {
     let loaded = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(loaded.steps.len() > 100_000, "{} steps", loaded.steps.len());
 }
+
+/// A recording may last exactly the 7-day limit and still ends cleanly;
+/// one that goes past it stops at 7 days and expects nothing.
+#[test]
+fn a_recording_stops_only_past_seven_days() {
+    use railwatch_scenario::scenario::MAX_DURATION_MS;
+    let dir = tempfile::tempdir().unwrap();
+    for (end, stops) in [(MAX_DURATION_MS, false), (MAX_DURATION_MS + 1, true)] {
+        let path = dir.path().join(format!("{end}.toml"));
+        let mut r = recorder_of_one_active_port(&path);
+        r.flush(Millis(0)).unwrap();
+        r.finish(Millis(end), &no_rails(end)).unwrap();
+        assert_eq!(r.stopped().is_some_and(|why| why.contains("7 days")), stops, "{end}: {:?}", r.stopped());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.contains("# recording stopped: 7 days"), stops, "{end}: {text}");
+        assert_eq!(text.contains("# no [[expect]]"), stops, "{end}: {text}");
+        let loaded = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(loaded.duration_ms, MAX_DURATION_MS);
+    }
+}
