@@ -2,8 +2,11 @@
 //! (railwatch-scenario's [`Recorder`]) set up from the settings in force
 //! and fed by the monitor's observer.
 
-use std::path::Path;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use railwatch_core::Millis;
 use railwatch_runtime::{Config, Observer, Snapshot};
@@ -14,6 +17,37 @@ use railwatch_scenario::record::{RecordOptions, Recorder};
 #[derive(Clone)]
 pub struct Recording {
     inner: Arc<Mutex<Recorder>>,
+    disk: Arc<Mutex<Disk>>,
+}
+
+/// How often what was written is synced to disk: a host that crashes (not
+/// only the process) loses at most about this much of the recording.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+
+/// The file's second handle and when it was last synced (real time: a
+/// virtual-time `simulate` run is not synced once per virtual second).
+struct Disk {
+    file: File,
+    synced_at: Instant,
+}
+
+/// `watch`'s recording is the only copy of what the host said: an existing
+/// non-empty file at `path` is kept as `path.old` (replacing an older
+/// one), as `perf record` keeps `perf.data.old`, so an agent restarted
+/// after a crash does not wipe the incident it recorded. Returns the name
+/// the old one is kept under.
+pub fn keep_previous(path: &Path) -> io::Result<Option<PathBuf>> {
+    let path = crate::outfile::target(path)?;
+    match std::fs::metadata(&path) {
+        Ok(m) if m.len() > 0 => {
+            let mut old = path.clone().into_os_string();
+            old.push(".old");
+            let old = PathBuf::from(old);
+            std::fs::rename(&path, &old)?;
+            Ok(Some(old))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The recording's description for `watch`: the host, unless anonymized.
@@ -59,7 +93,9 @@ impl Recording {
             ],
             anonymize,
         };
-        Ok(Recording { inner: Arc::new(Mutex::new(Recorder::create(&path, &opts)?)) })
+        let recorder = Recorder::create(&path, &opts)?;
+        let disk = Disk { file: recorder.file_handle()?, synced_at: Instant::now() };
+        Ok(Recording { inner: Arc::new(Mutex::new(recorder)), disk: Arc::new(Mutex::new(disk)) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorder> {
@@ -72,19 +108,29 @@ impl Recording {
         Box::new(move |now, what| inner.lock().unwrap_or_else(PoisonError::into_inner).observe(now, what))
     }
 
-    /// Writes what is settled; logs (once) why the recording stopped early.
-    pub fn flush(&self, now: Millis) -> std::io::Result<()> {
-        let mut r = self.lock();
-        let was_stopped = r.stopped().is_some();
-        let result = r.flush(now);
-        if let (false, Some(why)) = (was_stopped, r.stopped()) {
-            log::warn!("the recording stopped: {why}");
+    /// Writes what is settled, and syncs it to disk once a second; logs
+    /// (once) why the recording stopped early.
+    pub fn flush(&self, now: Millis) -> io::Result<()> {
+        {
+            let mut r = self.lock();
+            let was_stopped = r.stopped().is_some();
+            r.flush(now)?;
+            if let (false, Some(why)) = (was_stopped, r.stopped()) {
+                log::warn!("the recording stopped: {why}");
+            }
         }
-        result
+        // Not under the recorder's lock: the observer may go on meanwhile.
+        let mut disk = self.disk.lock().unwrap_or_else(PoisonError::into_inner);
+        if disk.synced_at.elapsed() >= SYNC_EVERY {
+            disk.synced_at = Instant::now();
+            disk.file.sync_data()?;
+        }
+        Ok(())
     }
 
-    /// Writes the rest and the final expectations.
-    pub fn finish(&self, now: Millis, snapshot: &Snapshot) -> std::io::Result<()> {
-        self.lock().finish(now, snapshot)
+    /// Writes the rest and the final expectations, and syncs the file.
+    pub fn finish(&self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
+        self.lock().finish(now, snapshot)?;
+        self.disk.lock().unwrap_or_else(PoisonError::into_inner).file.sync_data()
     }
 }

@@ -479,13 +479,18 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     let rx = if metrics.is_some() { monitor.subscribe_unbounded() } else { monitor.subscribe() };
     let mut recording = match &args.rec.record {
         None => None,
-        Some(path) => match Recording::create(
-            path,
-            &running.config,
-            args.rec.record_anonymize,
-            "railwatch watch --record",
-            railwatch_cli::record::host_description(args.rec.record_anonymize),
-        ) {
+        Some(path) => match railwatch_cli::record::keep_previous(path).and_then(|kept| {
+            if let Some(old) = kept {
+                log::warn!("the previous recording in {} is kept as {}", path.display(), old.display());
+            }
+            Recording::create(
+                path,
+                &running.config,
+                args.rec.record_anonymize,
+                "railwatch watch --record",
+                railwatch_cli::record::host_description(args.rec.record_anonymize),
+            )
+        }) {
             Ok(r) => {
                 monitor.set_observer(r.observer());
                 Some(r)

@@ -235,4 +235,23 @@ fn a_killed_recording_is_still_a_valid_scenario() {
         ],
         "{text}"
     );
+
+    // The agent restarts (as systemd restarts it after a crash) with the
+    // same --record: the killed recording is kept as killed.toml.old, not
+    // wiped, and the new one is written.
+    let mut again = Command::new(env!("CARGO_BIN_EXE_railwatch"));
+    let out = command_under_fake(&mut again, FakeLib::Basic)
+        .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2")
+        .env_remove("FAKE_IBVERBS_CONTROL")
+        .env_remove("FAKE_IBVERBS_EVENTS")
+        .args(["watch", "--json", "--for-ms", "200", "--record"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let old = dir.path().join("killed.toml.old");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kept as"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&old).unwrap(), text);
+    let new = std::fs::read_to_string(&file).unwrap();
+    assert!(new.contains("[[expect]]") && !new.contains("port_err"), "{new}");
 }

@@ -235,6 +235,12 @@ impl Recorder {
         })
     }
 
+    /// A second handle on the file, to sync it to disk without holding
+    /// the recorder (the monitor's observer waits on it).
+    pub fn file_handle(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
     /// Why recording stopped early (a limit of the scenario format), if it
     /// did.
     pub fn stopped(&self) -> Option<&str> {
