@@ -111,13 +111,18 @@ impl Recording {
     /// Writes what is settled, and syncs it to disk once a second; logs
     /// (once) why the recording stopped early.
     pub fn flush(&self, now: Millis) -> io::Result<()> {
-        {
+        let wrote = {
             let mut r = self.lock();
             let was_stopped = r.stopped().is_some();
-            r.flush(now)?;
+            let wrote = r.flush(now)?;
             if let (false, Some(why)) = (was_stopped, r.stopped()) {
                 log::warn!("the recording stopped: {why}");
             }
+            wrote
+        };
+        // Most wake-ups write nothing: they pay for no clock read either.
+        if !wrote {
+            return Ok(());
         }
         // Not under the recorder's lock: the observer may go on meanwhile.
         let mut disk = self.disk.lock().unwrap_or_else(PoisonError::into_inner);

@@ -140,10 +140,58 @@ impl DeviceView {
     }
 }
 
+/// What one pending step changes. Small on purpose: the monitor's path
+/// pushes one per change it saw, and a burst of them must stay in cache
+/// (a `Step` is four times the size); the `Step` is built when written.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    PortState(PortStateChange),
+    Link(LinkChange),
+    Gid(GidChange),
+    /// A fault; `wake`: with the event that only wakes the reader (a read
+    /// error is noticed on a wake-up).
+    Fault {
+        fault: Fault,
+        wake: bool,
+    },
+    Event(StepEvent),
+}
+
 #[derive(Debug)]
 enum Entry {
-    Step(Step),
+    Step { device: u32, change: Change },
     Comment(String),
+}
+
+impl Change {
+    /// The scenario step that makes this change on `device` at `at_ms`.
+    fn step(self, at_ms: u64, device: u32, name: &str) -> Step {
+        let mut step = Step {
+            index: 0,
+            line: 0,
+            at_ms,
+            device: name.to_owned(),
+            device_index: device as usize,
+            port_state: None,
+            link: None,
+            fault: None,
+            event: None,
+            gid: None,
+        };
+        match self {
+            Change::PortState(c) => step.port_state = Some(c),
+            Change::Link(c) => step.link = Some(c),
+            Change::Gid(c) => step.gid = Some(c),
+            Change::Fault { fault, wake } => {
+                step.fault = Some(fault);
+                if wake {
+                    step.event = Some(StepEvent { event: AsyncEvent::new(WAKE_EVENT_CODE, Element::None), repeat: 1 });
+                }
+            }
+            Change::Event(e) => step.event = Some(e),
+        }
+        step
+    }
 }
 
 /// Writes a scenario file from a live monitor's inputs. Feed it with
@@ -282,7 +330,7 @@ impl Recorder {
         if idx < self.devices.len() {
             // The same name came back (it had left the host's list).
             self.devices[idx].removed = false;
-            self.push_step(t, device, |s| s.fault = Some(Fault::Plug));
+            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
             return;
         }
         if idx > self.devices.len() {
@@ -307,7 +355,7 @@ impl Recorder {
             reads_addresses: None,
         });
         if !present {
-            self.push_step(t, device, |s| s.fault = Some(Fault::Plug));
+            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
         }
     }
 
@@ -320,25 +368,11 @@ impl Recorder {
         previous.map_or(0, |p| p.saturating_add(1)).max(t.saturating_sub(SLACK_MS)).min(t).max(self.floor)
     }
 
-    fn push_step(&mut self, at: u64, device: u32, fill: impl FnOnce(&mut Step)) {
+    fn push_step(&mut self, at: u64, device: u32, change: Change) {
         if self.live(device).is_none() {
             return;
         }
-        let mut step = Step {
-            index: 0,
-            line: 0,
-            at_ms: at,
-            // Named when written: no allocation on the monitor's path.
-            device: String::new(),
-            device_index: device as usize,
-            port_state: None,
-            link: None,
-            fault: None,
-            event: None,
-            gid: None,
-        };
-        fill(&mut step);
-        self.pending.push((at, Entry::Step(step)));
+        self.pending.push((at, Entry::Step { device, change }));
     }
 
     fn comment(&mut self, t: u64, text: String) {
@@ -353,37 +387,31 @@ impl Recorder {
         // After the events this drain read (a fault in their step would
         // come first and drop or block them).
         let after_events = self.pending.iter().any(|(at, e)| {
-            *at == t && matches!(e, Entry::Step(s) if s.device_index == device as usize && s.event.is_some())
+            *at == t && matches!(e, Entry::Step { device: d, change: Change::Event(_) } if *d == device)
         });
         let at = if after_events { t + 1 } else { t };
         let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
         if wake {
             self.comment(at, "a read failed: the event of the next step only wakes the reader (never read)".into());
         }
-        self.push_step(at.max(self.floor), device, |s| {
-            s.fault = Some(fault);
-            if wake {
-                s.event = Some(StepEvent { event: AsyncEvent::new(WAKE_EVENT_CODE, Element::None), repeat: 1 });
-            }
-        });
+        self.push_step(at.max(self.floor), device, Change::Fault { fault, wake });
     }
 
     /// Turns the read error this device recorded at `t` (if it did) into a
     /// removal: the fd hung up, or its port queries fail too. Returns
     /// whether there was one.
     fn read_error_was_removal(&mut self, t: u64, device: u32) -> bool {
-        let last = self.pending.iter_mut().rev().find_map(|(_, e)| match e {
-            Entry::Step(s)
-                if s.device_index == device as usize && matches!(s.fault, Some(Fault::Eio | Fault::Ebadf)) =>
+        let last = self.pending.iter_mut().rev().find_map(|(at, e)| match e {
+            Entry::Step { device: d, change }
+                if *d == device && matches!(change, Change::Fault { fault: Fault::Eio | Fault::Ebadf, .. }) =>
             {
-                Some(s)
+                Some((*at, change))
             }
             _ => None,
         });
-        let Some(s) = last.filter(|s| s.at_ms >= t) else { return false };
+        let Some((_, change)) = last.filter(|(at, _)| *at >= t) else { return false };
         // A removal hangs the fd up itself: no wake-up event.
-        s.fault = Some(Fault::Remove);
-        s.event = None;
+        *change = Change::Fault { fault: Fault::Remove, wake: false };
         if let Some(d) = self.live(device) {
             d.removed = true;
         }
@@ -406,7 +434,7 @@ impl Recorder {
                 if let Some(d) = self.live(device) {
                     d.removed = false;
                 }
-                self.push_step(at, device, |s| s.fault = Some(Fault::Restore));
+                self.push_step(at, device, Change::Fault { fault: Fault::Restore, wake: false });
             }
             Err(errno) if !removed => {
                 // The simulator re-opens a living device; only a removed one
@@ -415,7 +443,7 @@ impl Recorder {
                 if let Some(d) = self.live(device) {
                     d.removed = true;
                 }
-                self.push_step(at, device, |s| s.fault = Some(Fault::Remove));
+                self.push_step(at, device, Change::Fault { fault: Fault::Remove, wake: false });
                 self.comment(t, format!("the re-open failed with errno {}: replayed as a removal", errno.0));
             }
             _ => {}
@@ -449,21 +477,13 @@ impl Recorder {
         };
         let event = AsyncEvent { code: event.code, element };
         // A burst of the same event in one instant: one step, `repeat`.
-        if let Some((at, Entry::Step(s))) = self.pending.last_mut() {
-            if *at == t
-                && s.device_index == device as usize
-                && s.port_state.is_none()
-                && s.link.is_none()
-                && s.gid.is_none()
-                && s.fault.is_none()
-            {
-                if let Some(ev) = s.event.as_mut().filter(|ev| ev.event == event) {
-                    ev.repeat += 1;
-                    return;
-                }
+        if let Some((at, Entry::Step { device: d, change: Change::Event(ev) })) = self.pending.last_mut() {
+            if *at == t && *d == device && ev.event == event {
+                ev.repeat += 1;
+                return;
             }
         }
-        self.push_step(t, device, |s| s.event = Some(StepEvent { event, repeat: 1 }));
+        self.push_step(t, device, Change::Event(StepEvent { event, repeat: 1 }));
     }
 
     /// An object handle (a pointer in the live process, meaningless in
@@ -508,7 +528,7 @@ impl Recorder {
             _ => {
                 p.state = Some(state);
                 let at = self.placed(previous, t);
-                self.push_step(at, device, |s| s.port_state = Some(PortStateChange { port, state }));
+                self.push_step(at, device, Change::PortState(PortStateChange { port, state }));
             }
         }
     }
@@ -530,7 +550,7 @@ impl Recorder {
             _ => {
                 p.link = Some(link);
                 let at = self.placed(previous, t);
-                self.push_step(at, device, |s| s.link = Some(LinkChange { port, link }));
+                self.push_step(at, device, Change::Link(LinkChange { port, link }));
             }
         }
     }
@@ -599,7 +619,7 @@ impl Recorder {
         p.gids = Some(table);
         let at = self.placed(previous, t);
         for g in changes {
-            self.push_step(at, device, |s| s.gid = Some(g));
+            self.push_step(at, device, Change::Gid(g));
         }
     }
 
@@ -612,15 +632,16 @@ impl Recorder {
     /// [`SLACK_MS`] before `now`), the declarations of devices attached so
     /// far, and the new `duration_ms`, at most every [`FLUSH_EVERY_MS`]
     /// (a busy monitor may call it on every wake-up: the writes stay a few
-    /// a second). Call it at least once a second.
-    pub fn flush(&mut self, now: Millis) -> io::Result<()> {
+    /// a second). Call it at least once a second. Says whether it wrote
+    /// (a caller that syncs the file need only look then).
+    pub fn flush(&mut self, now: Millis) -> io::Result<bool> {
         let first = !self.flushed;
         self.flushed = true;
         if !first && now.0 < self.written_at.saturating_add(FLUSH_EVERY_MS) {
-            return Ok(());
+            return Ok(false);
         }
         self.written_at = now.0;
-        self.write_out(now.0, now.0.saturating_sub(SLACK_MS))
+        self.write_out(now.0, now.0.saturating_sub(SLACK_MS)).map(|()| true)
     }
 
     /// Writes everything left and an `[[expect]]` per recorded rail with
@@ -691,11 +712,11 @@ impl Recorder {
                 continue;
             }
             match e {
-                Entry::Step(mut s) if at <= duration => {
-                    s.device.clone_from(&self.devices[s.device_index].name);
-                    text.push_str(&write::step(&s));
+                Entry::Step { device, change } if at <= duration => {
+                    let name = &self.devices[device as usize].name;
+                    text.push_str(&write::step(&change.step(at, device, name)));
                 }
-                Entry::Step(_) => {}
+                Entry::Step { .. } => {}
                 Entry::Comment(c) => text.push_str(&format!("\n# {at} ms: {c}\n")),
             }
             full = text.len() > room;
