@@ -389,11 +389,19 @@ fn table(v: &BTreeMap<String, f64>) -> Result<String, String> {
     ));
     rows.push(ratio_row(
         "11",
-        "recovery p99 (PORT_ACTIVE written → gate admits) with watch --record's recorder observing every input and flushed after every wake-up, vs no recorder (back-to-back flaps, the worst case)",
+        "recovery p99 (PORT_ACTIVE written → gate admits) with watch --record's recorder observing every input and flushed after every wake-up, vs no recorder (back-to-back flaps, the worst case; after a 150 ms warm-up)",
         get("record_p99_on_ns")?,
         get("record_p99_off_ns")?,
         get("record_ratio")?,
         Goal::AtMost(1.3),
+    ));
+    rows.push(ratio_row(
+        "11",
+        "  (context) the same in a new recording's first 150 ms, while its buffers grow",
+        get("record_cold_p99_on_ns")?,
+        get("record_cold_p99_off_ns")?,
+        get("record_cold_ratio")?,
+        Goal::Info,
     ));
 
     let mut s = String::new();

@@ -21,6 +21,8 @@ use railwatch_scenario::driver::Names;
 use railwatch_sim_backend::{PortSpec, SimDevice};
 
 const PAIRS: usize = 4;
+/// One round of flaps, scraped or not.
+const ROUND: Duration = Duration::from_secs(1);
 
 fn main() {
     let mut monitor = Monitor::new(Config::default(), NoSelector, SystemClock::new()).expect("a monitor");
@@ -59,7 +61,7 @@ fn main() {
 
     let compared = common::alternate(PAIRS, |scraped| {
         scraping.store(scraped, Ordering::Release);
-        common::flap_round(&sim, &gate, || wake(&mut monitor, &mut metrics))
+        common::flap_round(&sim, &gate, ROUND, || wake(&mut monitor, &mut metrics))
     });
     scraping.store(false, Ordering::Release);
     compared.print("scrape");

@@ -1,5 +1,5 @@
 //! What the `watch` benches (rows 10 and 11) share: recovery latency of
-//! back-to-back flaps of one simulated port, in one-second rounds that
+//! back-to-back flaps of one simulated port, in rounds that
 //! alternate between the side with the feature under test and the side
 //! without it, and the median of the per-pair p99 ratios.
 
@@ -8,15 +8,13 @@ use std::time::{Duration, Instant};
 use railwatch_core::Gate;
 use railwatch_sim_backend::SimHandle;
 
-const ROUND: Duration = Duration::from_secs(1);
-
-/// Flaps port 1 of `sim` for one round, calling `wake` (one wake-up of
+/// Flaps port 1 of `sim` for `round`, calling `wake` (one wake-up of
 /// `watch`) until `gate` follows; each recovery's latency (`PORT_ACTIVE`
 /// written → the gate admits) in ns, sorted.
-pub fn flap_round(sim: &SimHandle, gate: &Gate, mut wake: impl FnMut()) -> Vec<f64> {
+pub fn flap_round(sim: &SimHandle, gate: &Gate, round: Duration, mut wake: impl FnMut()) -> Vec<f64> {
     let mut lat = Vec::new();
     let started = Instant::now();
-    while started.elapsed() < ROUND {
+    while started.elapsed() < round {
         sim.port_down(1);
         while gate.check().is_ok() {
             wake();
@@ -52,20 +50,25 @@ impl Compared {
     }
 }
 
+/// The p99 of sorted latencies.
+pub fn p99(sorted: &[f64]) -> f64 {
+    sorted[sorted.len() * 99 / 100]
+}
+
 /// Runs `pairs` pairs of rounds, `round(true)` with the feature and
 /// `round(false)` without, alternating which goes first; each round
 /// returns its sorted latencies.
 pub fn alternate(pairs: usize, mut round: impl FnMut(bool) -> Vec<f64>) -> Compared {
     let (mut on, mut off, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for pair in 0..pairs {
-        let mut p99 = [0f64; 2];
+        let mut tail = [0f64; 2];
         for side in [pair % 2, 1 - pair % 2] {
             let lat = round(side == 1);
-            p99[side] = lat[lat.len() * 99 / 100];
+            tail[side] = p99(&lat);
         }
-        on.push(p99[1]);
-        off.push(p99[0]);
-        ratios.push(p99[1] / p99[0]);
+        on.push(tail[1]);
+        off.push(tail[0]);
+        ratios.push(tail[1] / tail[0]);
     }
     Compared { on_ns: median(on), off_ns: median(off), ratio: median(ratios) }
 }
