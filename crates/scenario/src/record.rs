@@ -775,3 +775,18 @@ fn anonymous_gid(names: &mut HashMap<[u8; 16], u32>, raw: [u8; 16]) -> [u8; 16] 
     out[12..].copy_from_slice(&n.to_be_bytes());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the monitor's path pushes stays small (docs/PERFORMANCE.md,
+    /// row 11): a burst of queued changes must fit in cache.
+    #[test]
+    fn a_queued_change_is_a_third_of_a_step_at_most() {
+        let queued = std::mem::size_of::<(u64, Entry)>();
+        assert!(queued <= 64, "{queued} bytes");
+        assert!(queued * 3 <= std::mem::size_of::<Step>(), "{queued} vs {}", std::mem::size_of::<Step>());
+        eprintln!("a queued change: {queued} bytes; a Step: {} bytes", std::mem::size_of::<Step>());
+    }
+}
