@@ -310,3 +310,31 @@ fn an_output_never_replaces_its_scenario() {
         assert_eq!(std::fs::read_to_string(&scenario).unwrap(), text, "{flag} {output}");
     }
 }
+
+/// A write of the recording that fails partway (here the file-size limit,
+/// as a full disk would) is cut back off: the file is still a scenario
+/// that loads and replays, up to its last whole write.
+#[test]
+fn a_recording_cut_short_by_a_failed_write_still_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("short.toml");
+    // `ulimit -f 8`: writes past 8 KiB fail (EFBIG, SIGXFSZ ignored); the
+    // busy-host recording is 12 KB.
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 8; exec \"$0\" simulate --builtin busy-host --json --record '{}'",
+        file.display()
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_railwatch"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("writing the recording"), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.len() <= 8192 && text.contains("[[device]]"), "{} bytes:\n{text}", text.len());
+    let replay = railwatch(&["simulate", file.to_str().unwrap(), "--json"]);
+    assert_eq!(replay.status.code(), Some(0), "{}\n{text}", stderr(&replay));
+}

@@ -684,8 +684,13 @@ impl Recorder {
         Ok(())
     }
 
+    /// Appends `text` whole or not at all: a write cut short (a full disk)
+    /// is cut back off, so the file stays the valid scenario it was.
     fn append(&mut self, text: &str) -> io::Result<()> {
-        self.file.write_all_at(text.as_bytes(), self.end)?;
+        if let Err(e) = self.file.write_all_at(text.as_bytes(), self.end) {
+            let _ = self.file.set_len(self.end);
+            return Err(e);
+        }
         self.end += text.len() as u64;
         Ok(())
     }
