@@ -293,12 +293,15 @@ const DAMPING_KEYS: [&str; 5] =
     ["damping.penalty_per_flap", "damping.suppress", "damping.reuse", "damping.half_life_ms", "damping.max_penalty"];
 
 /// The files `watch` reads and writes are distinct: neither the recording
-/// nor the metrics text file may replace the config file, nor each other.
+/// (nor where an earlier one is kept, `FILE.old`) nor the metrics text
+/// file may replace the config file, nor each other.
 /// The error names both roles and the path.
 pub fn distinct_files(args: &WatchArgs, settings: &Settings) -> Result<(), SettingsError> {
+    let kept = args.rec.record.as_deref().map(railwatch_cli::record::kept_as);
     let files: Vec<(&str, &std::path::Path)> = [
         ("--config", args.config.as_deref()),
         ("--record", args.rec.record.as_deref()),
+        ("the earlier recording's FILE.old", kept.as_deref()),
         ("metrics.textfile", settings.metrics.textfile.as_deref()),
     ]
     .into_iter()

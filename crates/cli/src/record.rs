@@ -40,14 +40,20 @@ pub fn keep_previous(path: &Path) -> io::Result<Option<PathBuf>> {
     let path = crate::outfile::target(path)?;
     match std::fs::metadata(&path) {
         Ok(m) if m.len() > 0 => {
-            let mut old = path.clone().into_os_string();
-            old.push(".old");
-            let old = PathBuf::from(old);
-            std::fs::rename(&path, &old)?;
+            let old = kept_as(&path);
+            std::fs::rename(&path, &old).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", old.display())))?;
             Ok(Some(old))
         }
         _ => Ok(None),
     }
+}
+
+/// Where [`keep_previous`] keeps a recording at `path`: beside the file it
+/// names (through a symbolic link), with `.old` added.
+pub fn kept_as(path: &Path) -> PathBuf {
+    let mut old = crate::outfile::target(path).unwrap_or_else(|_| path.to_path_buf()).into_os_string();
+    old.push(".old");
+    PathBuf::from(old)
 }
 
 /// The recording's description for `watch`: the host, unless anonymized.

@@ -442,6 +442,9 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     }
     let style = if args.json { Style::Json } else { Style::Human { color: use_color() } };
     if names.is_empty() {
+        if let Some(path) = &args.rec.record {
+            eprintln!("railwatch: nothing recorded to {}: there is no device to watch", path.display());
+        }
         let printed = match style {
             Style::Human { .. } => writeln!(io::stdout(), "{NO_DEVICES}"),
             Style::Json => {

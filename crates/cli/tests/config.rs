@@ -424,13 +424,22 @@ fn watch_never_writes_over_its_own_files() {
     let dir = tempfile::tempdir().expect("temp dir");
     let prom = dir.path().join("railwatch.prom");
     let prom = prom.to_str().unwrap();
-    let f = config_file(&format!("[metrics]\ntextfile = \"{prom}\"\n"));
-    let config = path_of(&f);
+    // Named as a recording's kept copy would be.
+    let config = dir.path().join("r.toml.old");
+    std::fs::write(&config, format!("[metrics]\ntextfile = \"{prom}\"\n")).unwrap();
+    let config = config.to_str().unwrap();
+    let recording = dir.path().join("r.toml");
+    let recording = recording.to_str().unwrap();
     let before = std::fs::read_to_string(config).unwrap();
     for (extra, said) in [
         (["--record", config], format!("--config and --record name the same file, {config}")),
         (["--record", prom], format!("--record and metrics.textfile name the same file, {prom}")),
         (["--textfile", config], format!("--config and metrics.textfile name the same file, {config}")),
+        // Where an earlier recording would be kept is written too.
+        (
+            ["--record", recording],
+            format!("--config and the earlier recording's FILE.old name the same file, {config}"),
+        ),
     ] {
         let (out, _, stderr) = check(&[&["--config", config][..], &extra[..]].concat());
         assert_eq!(out.status.code(), Some(1), "{extra:?}: {stderr}");
