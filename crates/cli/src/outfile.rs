@@ -48,10 +48,9 @@ pub fn distinct(files: &[(&str, &Path)]) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes `text` to `path` through a new temporary file in the same
-/// directory (created exclusively, never through a link someone planted),
-/// renamed into place, so a reader never sees half a file.
-pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+/// `path` resolved (see [`target`]) and the temporary file written beside
+/// it, cleared of a stale one of ours (a crash) in the way of `create_new`.
+fn temporary_beside(path: &Path) -> io::Result<(PathBuf, PathBuf)> {
     let path = target(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -62,8 +61,24 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     tmp_name.push(name);
     tmp_name.push(format!(".{}.tmp", std::process::id()));
     let tmp = dir.join(tmp_name);
-    // A stale one of ours (a crash) is in the way of `create_new`.
     let _ = fs::remove_file(&tmp);
+    Ok((path, tmp))
+}
+
+/// Whether [`write_atomically`] could write `path` now: it is (or would
+/// be) a regular file, and its directory takes a new file. Checked before
+/// a run whose result is written at its end, so a bad path is said first.
+pub fn writable(path: &Path) -> io::Result<()> {
+    let (_, tmp) = temporary_beside(path)?;
+    fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    fs::remove_file(&tmp)
+}
+
+/// Writes `text` to `path` through a new temporary file in the same
+/// directory (created exclusively, never through a link someone planted),
+/// renamed into place, so a reader never sees half a file.
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    let (path, tmp) = temporary_beside(path)?;
     let written = (|| {
         let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(text.as_bytes())?;
@@ -103,6 +118,11 @@ mod tests {
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         assert!(target(&fifo).is_err());
         assert!(write_atomically(&dir.path().join("missing/a.html"), "x").is_err());
+        assert!(writable(&dir.path().join("missing/a.html")).is_err());
+        assert!(writable(&fifo).is_err());
+        writable(&dir.path().join("new.html")).unwrap();
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(!left.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{left:?}");
     }
 
     #[test]

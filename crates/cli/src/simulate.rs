@@ -48,7 +48,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     });
     // The output files are checked before the run, not after it.
     if let Some(html) = &args.html {
-        if let Err(e) = railwatch_cli::outfile::target(html) {
+        if let Err(e) = railwatch_cli::outfile::writable(html) {
             eprintln!("railwatch: cannot write the HTML report {}: {e}", html.display());
             return ExitCode::from(2);
         }

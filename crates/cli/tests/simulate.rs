@@ -273,6 +273,8 @@ fn output_files_must_be_regular_files() {
         &["simulate", "--html", "/dev/null"][..],
         &["simulate", "--html", fifo],
         &["simulate", "--html", dir_s],
+        // A directory that takes no new file (sysfs; even for root).
+        &["simulate", "--html", "/sys/railwatch-report.html"],
         &["simulate", "--record", "/dev/null"],
         &["simulate", "--record", fifo],
     ] {
