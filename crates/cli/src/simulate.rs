@@ -39,8 +39,8 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut write_failed: Option<io::Error> = None;
-    // Only with --html: the run's JSON lines and tick times (bounded by the
-    // scenario's limits).
+    // Only with --html: the run's JSON lines and tick times (bounded:
+    // `Timeline::push` cuts a run too long to hold).
     let mut report = args.html.as_ref().map(|_| Timeline {
         title: scenario.name.clone(),
         duration_ms: scenario.duration_ms,
@@ -108,8 +108,12 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         }
         if let Some(report) = report.as_mut() {
             match record {
-                Record::Tick(t) => report.ticks.push(t),
-                _ => report.lines.extend(output::json_record(names, &record)),
+                Record::Tick(t) => report.push_tick(t),
+                _ => {
+                    if let Some(line) = output::json_record(names, &record) {
+                        report.push(line);
+                    }
+                }
             }
         }
         if write_failed.is_some() {
@@ -151,7 +155,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         }
     }
     if let (Some(mut report), Some(path)) = (report, args.html.as_deref()) {
-        report.lines.push(output::json_summary(&summary));
+        report.push(output::json_summary(&summary));
         let _ = out.flush();
         if let Err(e) = railwatch_cli::outfile::write_atomically(path, &railwatch_report::render_html(&report)) {
             eprintln!("railwatch: cannot write the HTML report {}: {e}", path.display());

@@ -34,6 +34,7 @@
 //!                "expectations":{"passed":0,"failed":0}}),
 //!     ],
 //!     ticks: vec![1100],
+//!     cut: None,
 //! };
 //! let page = render_html(&timeline);
 //! assert!(page.starts_with("<!DOCTYPE html>"));
@@ -69,6 +70,68 @@ pub struct Timeline {
     /// The virtual times at which the recovery tick ran: each is a faint
     /// mark on the lanes of the rails that were not active just before it.
     pub ticks: Vec<u64>,
+    /// Where [`push`](Self::push) stopped keeping lines (a run too long to
+    /// hold): the picture ends there and the page says so.
+    pub cut: Option<Cut>,
+}
+
+/// Where a timeline stopped keeping what it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The time of the first line (or tick) not kept.
+    pub at_ms: u64,
+    /// Lines not kept from there on (the `summary` is always kept).
+    pub left_out: u64,
+}
+
+/// The most JSON lines a timeline built with [`Timeline::push`] keeps:
+/// 10⁵ events with their transitions, drains and availability fit; a
+/// longer run is drawn up to where it reached the limit, so the page and
+/// the memory it takes to make it stay bounded whatever the run.
+pub const MAX_LINES: usize = 500_000;
+
+/// The most tick times kept (a paused rail ticked every millisecond for
+/// days would be hundreds of millions).
+pub const MAX_TICKS: usize = 1_000_000;
+
+impl Timeline {
+    /// Adds the run's next JSON line (in time order), unless the timeline
+    /// is full ([`MAX_LINES`]): then the picture is cut at the line's time
+    /// and the rest only counted. The `summary` line is always kept.
+    pub fn push(&mut self, line: Value) {
+        if line.get("kind").and_then(Value::as_str) == Some("summary") {
+            self.lines.push(line);
+            return;
+        }
+        let t = line.get("t_ms").and_then(Value::as_u64).unwrap_or(0);
+        if self.keeps(t, self.lines.len() < MAX_LINES) {
+            self.lines.push(line);
+        }
+    }
+
+    /// Adds a time at which the recovery tick ran, unless the timeline is
+    /// full ([`MAX_TICKS`] ticks, or cut already).
+    pub fn push_tick(&mut self, t: u64) {
+        if self.keeps(t, self.ticks.len() < MAX_TICKS) {
+            self.ticks.push(t);
+        }
+    }
+
+    /// Whether something at `t` is kept: not once cut, and not when there
+    /// is no `room` (that cuts here).
+    fn keeps(&mut self, t: u64, room: bool) -> bool {
+        match &mut self.cut {
+            Some(cut) => {
+                cut.left_out += 1;
+                false
+            }
+            None if !room => {
+                self.cut = Some(Cut { at_ms: t, left_out: 1 });
+                false
+            }
+            None => true,
+        }
+    }
 }
 
 /// What [`render`] drew: element counts, as also written on the SVG root

@@ -267,6 +267,11 @@ impl Model {
         if let Some(&t) = timeline.ticks.iter().max() {
             end = end.max(t);
         }
+        // A cut run is drawn up to its cut (the summary's later time only
+        // feeds the table).
+        if let Some(cut) = timeline.cut {
+            end = cut.at_ms.max(1);
+        }
 
         let mut changes: Vec<Changes> = (0..lanes.len()).map(|_| Changes::default()).collect();
         let mut last_gen: Vec<Option<u64>> = vec![None; lanes.len()];

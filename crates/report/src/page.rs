@@ -222,6 +222,14 @@ pub fn page(timeline: &Timeline, model: &Model, svg: &str) -> String {
                     (secs(model.duration_ms)) ", " (model.lanes.len()) " rail(s), "
                     (timeline.lines.len()) " JSON line(s). Hover a mark or band for the line behind it."
                 }
+                @if let Some(cut) = timeline.cut {
+                    p.sub.cut {
+                        "The picture stops at " (secs(cut.at_ms)) ", where it reached its limit of "
+                        (crate::MAX_LINES) " lines (or " (crate::MAX_TICKS) " ticks); the run went on to "
+                        (secs(timeline.duration_ms)) " and " (cut.left_out)
+                        " more line(s) and tick(s) are not drawn. The table below is the run's end."
+                    }
+                }
                 (legend())
                 div.picture { (PreEscaped(svg)) }
                 (summary(timeline, model))

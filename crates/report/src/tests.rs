@@ -26,7 +26,7 @@ fn summary(t: u64, rails: &[(&str, &str)]) -> Value {
 }
 
 fn timeline(duration_ms: u64, lines: Vec<Value>, ticks: Vec<u64>) -> Timeline {
-    Timeline { title: "test".into(), duration_ms, rails: vec![], lines, ticks }
+    Timeline { title: "test".into(), duration_ms, rails: vec![], lines, ticks, cut: None }
 }
 
 /// How often `needle` occurs in `hay`.
@@ -213,6 +213,7 @@ fn everything_from_the_input_is_escaped() {
             summary(1000, &[(&rail, "<i>paused</i>")]),
         ],
         ticks: vec![],
+        cut: None,
     };
     let (html, _) = render(&t);
     assert!(!html.contains("<script>alert"), "no raw script from the input");
@@ -280,7 +281,7 @@ fn a_hundred_rails_and_a_hundred_thousand_events_stay_bounded() {
     let names: Vec<(&str, &str)> = rails.iter().map(|r| (r.as_str(), "active")).collect();
     lines.push(summary(600_000, &names));
     let ticks: Vec<u64> = (1..6000).map(|k| k * 100).collect();
-    let t = Timeline { title: "synthetic".into(), duration_ms: 600_000, rails: vec![], lines, ticks };
+    let t = Timeline { title: "synthetic".into(), duration_ms: 600_000, rails: vec![], lines, ticks, cut: None };
 
     let (html, stats) = render(&t);
     eprintln!("100 rails × 1e5 events: {stats:?}");
@@ -311,4 +312,32 @@ fn long_names_keep_their_port_and_bidi_controls_are_escaped() {
     assert_eq!(super::draw::lane_label("mlx5_0/1"), "mlx5_0/1");
     assert!(super::is_bidi_control('\u{202e}'));
     assert!(!super::draw::clip("x\u{202e}y", 10).contains('\u{202e}'));
+}
+
+/// A run longer than a timeline holds: `push` keeps the first
+/// `MAX_LINES` lines and the summary, cuts the picture at the first line
+/// it left out, counts the rest, and the page says so.
+#[test]
+fn a_run_too_long_to_hold_is_cut_and_says_so() {
+    let rail = "mlx5_0/1";
+    let mut t = Timeline { title: "long".into(), duration_ms: 10_000_000, ..Timeline::default() };
+    t.push(transition(0, rail, "inert", "active", 1, ("by", "attach")));
+    for i in 1..crate::MAX_LINES as u64 {
+        t.push(json!({"t_ms": i, "kind": "drain", "device": "mlx5_0"}));
+    }
+    assert_eq!(t.cut, None);
+    t.push_tick(1_000);
+    // The first line left out cuts the picture at its time.
+    let at = crate::MAX_LINES as u64 + 5;
+    t.push(transition(at, rail, "active", "paused", 1, ("reason", "port_err")));
+    t.push_tick(at + 1);
+    t.push(json!({"t_ms": at + 2, "kind": "drain", "device": "mlx5_0"}));
+    t.push(summary(10_000_000, &[(rail, "paused")]));
+    assert_eq!(t.cut, Some(crate::Cut { at_ms: at, left_out: 3 }));
+    assert_eq!(t.lines.len(), crate::MAX_LINES + 1);
+    assert_eq!(t.ticks, [1_000]);
+    let (html, stats) = render(&t);
+    assert!(html.contains("The picture stops at"), "no word of the cut");
+    // Active to the cut: the pause after it is not drawn.
+    assert_eq!(stats.bands, 1, "{stats:?}");
 }
