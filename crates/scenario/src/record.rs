@@ -41,8 +41,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use railwatch_core::{
-    AsyncEvent, DampingConfig, Element, Errno, LinkAttrs, LinkRate, Millis, ObjectHandle, PortAddress, PortState,
-    RailState, Scope,
+    AsyncEvent, DampingConfig, Element, Errno, EventKind, LinkAttrs, LinkRate, Millis, ObjectHandle, PortAddress,
+    PortState, RailState, Scope,
 };
 use railwatch_runtime::{Observed, Snapshot};
 use railwatch_sim_backend::PortSpec;
@@ -131,6 +131,10 @@ struct DeviceView {
     /// The simulated device is removed (after `remove`, until `restore`).
     removed: bool,
     last_reopen: Option<u64>,
+    /// When a `DEVICE_FATAL` last closed it, and when it was last opened
+    /// again: what the first queries after that saw changed in between.
+    closed_at: Option<u64>,
+    reopened_at: Option<u64>,
     reads_addresses: Option<bool>,
 }
 
@@ -352,6 +356,8 @@ impl Recorder {
             present,
             removed: false,
             last_reopen: None,
+            closed_at: None,
+            reopened_at: None,
             reads_addresses: None,
         });
         if !present {
@@ -365,7 +371,29 @@ impl Recorder {
 
     /// `max(previous + 1, t - SLACK_MS)`, never before what is written.
     fn placed(&self, previous: Option<u64>, t: u64) -> u64 {
-        previous.map_or(0, |p| p.saturating_add(1)).max(t.saturating_sub(SLACK_MS)).min(t).max(self.floor)
+        self.placed_after(previous, t.saturating_sub(SLACK_MS), t)
+    }
+
+    /// `max(previous + 1, earliest)`, at most `t`, never before what is
+    /// written.
+    fn placed_after(&self, previous: Option<u64>, earliest: u64, t: u64) -> u64 {
+        previous.map_or(0, |p| p.saturating_add(1)).max(earliest).min(t).max(self.floor)
+    }
+
+    /// Where a change a query of `device` saw at `t` goes: as
+    /// [`placed`](Self::placed), unless it is the port's first query since
+    /// the device was opened again after a `DEVICE_FATAL`. Then the change
+    /// happened while the device was closed, and goes just after the close:
+    /// the replay re-opens at its own time (the backoff's jitter is drawn
+    /// anew), which may be earlier than the live one, and must see it too.
+    fn placed_for(&self, device: u32, previous: Option<u64>, t: u64) -> u64 {
+        let d = self.devices.get(device as usize);
+        match d.and_then(|d| d.closed_at.zip(d.reopened_at)) {
+            Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
+                self.placed_after(previous, closed.saturating_add(1), t)
+            }
+            _ => self.placed(previous, t),
+        }
     }
 
     fn push_step(&mut self, at: u64, device: u32, change: Change) {
@@ -428,6 +456,9 @@ impl Recorder {
         let Some(d) = self.live(device) else { return };
         let previous = d.last_reopen.replace(t);
         let removed = d.removed;
+        if result.is_ok() && !removed {
+            d.reopened_at = Some(t);
+        }
         match result {
             Ok(()) if removed => {
                 let at = self.placed(previous, t);
@@ -451,8 +482,9 @@ impl Recorder {
     }
 
     fn event(&mut self, t: u64, device: u32, event: AsyncEvent) {
-        if self.live(device).is_none() {
-            return;
+        let Some(d) = self.live(device) else { return };
+        if event.kind() == EventKind::DeviceFatal {
+            d.closed_at = Some(t);
         }
         self.events += 1;
         if self.events > MAX_TOTAL_EVENTS {
@@ -527,7 +559,7 @@ impl Recorder {
             Some(known) if known == state => {}
             _ => {
                 p.state = Some(state);
-                let at = self.placed(previous, t);
+                let at = self.placed_for(device, previous, t);
                 self.push_step(at, device, Change::PortState(PortStateChange { port, state }));
             }
         }
@@ -549,7 +581,7 @@ impl Recorder {
             Some(known) if same(known, &link) => {}
             _ => {
                 p.link = Some(link);
-                let at = self.placed(previous, t);
+                let at = self.placed_for(device, previous, t);
                 self.push_step(at, device, Change::Link(LinkChange { port, link }));
             }
         }
@@ -617,7 +649,7 @@ impl Recorder {
             }
         }
         p.gids = Some(table);
-        let at = self.placed(previous, t);
+        let at = self.placed_for(device, previous, t);
         for g in changes {
             self.push_step(at, device, Change::Gid(g));
         }

@@ -466,3 +466,39 @@ fn a_recording_stops_only_past_seven_days() {
         assert_eq!(loaded.duration_ms, MAX_DURATION_MS);
     }
 }
+
+/// A port that went DOWN while a `DEVICE_FATAL` kept its device closed is
+/// seen by the first query after the live re-open. The replay re-opens at
+/// its own time (the backoff's jitter is drawn anew), possibly earlier: the
+/// change is placed just after the close, so the replay sees it whenever
+/// it re-opens, and pauses the rail as the live run did.
+#[test]
+fn a_change_seen_after_a_reopen_is_placed_just_after_the_close() {
+    use railwatch_core::{AsyncEvent, Element, EventKind, PortState};
+    use railwatch_runtime::Observed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fatal.toml");
+    let mut r = recorder_of_one_active_port(&path);
+    r.flush(Millis(0)).unwrap();
+    let fatal = AsyncEvent::new(EventKind::DeviceFatal.code(), Element::None);
+    r.observe(Millis(500), Observed::Event { device: 0, event: fatal });
+    // The live re-open came late in the backoff's jitter (1000 ms ± 20%).
+    r.observe(Millis(1690), Observed::Reopened { device: 0, result: Ok(()) });
+    r.observe(Millis(1690), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down) });
+    r.flush(Millis(3000)).unwrap();
+    r.finish(Millis(3000), &no_rails(3000)).unwrap();
+    let sc = Scenario::load(&path).unwrap();
+    let down: Vec<u64> = sc.steps.iter().filter(|s| s.port_state.is_some()).map(|s| s.at_ms).collect();
+    assert_eq!(down, [501], "{}", std::fs::read_to_string(&path).unwrap());
+    let (replayed, _, _) = replay(&path);
+    assert_eq!(
+        replayed,
+        [
+            "mlx5_0/1 inert->active attach g1",
+            "mlx5_0/1 active->inert device_fatal g1",
+            "mlx5_0/1 inert->paused port_not_active g2"
+        ],
+        "{}",
+        std::fs::read_to_string(&path).unwrap()
+    );
+}
