@@ -27,7 +27,7 @@ use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, Observ
 
 use railwatch_sim_backend::{SimClock, SimDevice, SimHandle, SimHost};
 
-use crate::scenario::{Expect, Scenario};
+use crate::scenario::{Expect, Fault, Scenario};
 
 /// How to run a scenario.
 #[derive(Debug, Clone, Default)]
@@ -295,13 +295,20 @@ impl<'s> Run<'s> {
     pub fn advance_to(&mut self, t: u64, sink: &mut impl FnMut(&Names, Record<'_>)) -> io::Result<Vec<ExpectResult>> {
         self.clock.set(Millis(t));
         let mut applied = false;
+        let ticks = self.monitor.machine().ticks();
+        let mut notes = 0;
         while let Some(step) = self.scenario.steps.get(self.next_step).filter(|s| s.at_ms <= t) {
             step.apply(&self.handles);
             self.next_step += 1;
             applied = true;
+            // The monitor sees each change of the device list, as it sees
+            // each uevent: an unplug and a plug in one instant are a
+            // device leaving and a new one coming, not nothing.
+            if matches!(step.fault, Some(Fault::Unplug | Fault::Plug)) {
+                notes += self.drain_notes(sink)?;
+            }
         }
-        let ticks = self.monitor.machine().ticks();
-        let notes = self.drain_notes(sink)?;
+        notes += self.drain_notes(sink)?;
         if self.monitor.machine().ticks() != ticks {
             sink(&self.names, Record::Tick(t));
         }

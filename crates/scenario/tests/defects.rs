@@ -335,3 +335,38 @@ fn a_file_cut_off_after_a_key_says_so() {
         assert_eq!(e.line(), Some(text.lines().count()), "{e}");
     }
 }
+
+/// An unplug and a plug in one instant are a device leaving and a new one
+/// of the same name coming (as two uevents are), not nothing: the rail goes
+/// inert and comes back with a new generation, as it does 1 ms apart.
+#[test]
+fn an_unplug_and_a_plug_in_one_instant_are_a_new_device() {
+    use railwatch_runtime::{Cause, Happening};
+    use railwatch_scenario::driver::Record;
+    for plug_at in [1000, 1001] {
+        let text = format!(
+            "duration_ms = 3000\n{ONE_PORT}\n[[step]]\nat_ms = 1000\ndevice = \"mlx5_0\"\nfault = \"unplug\"\n\n\
+             [[step]]\nat_ms = {plug_at}\ndevice = \"mlx5_0\"\nfault = \"plug\"\n"
+        );
+        let scenario = Scenario::parse(&text, "replug.toml").unwrap_or_else(|e| panic!("{e}"));
+        let mut seen = Vec::new();
+        driver::run(&scenario, &RunOptions::default(), |_, record| {
+            if let Record::Note(n) = record {
+                if let Happening::Transition { to, cause, generation, .. } = n.what {
+                    let cause = match cause {
+                        Cause::Reason(r) => r.name().to_string(),
+                        Cause::By(b) => b.name().to_string(),
+                        Cause::Bump(k) => k.name().to_string(),
+                    };
+                    seen.push(format!("{} {} {cause} g{generation}", n.t.0, to.name()));
+                }
+            }
+        })
+        .expect("the run");
+        assert_eq!(
+            seen,
+            ["0 active attach g1", "1000 inert device_removed g1", &format!("{plug_at} active attach g2")],
+            "plug at {plug_at}"
+        );
+    }
+}
