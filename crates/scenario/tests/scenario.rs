@@ -714,3 +714,25 @@ fn load_refuses_what_is_not_a_scenario_file() {
     assert_eq!(sc.file, shown("burst.toml"));
     assert_eq!(sc.steps.len(), 11);
 }
+
+/// A device name is what the kernel could call a device: each refusal
+/// says what is wrong with it, on the name's line.
+#[test]
+fn device_names_are_refused_with_the_reason() {
+    let long = "x".repeat(64);
+    for (name, why) in [
+        ("", "it is empty"),
+        ("a/b", "it contains '/'"),
+        ("a b", "it contains whitespace (U+0020)"),
+        (r"a\tb", "it contains whitespace (U+0009)"),
+        (r"a\u00A0b", "it contains whitespace (U+00A0)"),
+        (r"e\u001bx", "it contains a control character (U+001B)"),
+        (r"e\u007fx", "it contains a control character (U+007F)"),
+        (long.as_str(), "64 bytes, at most 63"),
+    ] {
+        let text = format!("duration_ms = 10\n[[device]]\nname = \"{name}\"\nports = [{{ port = 1 }}]\n");
+        assert_refused(&text, 3, why);
+    }
+    let ok = format!("duration_ms = 10\n[[device]]\nname = \"{}\"\nports = [{{ port = 1 }}]\n", "x".repeat(63));
+    assert!(Scenario::parse(&ok, FILE).is_ok());
+}
