@@ -30,11 +30,22 @@ impl Machine {
         }
     }
 
-    /// Drops the armed tick when nothing needs it.
+    /// Drops the armed tick when nothing needs it. Devices whose timed
+    /// work is done leave the watched list first: `tick_needed` then looks
+    /// only at those that may need it, so a host attaching thousands of
+    /// rails does not rescan the finished ones at every activation.
     pub(super) fn disarm_tick_if_idle(&mut self) {
+        self.forget_finished_devices();
         if !self.tick_needed() {
             self.next_tick = None;
         }
+    }
+
+    /// Keeps in the watched list only the devices with timed work left.
+    fn forget_finished_devices(&mut self) {
+        let mut watched = std::mem::take(&mut self.watched);
+        watched.retain(|&idx| self.has_timed_work(idx as usize));
+        self.watched = watched;
     }
 
     /// Adds device `idx` to the devices with time-driven work.
@@ -152,9 +163,7 @@ impl Machine {
         if let Some(due) = self.next_audit.filter(|&t| t <= now) {
             self.audit(due, now);
         }
-        let mut watched = std::mem::take(&mut self.watched);
-        watched.retain(|&idx| self.has_timed_work(idx as usize));
-        self.watched = watched;
+        self.forget_finished_devices();
     }
 
     /// Reads the port state of every paused rail (and of every rail of a
