@@ -221,14 +221,24 @@ fn an_inert_rail_has_one_rate_everywhere_and_a_reattach_reseeds_from_it() {
 
 #[test]
 fn control_characters_in_names_never_reach_the_terminal_raw() {
+    // A scenario's name may hold them: shown escaped.
     let f = scenario_file(
-        "name = \"evil\\u001b[2J\"\nduration_ms = 100\n[[device]]\nname = \"d\\u001b]0;x\\u0007\"\n\
+        "name = \"evil\\u001b[2J\"\nduration_ms = 100\n[[device]]\nname = \"d\"\n\
          ports = [{ port = 1, state = \"active\" }]\n",
     );
     let out = railwatch_within(&["simulate", f.path().to_str().unwrap()], SECONDS);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(!out.stdout.contains(&0x1b) && !out.stdout.contains(&0x07), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(!out.stdout.contains(&0x1b), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("\\u{1b}"));
+    // A device's name may not (no kernel names one so): refused, and the
+    // refusal shows it escaped too.
+    let f = scenario_file(
+        "duration_ms = 100\n[[device]]\nname = \"d\\u001b]0;x\\u0007\"\nports = [{ port = 1, state = \"active\" }]\n",
+    );
+    let out = railwatch_within(&["simulate", f.path().to_str().unwrap()], SECONDS);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!out.stderr.contains(&0x1b) && !out.stderr.contains(&0x07), "{}", stderr(&out));
+    assert!(stderr(&out).contains(":3: invalid device name"), "{}", stderr(&out));
 }
 
 #[test]
