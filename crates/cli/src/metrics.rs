@@ -405,10 +405,10 @@ impl Metrics {
 
 // ---- serving ---------------------------------------------------------------
 
-/// The `/metrics` endpoint: a tiny_http server answering on its own thread.
+/// The `/metrics` endpoint: the bounded server of [`crate::http`], its
+/// threads answering from the registry.
 pub struct Server {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
+    _http: crate::http::Server,
 }
 
 /// A refusal to listen: the address and why.
@@ -430,57 +430,31 @@ impl std::error::Error for BindError {}
 
 /// Answers one request: `/metrics` in the format asked for, 404 for any
 /// other path, 405 for a method other than GET or HEAD.
-fn respond(exporter: &Exporter, request: tiny_http::Request) {
-    let header = |name: &str, value: &str| {
-        tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a valid static header")
-    };
-    let path = request.url().split(['?', '#']).next().unwrap_or("");
-    let method = request.method().clone();
-    let response = if path != "/metrics" {
-        tiny_http::Response::from_string("not found: metrics are at /metrics\n")
-            .with_status_code(404)
-            .with_header(header("Content-Type", "text/plain; charset=utf-8"))
-    } else if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
-        tiny_http::Response::from_string("only GET and HEAD\n")
-            .with_status_code(405)
-            .with_header(header("Allow", "GET, HEAD"))
-            .with_header(header("Content-Type", "text/plain; charset=utf-8"))
+fn respond(exporter: &Exporter, request: &crate::http::Request) -> crate::http::Response {
+    use crate::http::{Response, plain};
+    if request.path != "/metrics" {
+        plain(404, "not found: metrics are at /metrics\n")
+    } else if !matches!(request.method.as_str(), "GET" | "HEAD") {
+        let mut r = plain(405, "only GET and HEAD\n");
+        r.headers.push(("Allow", "GET, HEAD".to_owned()));
+        r
     } else {
-        let accept = request.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str());
-        let format = Format::from_accept(accept);
+        let format = Format::from_accept(request.accept.as_deref());
         // The encoder runs here, into memory; the socket is written after.
-        tiny_http::Response::from_string(exporter.encode(format))
-            .with_header(header("Content-Type", format.content_type()))
-    };
-    if let Err(e) = request.respond(response) {
-        log::debug!("a metrics scrape went away: {e}");
+        Response {
+            status: 200,
+            headers: vec![("Content-Type", format.content_type().to_owned())],
+            body: exporter.encode(format),
+        }
     }
 }
 
 impl Server {
-    /// Listens on `addr` and answers on a thread of its own.
+    /// Listens on `addr` and answers on threads of its own.
     pub fn start(addr: SocketAddr, exporter: Exporter) -> Result<Server, BindError> {
-        let server = tiny_http::Server::http(addr).map_err(|e| BindError { addr, message: e.to_string() })?;
-        let server = Arc::new(server);
-        let serving = Arc::clone(&server);
-        let thread = thread::Builder::new()
-            .name("railwatch-metrics".to_owned())
-            .spawn(move || {
-                for request in serving.incoming_requests() {
-                    respond(&exporter, request);
-                }
-            })
-            .map_err(|e| BindError { addr, message: format!("cannot start its thread: {e}") })?;
-        Ok(Server { server, thread: Some(thread) })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        let http = crate::http::Server::start(addr, move |request| respond(&exporter, request))
+            .map_err(|e| BindError { addr, message: e.to_string() })?;
+        Ok(Server { _http: http })
     }
 }
 
