@@ -171,8 +171,9 @@ pub struct Metrics {
     /// Since when each rail has been unavailable (monitor clock).
     down_since: HashMap<RailId, Millis>,
     /// The last totals read from each device's counters
-    /// (`read_errors`, `reopen_attempts`), to add only what is new.
-    last_totals: HashMap<String, (u64, u64)>,
+    /// (`read_errors`, `reopen_attempts`, `comm_est`), to add only what is
+    /// new.
+    last_totals: HashMap<String, (u64, u64, u64)>,
 }
 
 /// The code `railwatch_rail_state` gives a rail state.
@@ -388,8 +389,8 @@ impl Metrics {
             }
         }
         for d in &snapshot.devices {
-            let now = (d.counters.read_errors, d.counters.reopen_attempts);
-            let before = self.last_totals.insert(d.name.clone(), now).unwrap_or((0, 0));
+            let now = (d.counters.read_errors, d.counters.reopen_attempts, d.counters.comm_est);
+            let before = self.last_totals.insert(d.name.clone(), now).unwrap_or((0, 0, 0));
             // A device attached anew starts its counters again: what it
             // counted since is all new.
             let new = |now: u64, before: u64| if now >= before { now - before } else { now };
@@ -399,6 +400,14 @@ impl Metrics {
             // Created even at zero, so the series exist from the start.
             self.read_errors.get_or_create(&labels).inc_by(read_errors);
             self.reopen_attempts.get_or_create(&labels).inc_by(reopen_attempts);
+            // COMM_EST is counted by the monitor, not notified (a burst
+            // would flood the channel): it is counted here, from the
+            // device's counter.
+            let comm_est = new(now.2, before.2);
+            if comm_est > 0 {
+                let labels = EventLabels { device: d.name.clone(), event: "comm_est".to_owned() };
+                self.async_events.get_or_create(&labels).inc_by(comm_est);
+            }
         }
     }
 }
@@ -691,6 +700,29 @@ mod tests {
         m.note(&names, &note(20, Happening::AddressChanged { rail, generation: 3 }));
         let text = m.exporter().encode(Format::Prometheus);
         assert_eq!(series(&text, &format!("railwatch_rail_generation{rail_labels}")), Some("3"), "{text}");
+    }
+
+    /// COMM_EST is counted, not notified: the snapshot's counter feeds
+    /// `railwatch_async_events_total{event="comm_est"}`, only what is new.
+    #[test]
+    fn comm_est_is_counted_from_the_device_counter() {
+        let mut m = Metrics::new("1.2.3");
+        let with_comm_est = |n: u64| {
+            let mut s = snapshot(true, 1, 0);
+            s.devices[0].counters.comm_est = n;
+            s
+        };
+        let counted = |m: &Metrics| {
+            let text = m.exporter().encode(Format::Prometheus);
+            series(&text, r#"railwatch_async_events_total{device="mlx5_0",event="comm_est"}"#).map(str::to_owned)
+        };
+        m.update(&with_comm_est(0));
+        assert_eq!(counted(&m), None, "no series before the first one");
+        m.update(&with_comm_est(20));
+        m.update(&with_comm_est(20));
+        assert_eq!(counted(&m).as_deref(), Some("20"));
+        m.update(&with_comm_est(25));
+        assert_eq!(counted(&m).as_deref(), Some("25"));
     }
 
     #[test]
