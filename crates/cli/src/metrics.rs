@@ -19,6 +19,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -133,11 +134,38 @@ impl Format {
 #[derive(Clone)]
 pub struct Exporter {
     registry: Arc<Registry>,
+    updates: Arc<AtomicU64>,
 }
 
+/// How many times an encoding that overlapped a batch of updates is tried
+/// (batches take microseconds and come at most a few thousand times a
+/// second, so a scrape is answered within milliseconds whatever happens).
+const ENCODE_TRIES: usize = 50;
+
 impl Exporter {
-    /// The metrics as text in `format`.
+    /// The metrics as text in `format`: one that no batch of updates
+    /// overlapped (the watch loop's updates are counted, odd while one is
+    /// under way), so a rail's series agree with each other; tried up to
+    /// [`ENCODE_TRIES`] times if one did, and the last try returned if they
+    /// keep overlapping. The watch loop never waits on it.
     pub fn encode(&self, format: Format) -> String {
+        let mut out = String::new();
+        for _ in 0..ENCODE_TRIES {
+            let before = self.updates.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                thread::sleep(Duration::from_micros(200));
+                continue;
+            }
+            out = self.encode_once(format);
+            if self.updates.load(Ordering::Acquire) == before {
+                return out;
+            }
+            thread::yield_now();
+        }
+        if out.is_empty() { self.encode_once(format) } else { out }
+    }
+
+    fn encode_once(&self, format: Format) -> String {
         let mut out = String::with_capacity(4096);
         let done = match format {
             Format::Prometheus => prometheus_text::encode(&mut out, &self.registry),
@@ -157,6 +185,8 @@ impl Exporter {
 /// Owned by the watch loop; the serving threads hold an [`Exporter`].
 pub struct Metrics {
     registry: Arc<Registry>,
+    /// Batches of updates begun plus ended: odd while one is under way.
+    updates: Arc<AtomicU64>,
     rail_available: Family<RailLabels, Gauge>,
     rail_state: Family<RailLabels, Gauge>,
     port_state: Family<RailLabels, Gauge>,
@@ -290,6 +320,7 @@ impl Metrics {
         );
         Metrics {
             registry: Arc::new(registry),
+            updates: Arc::new(AtomicU64::new(0)),
             rail_available,
             rail_state,
             port_state,
@@ -308,7 +339,16 @@ impl Metrics {
 
     /// A handle for a serving thread.
     pub fn exporter(&self) -> Exporter {
-        Exporter { registry: Arc::clone(&self.registry) }
+        Exporter { registry: Arc::clone(&self.registry), updates: Arc::clone(&self.updates) }
+    }
+
+    /// Runs `update` (notes and a snapshot fed together) as one batch: an
+    /// encoding that overlaps it is made again (see [`Exporter::encode`]).
+    pub fn batch<T>(&mut self, update: impl FnOnce(&mut Metrics) -> T) -> T {
+        self.updates.fetch_add(1, Ordering::AcqRel);
+        let result = update(self);
+        self.updates.fetch_add(1, Ordering::AcqRel);
+        result
     }
 
     /// Counts one notification: events by name, transitions by cause,
@@ -723,6 +763,56 @@ mod tests {
         assert_eq!(counted(&m).as_deref(), Some("20"));
         m.update(&with_comm_est(25));
         assert_eq!(counted(&m).as_deref(), Some("25"));
+    }
+
+    /// A scrape never sees half a batch: while the watch loop flips a rail
+    /// between active-and-available and paused-and-not in batches, every
+    /// encoding has its state and availability agree.
+    #[test]
+    fn a_scrape_sees_a_batch_whole() {
+        let mut m = Metrics::new("1.2.3");
+        let names = names();
+        let rail = RailId { device: 0, port: 1 };
+        let exporter = m.exporter();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let done = Arc::clone(&done);
+            thread::spawn(move || {
+                let mut torn = Vec::new();
+                let mut scrapes = 0;
+                while !done.load(Ordering::Acquire) {
+                    let text = exporter.encode(Format::Prometheus);
+                    let labels = r#"{device="mlx5_0",port="1"}"#;
+                    let state = series(&text, &format!("railwatch_rail_state{labels}")).map(str::to_owned);
+                    let available = series(&text, &format!("railwatch_rail_available{labels}")).map(str::to_owned);
+                    match (state.as_deref(), available.as_deref()) {
+                        (Some("0"), Some("1")) | (Some("1"), Some("0")) | (None, _) | (_, None) => {}
+                        other => torn.push(format!("{other:?}")),
+                    }
+                    scrapes += 1;
+                }
+                (scrapes, torn)
+            })
+        };
+        for i in 0..20_000u64 {
+            let (from, to, available) = if i % 2 == 0 {
+                (RailState::Paused, RailState::Active, true)
+            } else {
+                (RailState::Active, RailState::Paused, false)
+            };
+            let cause = if available { Cause::By(RecoveredBy::Event) } else { Cause::Reason(PauseReason::PortErr) };
+            m.batch(|m| {
+                m.note(&names, &note(i, Happening::Transition { rail, from, to, cause, generation: i + 1 }));
+                m.note(&names, &note(i, Happening::Available { rail, available }));
+            });
+            if i % 16 == 0 {
+                thread::sleep(Duration::from_micros(50));
+            }
+        }
+        done.store(true, Ordering::Release);
+        let (scrapes, torn) = reader.join().unwrap();
+        assert!(scrapes > 0);
+        assert!(torn.is_empty(), "{} of {scrapes} scrapes torn: {torn:?}", torn.len());
     }
 
     #[test]

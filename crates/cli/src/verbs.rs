@@ -565,32 +565,38 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
             table = Names::new(devices, monitor.rails());
         }
         // The attach already produced notifications: print them first.
-        let printed: io::Result<()> = rx.try_iter().try_for_each(|note| {
-            if let Some(m) = &mut metrics {
-                m.note(&table, &note);
-            }
+        let notes: Vec<_> = rx.try_iter().collect();
+        let snapshot = (metrics.is_some() || notifier.active()).then(|| monitor.snapshot());
+        if let Some(m) = &mut metrics {
+            // One batch: a scrape sees all of it or none of it.
+            m.batch(|m| {
+                for note in &notes {
+                    m.note(&table, note);
+                }
+                if let Some(snapshot) = &snapshot {
+                    m.update(snapshot);
+                }
+            });
+        }
+        let printed: io::Result<()> = notes.iter().try_for_each(|note| {
             let address = match note.what {
                 Happening::AddressChanged { rail, .. } => monitor.address(rail),
                 _ => None,
             };
-            print(&table, &note, address)
+            print(&table, note, address)
         });
         if let Err(e) = printed {
             // The reader went away: stop watching.
             notifier.send("STOPPING=1");
             return write_failed(&e);
         }
-        if metrics.is_some() || notifier.active() {
-            let snapshot = monitor.snapshot();
-            if let Some(m) = &mut metrics {
-                m.update(&snapshot);
-            }
+        if let Some(snapshot) = &snapshot {
             // Every device attached and its first notifications out.
             if !ready {
                 notifier.ready();
                 ready = true;
             }
-            notifier.status(availability(&snapshot));
+            notifier.status(availability(snapshot));
         }
         notifier.tick();
         let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -687,7 +693,7 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         }
     }
     if let Some(m) = &mut metrics {
-        m.update(&snapshot);
+        m.batch(|m| m.update(&snapshot));
     }
     // The text file's last write, with the final values.
     drop(textfile);
