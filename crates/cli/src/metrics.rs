@@ -14,7 +14,7 @@
 
 #![cfg_attr(not(feature = "verbs"), allow(dead_code))]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -187,6 +187,9 @@ pub struct Metrics {
     registry: Arc<Registry>,
     /// Batches of updates begun plus ended: odd while one is under way.
     updates: Arc<AtomicU64>,
+    /// Devices no longer watched (excluded on reload): no series of theirs
+    /// is set until they are watched again.
+    unwatched: HashSet<String>,
     rail_available: Family<RailLabels, Gauge>,
     rail_state: Family<RailLabels, Gauge>,
     port_state: Family<RailLabels, Gauge>,
@@ -321,6 +324,7 @@ impl Metrics {
         Metrics {
             registry: Arc::new(registry),
             updates: Arc::new(AtomicU64::new(0)),
+            unwatched: HashSet::new(),
             rail_available,
             rail_state,
             port_state,
@@ -342,6 +346,29 @@ impl Metrics {
         Exporter { registry: Arc::clone(&self.registry), updates: Arc::clone(&self.updates) }
     }
 
+    /// `device` is no longer watched (excluded on reload): its rails'
+    /// gauges (`rails`) are removed, so no alert reads a rail the operator
+    /// took out as down, and nothing of it is counted until
+    /// [`rewatch`](Self::rewatch). Its counters keep what they counted.
+    pub fn unwatch(&mut self, device: &str, rails: &[RailId]) {
+        self.unwatched.insert(device.to_owned());
+        for rail in rails {
+            self.down_since.remove(rail);
+            let labels = RailLabels { device: device.to_owned(), port: rail.port.to_string() };
+            self.rail_available.remove(&labels);
+            self.rail_state.remove(&labels);
+            self.port_state.remove(&labels);
+            self.rail_generation.remove(&labels);
+            self.link_rate.remove(&labels);
+        }
+    }
+
+    /// The devices for which `watched` says yes are watched again
+    /// (included on reload): their series come back with their attach.
+    pub fn rewatch(&mut self, watched: impl Fn(&str) -> bool) {
+        self.unwatched.retain(|d| !watched(d));
+    }
+
     /// Runs `update` (notes and a snapshot fed together) as one batch: an
     /// encoding that overlaps it is made again (see [`Exporter::encode`]).
     pub fn batch<T>(&mut self, update: impl FnOnce(&mut Metrics) -> T) -> T {
@@ -355,6 +382,18 @@ impl Metrics {
     /// recoveries by the poll, and how long a rail was unavailable when it
     /// comes back.
     pub fn note(&mut self, names: &Names, note: &Notification) {
+        let device = match note.what {
+            Happening::Event { device, .. }
+            | Happening::Drain { device, .. }
+            | Happening::ObjectError { device, .. } => device,
+            Happening::Transition { rail, .. }
+            | Happening::Available { rail, .. }
+            | Happening::AddressChanged { rail, .. }
+            | Happening::Reseed { rail, .. } => rail.device,
+        };
+        if self.unwatched.contains(names.device(device)) {
+            return;
+        }
         let rail_labels =
             |rail: RailId| RailLabels { device: names.device(rail.device).to_owned(), port: rail.port.to_string() };
         match note.what {
@@ -407,6 +446,9 @@ impl Metrics {
     pub fn update(&mut self, snapshot: &Snapshot) {
         for r in &snapshot.rails {
             let device = r.name.rsplit_once('/').map_or(r.name.as_str(), |(d, _)| d);
+            if self.unwatched.contains(device) {
+                continue;
+            }
             let labels = RailLabels { device: device.to_owned(), port: r.id.port.to_string() };
             self.rail_available.get_or_create(&labels).set(i64::from(r.available));
             self.rail_state.get_or_create(&labels).set(rail_state_code(r.state));
@@ -428,7 +470,7 @@ impl Metrics {
                 }
             }
         }
-        for d in &snapshot.devices {
+        for d in snapshot.devices.iter().filter(|d| !self.unwatched.contains(&d.name)) {
             let now = (d.counters.read_errors, d.counters.reopen_attempts, d.counters.comm_est);
             let before = self.last_totals.insert(d.name.clone(), now).unwrap_or((0, 0, 0));
             // A device attached anew starts its counters again: what it
@@ -813,6 +855,36 @@ mod tests {
         let (scrapes, torn) = reader.join().unwrap();
         assert!(scrapes > 0);
         assert!(torn.is_empty(), "{} of {scrapes} scrapes torn: {torn:?}", torn.len());
+    }
+
+    /// A device excluded on reload leaves the metrics (no rail of it reads
+    /// as down), stays out whatever notes and snapshots say, and comes
+    /// back when included again.
+    #[test]
+    fn an_unwatched_device_has_no_rail_series_until_watched_again() {
+        let mut m = Metrics::new("1.2.3");
+        let names = names();
+        let rail = RailId { device: 0, port: 1 };
+        let available = |m: &Metrics| {
+            let text = m.exporter().encode(Format::Prometheus);
+            series(&text, r#"railwatch_rail_available{device="mlx5_0",port="1"}"#).map(str::to_owned)
+        };
+        m.update(&snapshot(true, 1, 0));
+        assert_eq!(available(&m).as_deref(), Some("1"));
+        m.unwatch("mlx5_0", &[rail]);
+        assert_eq!(available(&m), None);
+        // The removal it causes, and later snapshots, do not bring it back.
+        m.note(&names, &note(5, Happening::Available { rail, available: false }));
+        m.update(&snapshot(false, 1, 0));
+        let text = m.exporter().encode(Format::Prometheus);
+        assert!(!text.contains(r#"railwatch_rail_state{device="mlx5_0""#), "{text}");
+        assert_eq!(available(&m), None);
+        m.rewatch(|d| d == "mlx5_0");
+        m.note(&names, &note(9, Happening::Available { rail, available: true }));
+        assert_eq!(available(&m).as_deref(), Some("1"));
+        // The time it was out is not an outage.
+        let text = m.exporter().encode(Format::Prometheus);
+        assert!(!text.contains("railwatch_rail_unavailable_seconds_count"), "{text}");
     }
 
     #[test]

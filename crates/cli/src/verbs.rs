@@ -613,6 +613,20 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
                     // Newly excluded devices are removed now, newly
                     // included ones attached now (or when they appear).
                     let found = monitor.rescan();
+                    if let Some(m) = &mut metrics {
+                        // What the operator took out leaves the metrics
+                        // (not a rail down); what comes back returns.
+                        let rails = monitor.rails();
+                        for name in &found.removed {
+                            let of_it: Vec<_> = rails
+                                .iter()
+                                .filter(|(_, rail)| rail.rsplit_once('/').is_some_and(|(d, _)| d == name))
+                                .map(|(id, _)| *id)
+                                .collect();
+                            m.unwatch(name, &of_it);
+                        }
+                        m.rewatch(|name| new.devices.watches(name));
+                    }
                     let mut what = format!(
                         "include = {}, exclude = [{}]",
                         new.devices
