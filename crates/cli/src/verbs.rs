@@ -382,6 +382,22 @@ impl<S: DeviceSource> DeviceSource for Chosen<S> {
     }
 }
 
+/// A metrics text file no longer written (moved or turned off by a
+/// reload) is removed: node_exporter would go on exporting its last values
+/// beside the new file's. Only a regular file, and not the new path.
+fn forget_textfile(old: Option<&std::path::Path>, new: Option<&std::path::Path>) {
+    let Some(old) = old else { return };
+    if new.is_some_and(|new| railwatch_cli::outfile::same_file(old, new)) {
+        return;
+    }
+    if std::fs::symlink_metadata(old).is_ok_and(|m| m.is_file()) {
+        match std::fs::remove_file(old) {
+            Ok(()) => log::info!("removed the metrics text file no longer written, {}", old.display()),
+            Err(e) => log::warn!("cannot remove the metrics text file no longer written, {}: {e}", old.display()),
+        }
+    }
+}
+
 /// `railwatch watch`: runs the monitor over the real devices on this thread
 /// and prints what happens, then a summary. `settings` are already checked.
 pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
@@ -651,8 +667,10 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
                             (Some(_), Err(e)) => log::error!("reload: {e}; still writing {}", still()),
                             (Some(path), Ok(())) => match TextfileWriter::start(path.clone(), m.exporter()) {
                                 Ok(writer) => {
+                                    // The old writer stops (its last write) before its file goes.
                                     textfile = Some(writer);
-                                    running.metrics.textfile = Some(path.clone());
+                                    let old = running.metrics.textfile.replace(path.clone());
+                                    forget_textfile(old.as_deref(), Some(path));
                                     applied.push(format!("metrics.textfile = {}", path.display()));
                                 }
                                 Err(e) => log::error!(
@@ -663,7 +681,7 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
                             },
                             (None, _) => {
                                 textfile = None;
-                                running.metrics.textfile = None;
+                                forget_textfile(running.metrics.textfile.take().as_deref(), None);
                                 applied.push("metrics.textfile = none".to_owned());
                             }
                         }

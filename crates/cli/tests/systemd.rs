@@ -280,6 +280,28 @@ mod with_verbs {
         agent.stop();
     }
 
+    /// A reload that moves or drops `metrics.textfile` removes the file no
+    /// longer written, so node_exporter does not go on exporting it.
+    #[test]
+    fn sighup_moving_the_text_file_removes_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.prom"), dir.path().join("b.prom"));
+        let table = |p: &std::path::Path| format!("[metrics]\ntextfile = \"{}\"\n", p.display());
+        let mut agent = Agent::start("mlx5_0:4/128/2", &table(&a), &[]);
+        agent.wait_message("READY=1", |l| l == "READY=1");
+        assert!(a.exists());
+        agent.rewrite_config(&table(&b));
+        agent.signal("HUP");
+        let applied = agent.wait_log("the move", |l| l.contains("reloaded the settings"));
+        assert!(applied.contains("metrics.textfile"), "{applied}");
+        assert!(b.exists() && !a.exists(), "a: {}, b: {}", a.exists(), b.exists());
+        agent.rewrite_config("");
+        agent.signal("HUP");
+        agent.wait_log("the second reload", |l| l.contains("metrics.textfile = none"));
+        assert!(!b.exists());
+        agent.stop();
+    }
+
     /// An idle host: no watchdog, no deadline, so the wait has no timeout,
     /// and the metrics threads exist, so a signal may land on one of them.
     /// SIGHUP and SIGTERM must still be acted on at once.
