@@ -146,7 +146,7 @@ impl Exporter {
     /// The metrics as text in `format`: one that no batch of updates
     /// overlapped (the watch loop's updates are counted, odd while one is
     /// under way), so a rail's series agree with each other; tried up to
-    /// [`ENCODE_TRIES`] times if one did, and the last try returned if they
+    /// 50 times if one did, and the last try returned if they
     /// keep overlapping. The watch loop never waits on it.
     pub fn encode(&self, format: Format) -> String {
         let mut out = String::new();
