@@ -33,9 +33,6 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// Most names in `include` or `exclude`.
 pub const MAX_NAMES: usize = 4096;
 
-/// Longest device name: the kernel's `IB_DEVICE_NAME_MAX` (64) less its NUL.
-pub const MAX_NAME_BYTES: usize = 63;
-
 // ---- the settings --------------------------------------------------------
 
 /// Where a setting's value came from.
@@ -476,19 +473,12 @@ fn a(v: &Value) -> String {
     format!("{article} {t}")
 }
 
-/// A device name as the kernel allows it: 1 to 63 bytes, no `/`, no
-/// whitespace or control characters.
+/// A device name as the kernel allows it (core's one rule).
 fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("a device name must not be empty".to_owned());
+    match railwatch_core::device_name_problem(name) {
+        Some(why) => Err(format!("invalid device name {name:?}: {why}")),
+        None => Ok(()),
     }
-    if name.len() > MAX_NAME_BYTES {
-        return Err(format!("device name {name:?} is longer than {MAX_NAME_BYTES} bytes"));
-    }
-    if name.contains('/') || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("invalid device name {name:?} (contains '/', a space or a control character)"));
-    }
-    Ok(())
 }
 
 /// The key a TOML error is about, found from the text: the key written on

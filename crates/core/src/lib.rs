@@ -49,6 +49,7 @@
 mod address;
 mod damping;
 mod decide;
+mod device_name;
 mod event;
 mod machine;
 mod port;
@@ -60,6 +61,7 @@ mod time;
 pub use address::{Gid, GidType, LinkLayer, PortAddress};
 pub use damping::{DampingConfig, FlapPenalty};
 pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
+pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use machine::{
     Action, Cause, ConfigError, DeviceMode, DeviceStats, DeviceView, Errno, Happening, Log, MAX_DELAY_MS, Machine,

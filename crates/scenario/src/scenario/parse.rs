@@ -465,7 +465,7 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
     for d in raw {
         let d = d.get_ref();
         let name = d.name.get_ref();
-        if let Some(why) = bad_device_name(name) {
+        if let Some(why) = railwatch_core::device_name_problem(name) {
             return Err(cx.err(d.name.span(), format!("invalid device name {name:?}: {why}")));
         }
         if let Some(&first) = seen.get(name.as_str()) {
@@ -815,22 +815,4 @@ fn parse_gbps(cx: &Ctx<'_>, v: &Spanned<Value>, pre: &str) -> Res<LinkRate> {
         return Err(cx.err(v.span(), format!("{pre}bandwidth_gbps {gbps} must be positive, in whole Mb/s")));
     }
     Ok(LinkRate::Known { mbps: mbps.round() as u64 })
-}
-
-/// Why `name` cannot be a device's name, if it cannot: the kernel's names
-/// are 1 to 63 bytes with no `/`, whitespace or control character (the
-/// rule `watch`'s config applies too).
-fn bad_device_name(name: &str) -> Option<String> {
-    let odd = |c: char| format!("U+{:04X}", u32::from(c));
-    if name.is_empty() {
-        Some("it is empty".into())
-    } else if name.len() > 63 {
-        Some(format!("{} bytes, at most 63", name.len()))
-    } else if name.contains('/') {
-        Some("it contains '/'".into())
-    } else if let Some(c) = name.chars().find(|c| c.is_whitespace()) {
-        Some(format!("it contains whitespace ({})", odd(c)))
-    } else {
-        name.chars().find(|c| c.is_control()).map(|c| format!("it contains a control character ({})", odd(c)))
-    }
 }
