@@ -295,15 +295,12 @@ const DAMPING_KEYS: [&str; 5] =
 /// The error names both roles and the path.
 pub fn distinct_files(args: &WatchArgs, settings: &Settings) -> Result<(), SettingsError> {
     let kept = args.rec.record.as_deref().map(railwatch_cli::record::kept_as);
-    let files: Vec<(&str, &std::path::Path)> = [
+    let files = [
         ("--config", args.config.as_deref()),
         ("--record", args.rec.record.as_deref()),
         ("the earlier recording's FILE.old", kept.as_deref()),
         ("metrics.textfile", settings.metrics.textfile.as_deref()),
-    ]
-    .into_iter()
-    .filter_map(|(what, path)| Some((what, path?)))
-    .collect();
+    ];
     railwatch_cli::outfile::distinct(&files).map_err(|message| SettingsError {
         file: None,
         line: None,

@@ -38,10 +38,12 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 
 /// Refuses a command whose files collide: each pair is `(what, path)`,
 /// the files it reads first (so an output can never replace its own
-/// input) and then the ones it writes. The error names both roles.
-pub fn distinct(files: &[(&str, &Path)]) -> Result<(), String> {
-    for (i, (what, path)) in files.iter().enumerate() {
-        if let Some((other, _)) = files[..i].iter().find(|(_, earlier)| same_file(earlier, path)) {
+/// input) and then the ones it writes; a `None` path (an option not
+/// given) is left out. The error names both roles.
+pub fn distinct(files: &[(&str, Option<&Path>)]) -> Result<(), String> {
+    let given: Vec<(&str, &Path)> = files.iter().filter_map(|&(what, path)| Some((what, path?))).collect();
+    for (i, (what, path)) in given.iter().enumerate() {
+        if let Some((other, _)) = given[..i].iter().find(|(_, earlier)| same_file(earlier, path)) {
             return Err(format!("{other} and {what} name the same file, {}", path.display()));
         }
     }
@@ -131,16 +133,26 @@ mod tests {
         let scenario = dir.path().join("s.toml");
         fs::write(&scenario, "name = \"s\"").unwrap();
         let html = dir.path().join("r.html");
-        assert_eq!(distinct(&[("the scenario", &scenario), ("--html", &html)]), Ok(()));
+        assert_eq!(distinct(&[("the scenario", Some(scenario.as_path())), ("--html", Some(html.as_path()))]), Ok(()));
         // The same file by another spelling, and through a link.
         let spelled = dir.path().join(".").join("s.toml");
-        let err = distinct(&[("the scenario", &scenario), ("--html", &html), ("--record", &spelled)]).unwrap_err();
+        let err = distinct(&[
+            ("the scenario", Some(scenario.as_path())),
+            ("--html", Some(html.as_path())),
+            ("--record", Some(spelled.as_path())),
+        ])
+        .unwrap_err();
         assert!(err.starts_with("the scenario and --record name the same file"), "{err}");
         let link = dir.path().join("link.toml");
         std::os::unix::fs::symlink(&scenario, &link).unwrap();
-        assert!(distinct(&[("the scenario", &scenario), ("--record", &link)]).is_err());
+        assert!(distinct(&[("the scenario", Some(scenario.as_path())), ("--record", Some(link.as_path()))]).is_err());
+        // An option not given is no file.
+        assert_eq!(
+            distinct(&[("the scenario", Some(scenario.as_path())), ("--html", None), ("--record", None)]),
+            Ok(())
+        );
         // Two outputs that do not exist yet, spelled alike.
-        let err = distinct(&[("--html", &html), ("--record", &html)]).unwrap_err();
+        let err = distinct(&[("--html", Some(html.as_path())), ("--record", Some(html.as_path()))]).unwrap_err();
         assert_eq!(err, format!("--html and --record name the same file, {}", html.display()));
     }
 

@@ -54,14 +54,11 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         }
     }
     // Neither output may replace the scenario it runs, nor the other.
-    let files: Vec<(&str, &std::path::Path)> = [
+    let files = [
         ("the scenario", args.file.as_deref()),
         ("--html", args.html.as_deref()),
         ("--record", args.rec.record.as_deref()),
-    ]
-    .into_iter()
-    .filter_map(|(what, path)| Some((what, path?)))
-    .collect();
+    ];
     if let Err(e) = railwatch_cli::outfile::distinct(&files) {
         eprintln!("railwatch: {e}");
         return ExitCode::from(2);
