@@ -634,11 +634,8 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
                         // (not a rail down); what comes back returns.
                         let rails = monitor.rails();
                         for name in &found.removed {
-                            let of_it: Vec<_> = rails
-                                .iter()
-                                .filter(|(_, rail)| rail.rsplit_once('/').is_some_and(|(d, _)| d == name))
-                                .map(|(id, _)| *id)
-                                .collect();
+                            let of_it: Vec<_> =
+                                rails.iter().map(|(id, _)| *id).filter(|id| table.device(id.device) == name).collect();
                             m.unwatch(name, &of_it);
                         }
                         m.rewatch(|name| new.devices.watches(name));
