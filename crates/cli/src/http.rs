@@ -163,11 +163,12 @@ fn serve(mut stream: TcpStream, answer: &(impl Fn(&Request) -> Response + ?Sized
     let deadline = Instant::now() + CLIENT_TIMEOUT;
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
-    let response = loop {
+    // The answer, and whether it goes without its body (HEAD).
+    let (response, bodiless) = loop {
         match parse(&head) {
-            Parsed::Complete(request) => break answer(&request),
-            Parsed::Bad => break plain(400, "bad request\n"),
-            Parsed::Partial if head.len() >= MAX_HEAD => break plain(431, "request head too large\n"),
+            Parsed::Complete(request) => break (answer(&request), request.method == "HEAD"),
+            Parsed::Bad => break (plain(400, "bad request\n"), false),
+            Parsed::Partial if head.len() >= MAX_HEAD => break (plain(431, "request head too large\n"), false),
             Parsed::Partial => {}
         }
         if Instant::now() >= deadline {
@@ -179,16 +180,15 @@ fn serve(mut stream: TcpStream, answer: &(impl Fn(&Request) -> Response + ?Sized
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let room = MAX_HEAD - head.len().min(MAX_HEAD);
-        head.extend_from_slice(&chunk[..n.min(room.max(1))]);
+        // Never past the bound (the head is under it here).
+        head.extend_from_slice(&chunk[..n.min(MAX_HEAD - head.len())]);
     };
-    let is_head = matches!(parse(&head), Parsed::Complete(ref r) if r.method == "HEAD");
     let mut out = format!("HTTP/1.1 {} {}\r\n", response.status, reason(response.status));
     for (name, value) in &response.headers {
         out.push_str(&format!("{name}: {value}\r\n"));
     }
     out.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", response.body.len()));
-    if !is_head {
+    if !bodiless {
         out.push_str(&response.body);
     }
     stream.write_all(out.as_bytes())?;
