@@ -260,18 +260,14 @@ impl Model {
         }
         let by_device: HashMap<String, Vec<usize>> = by_device.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
 
-        let mut end = timeline.duration_ms.max(1);
-        for line in lines {
-            end = end.max(t_of(line));
-        }
-        if let Some(&t) = timeline.ticks.iter().max() {
-            end = end.max(t);
-        }
-        // A cut run is drawn up to its cut (the summary's later time only
+        // The run's end, or a cut run's cut (the summary's later time only
         // feeds the table).
-        if let Some(cut) = timeline.cut {
-            end = cut.at_ms.max(1);
-        }
+        let end = match timeline.cut {
+            Some(cut) => cut.at_ms.max(1),
+            None => {
+                lines.iter().map(t_of).chain(timeline.ticks.iter().copied()).fold(timeline.duration_ms.max(1), u64::max)
+            }
+        };
 
         let mut changes: Vec<Changes> = (0..lanes.len()).map(|_| Changes::default()).collect();
         let mut last_gen: Vec<Option<u64>> = vec![None; lanes.len()];
