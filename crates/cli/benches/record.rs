@@ -28,8 +28,8 @@ const PAIRS: usize = 16;
 /// Flaps of a new recording not measured by the round.
 const WARM_UP: Duration = Duration::from_millis(150);
 /// The measured part of a round: short enough that warm-up and round stay
-/// below the 15 MiB stop (about 106 bytes a flap, 400k flaps a second
-/// here: 11 MB); a faster machine that reaches it is told so.
+/// below the 15 MiB stop (about 95 bytes a flap, 400k flaps a second
+/// here: under 10 MB); a faster machine that reaches it is told so.
 const ROUND: Duration = Duration::from_millis(100);
 
 struct Side {

@@ -24,8 +24,9 @@
 //! placed before them (`SLACK_MS` behind the clock), on
 //! [`flush`](Recorder::flush), which the caller runs at least once a
 //! second (it writes at most every `FLUSH_EVERY_MS`). `duration_ms` sits
-//! at a fixed place in the header and is rewritten before the steps it must cover, so the file is valid after
-//! every write: a crash loses at most the last second.
+//! at a fixed place in the header and is rewritten before the steps it
+//! must cover, so the file is valid after every write: a crash loses at
+//! most the last second.
 //!
 //! A device that appears after the start is declared `present = false`
 //! and plugged in when it appeared.
@@ -146,7 +147,7 @@ impl DeviceView {
 
 /// What one pending step changes. Small on purpose: the monitor's path
 /// pushes one per change it saw, and a burst of them must stay in cache
-/// (a `Step` is four times the size); the `Step` is built when written.
+/// (a `Step` is three times the size); the `Step` is built when written.
 #[derive(Debug, Clone, Copy)]
 enum Change {
     PortState(PortStateChange),
