@@ -7,28 +7,26 @@
 //! file and line (`railwatch.toml:3: tick_ms: must be at least 1 ms`), the
 //! flag (`--damping-half-life-ms: damping.half_life_ms: …`), or neither
 //! when a default is what conflicts. The file is read only if it is a
-//! regular file of at most [`MAX_FILE_BYTES`], so nothing a user writes can
+//! regular file of at most [`MAX_FILE_BYTES`](toml_input::MAX_FILE_BYTES), so nothing a user writes can
 //! hang the read or fill memory.
 //!
 //! This module needs no libibverbs: `--check` works in every build.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use railwatch_runtime::{Config, ConfigError, DampingConfig};
+use railwatch_runtime::{Config, ConfigError, DampingConfig, Setting, SettingKind, SettingValue};
+use railwatch_scenario::toml_input::{self, Lines, TopLevel, article};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 use toml::{Spanned, Value};
 
 use crate::WatchArgs;
-
-/// Largest config file read: 16 MiB, as for scenario files.
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Most names in `include` or `exclude`.
 pub const MAX_NAMES: usize = 4096;
@@ -167,8 +165,8 @@ impl Settings {
     /// Checks the monitor's settings and the device lists, naming where the
     /// bad value came from.
     fn validate(&self) -> Res<()> {
-        if let Err(ConfigError { key, message }) = self.config.validate() {
-            return Err(self.blame(key, message));
+        if let Err(ConfigError { key, problem }) = self.config.validate() {
+            return Err(self.blame(key, problem.to_string()));
         }
         // A name both included and excluded is excluded (so a flag can take
         // one device out of a file's include), but not every one of them.
@@ -215,15 +213,15 @@ impl Settings {
             origins.insert(key, Origin::Flag(flag));
         };
         if let Some(v) = args.tick_ms {
-            c.tick_ms = v;
+            c.machine.tick_ms = v;
             set(&mut self.origins, "tick_ms", "--tick-ms");
         }
         if let Some(v) = args.audit_ms {
-            c.audit_ms = Some(v);
+            c.machine.audit_ms = Some(v);
             set(&mut self.origins, "audit_ms", "--audit-ms");
         }
         if let Some(v) = args.settle_ms {
-            c.settle_ms = v;
+            c.machine.settle_ms = v;
             set(&mut self.origins, "settle_ms", "--settle-ms");
         }
         if let Some(v) = args.drain_budget {
@@ -231,21 +229,19 @@ impl Settings {
             set(&mut self.origins, "drain_budget", "--drain-budget");
         }
         if args.no_damping {
-            c.damping = None;
+            c.machine.damping = None;
             set(&mut self.origins, "damping", "--no-damping");
-            for key in DAMPING_KEYS {
-                self.origins.remove(key);
-            }
+            self.origins.retain(|key, _| !key.starts_with("damping."));
         }
-        if args.damping && c.damping.is_none() {
-            c.damping = Some(DampingConfig::default());
+        if args.damping && c.machine.damping.is_none() {
+            c.machine.damping = Some(DampingConfig::default());
             set(&mut self.origins, "damping", "--damping");
         }
         if let Some(v) = args.damping_half_life_ms {
-            if c.damping.is_none() {
+            if c.machine.damping.is_none() {
                 set(&mut self.origins, "damping", "--damping-half-life-ms");
             }
-            c.damping.get_or_insert_with(DampingConfig::default).half_life_ms = v;
+            c.machine.damping.get_or_insert_with(DampingConfig::default).half_life_ms = v;
             set(&mut self.origins, "damping.half_life_ms", "--damping-half-life-ms");
         }
         if args.device.is_some() || !args.include.is_empty() {
@@ -286,9 +282,6 @@ impl Settings {
     }
 }
 
-const DAMPING_KEYS: [&str; 5] =
-    ["damping.penalty_per_flap", "damping.suppress", "damping.reuse", "damping.half_life_ms", "damping.max_penalty"];
-
 /// The files `watch` reads and writes are distinct: neither the recording
 /// (nor where an earlier one is kept, `FILE.old`) nor the metrics text
 /// file may replace the config file, nor each other.
@@ -326,65 +319,25 @@ pub fn resolve(args: &WatchArgs) -> Res<Settings> {
 // ---- reading the file ----------------------------------------------------
 
 /// Reads and parses a config file: a regular file of at most
-/// [`MAX_FILE_BYTES`], UTF-8 text without NUL bytes.
+/// [`MAX_FILE_BYTES`](toml_input::MAX_FILE_BYTES), UTF-8 text without NUL bytes.
 pub fn load(path: &Path) -> Res<Settings> {
     let shown = path.display().to_string();
-    let fail = |msg: String| SettingsError::in_file(&shown, None, None, msg);
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => fail("no such file".to_owned()),
-        _ => fail(format!("cannot read: {e}")),
-    })?;
-    if meta.is_dir() {
-        return Err(fail("is a directory, not a config file".to_owned()));
-    }
-    // Before opening it: a FIFO with no writer would block the open, a
-    // device like /dev/zero would be read until memory runs out.
-    if !meta.is_file() {
-        return Err(fail("not a regular file (a FIFO, socket or device); config files are plain files".to_owned()));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(fail(format!("{} bytes is more than the limit of {MAX_FILE_BYTES} (16 MiB)", meta.len())));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| fail(format!("cannot read: {e}")))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(fail(format!("grew past the limit of {MAX_FILE_BYTES} bytes while being read")));
-    }
-    if let Some(at) = bytes.iter().position(|&b| b == 0) {
-        return Err(fail(format!("not a text file (NUL byte at offset {at})")));
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| fail(format!("not a text file (invalid UTF-8 at offset {})", e.utf8_error().valid_up_to())))?;
+    let text =
+        toml_input::read_text(path, "a config file").map_err(|msg| SettingsError::in_file(&shown, None, None, msg))?;
     parse(&text, &shown)
 }
 
+/// The config file's own top-level keys; the monitor's settings
+/// (`tick_ms`, `[damping]`, …) are read by the shared loader, as in a
+/// scenario file.
+const OWN_KEYS: [&str; 3] = ["include", "exclude", "metrics"];
+
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table of railwatch settings")]
+#[serde(expecting = "a table of railwatch settings")]
 struct RawFile {
-    tick_ms: Option<Spanned<Value>>,
-    audit_ms: Option<Spanned<Value>>,
-    settle_ms: Option<Spanned<Value>>,
-    drain_budget: Option<Spanned<Value>>,
-    explain_every_ms: Option<Spanned<Value>>,
-    reopen_initial_ms: Option<Spanned<Value>>,
-    reopen_max_ms: Option<Spanned<Value>>,
-    reopen_jitter_pct: Option<Spanned<Value>>,
-    damping: Option<RawDamping>,
     include: Option<Spanned<Value>>,
     exclude: Option<Spanned<Value>>,
     metrics: Option<RawMetrics>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, expecting = "the [damping] table")]
-struct RawDamping {
-    penalty_per_flap: Option<Spanned<Value>>,
-    suppress: Option<Spanned<Value>>,
-    reuse: Option<Spanned<Value>>,
-    half_life_ms: Option<Spanned<Value>>,
-    max_penalty: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -397,39 +350,16 @@ struct RawMetrics {
 struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
+    lines: Lines,
 }
 
 impl Ctx<'_> {
     fn line(&self, offset: usize) -> usize {
-        let end = offset.min(self.text.len());
-        self.text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+        self.lines.line(offset)
     }
 
     fn err(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> SettingsError {
         SettingsError::in_file(self.file, Some(self.line(span.start)), Some(key.to_owned()), message)
-    }
-
-    /// A non-negative integer.
-    fn count(&self, key: &str, v: &Spanned<Value>, unit: &str) -> Res<u64> {
-        match v.get_ref() {
-            Value::Integer(i) => {
-                u64::try_from(*i).map_err(|_| self.err(v.span(), key, format!("must not be negative ({i})")))
-            }
-            other => Err(self.err(v.span(), key, format!("must be a whole number{unit}, not {}", a(other)))),
-        }
-    }
-
-    fn millis(&self, key: &str, v: &Spanned<Value>) -> Res<u64> {
-        self.count(key, v, " of milliseconds")
-    }
-
-    /// A number, integer or float.
-    fn number(&self, key: &str, v: &Spanned<Value>) -> Res<f64> {
-        match v.get_ref() {
-            Value::Integer(i) => Ok(*i as f64),
-            Value::Float(f) => Ok(*f),
-            other => Err(self.err(v.span(), key, format!("must be a number, not {}", a(other)))),
-        }
     }
 
     /// A list of device names.
@@ -438,7 +368,7 @@ impl Ctx<'_> {
             return Err(self.err(
                 v.span(),
                 key,
-                format!("must be a list of device names, like [\"mlx5_0\"], not {}", a(v.get_ref())),
+                format!("must be a list of device names, like [\"mlx5_0\"], not {}", article(v.get_ref())),
             ));
         };
         if items.len() > MAX_NAMES {
@@ -450,7 +380,7 @@ impl Ctx<'_> {
                 return Err(self.err(
                     v.span(),
                     key,
-                    format!("item {} must be a device name (a string), not {}", i + 1, a(item)),
+                    format!("item {} must be a device name (a string), not {}", i + 1, article(item)),
                 ));
             };
             check_name(name).map_err(|e| self.err(v.span(), key, e))?;
@@ -461,13 +391,6 @@ impl Ctx<'_> {
         }
         Ok(names)
     }
-}
-
-/// A TOML value's type with its article: "a string", "an integer".
-fn a(v: &Value) -> String {
-    let t = v.type_str();
-    let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
-    format!("{article} {t}")
 }
 
 /// A device name as the kernel allows it (core's one rule).
@@ -509,23 +432,6 @@ fn key_at(text: &str, line: usize, unknown: Option<&str>) -> Option<String> {
     })
 }
 
-/// The line where the table `name` starts: its `[name]` header, or the
-/// first key written under it (`name = { … }`, `name.key = …`).
-fn table_line(text: &str, name: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let l = l.split('#').next().unwrap_or("").trim();
-            if let Some(inner) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-                return inner.trim() == name;
-            }
-            l.strip_prefix(name).is_some_and(|rest| {
-                let rest = rest.trim_start();
-                rest.starts_with('=') || rest.starts_with('.')
-            })
-        })
-        .map(|i| i + 1)
-}
-
 /// A TOML error, on one line, with its line and the key it is about.
 fn toml_error(cx: &Ctx<'_>, e: &toml::de::Error) -> SettingsError {
     let line = e.span().map_or(1, |s| cx.line(s.start));
@@ -547,76 +453,24 @@ fn toml_error(cx: &Ctx<'_>, e: &toml::de::Error) -> SettingsError {
 
 /// Parses and checks config text; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Res<Settings> {
-    let cx = Ctx { file, text };
+    let cx = Ctx { file, text, lines: Lines::new(text) };
+    let top = TopLevel::parse(text).map_err(|e| toml_error(&cx, &e))?;
+    if let Some(e) = toml_input::unknown_key(&top, &OWN_KEYS, &cx.lines) {
+        return Err(SettingsError::in_file(file, Some(e.line), e.key, e.message));
+    }
     let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(&cx, &e))?;
     let mut s = Settings::defaults();
     s.file = Some(file.to_owned());
-    if raw.damping.is_some() {
-        if let Some(line) = table_line(text, "damping") {
-            s.origins.insert("damping", Origin::File(line));
-        }
+    let written = top
+        .apply(text, &cx.lines, &mut s.config)
+        .map_err(|e| SettingsError::in_file(file, Some(e.line), e.key, e.message))?;
+    for w in written {
+        s.origins.insert(w.key, Origin::File(w.line));
     }
-    let c = &mut s.config;
     let mut at = |key: &'static str, span: Range<usize>| {
         s.origins.insert(key, Origin::File(cx.line(span.start)));
     };
 
-    if let Some(v) = &raw.tick_ms {
-        c.tick_ms = cx.millis("tick_ms", v)?;
-        at("tick_ms", v.span());
-    }
-    if let Some(v) = &raw.audit_ms {
-        c.audit_ms = Some(cx.millis("audit_ms", v)?);
-        at("audit_ms", v.span());
-    }
-    if let Some(v) = &raw.settle_ms {
-        c.settle_ms = cx.millis("settle_ms", v)?;
-        at("settle_ms", v.span());
-    }
-    if let Some(v) = &raw.drain_budget {
-        let n = cx.count("drain_budget", v, " of reads")?;
-        c.drain_budget =
-            usize::try_from(n).map_err(|_| cx.err(v.span(), "drain_budget", format!("{n} is too large")))?;
-        at("drain_budget", v.span());
-    }
-    if let Some(v) = &raw.explain_every_ms {
-        c.explain_every_ms = cx.millis("explain_every_ms", v)?;
-        at("explain_every_ms", v.span());
-    }
-    if let Some(v) = &raw.reopen_initial_ms {
-        c.reopen_initial_ms = cx.millis("reopen_initial_ms", v)?;
-        at("reopen_initial_ms", v.span());
-    }
-    if let Some(v) = &raw.reopen_max_ms {
-        c.reopen_max_ms = cx.millis("reopen_max_ms", v)?;
-        at("reopen_max_ms", v.span());
-    }
-    if let Some(v) = &raw.reopen_jitter_pct {
-        let n = cx.count("reopen_jitter_pct", v, " (percent)")?;
-        c.reopen_jitter_pct =
-            u32::try_from(n).map_err(|_| cx.err(v.span(), "reopen_jitter_pct", format!("{n} is more than 100")))?;
-        at("reopen_jitter_pct", v.span());
-    }
-    if let Some(r) = &raw.damping {
-        let mut cfg = DampingConfig::default();
-        let floats = [
-            ("damping.penalty_per_flap", &r.penalty_per_flap, &mut cfg.penalty_per_flap),
-            ("damping.suppress", &r.suppress, &mut cfg.suppress),
-            ("damping.reuse", &r.reuse, &mut cfg.reuse),
-            ("damping.max_penalty", &r.max_penalty, &mut cfg.max_penalty),
-        ];
-        for (key, raw, slot) in floats {
-            if let Some(v) = raw {
-                *slot = cx.number(key, v)?;
-                at(key, v.span());
-            }
-        }
-        if let Some(v) = &r.half_life_ms {
-            cfg.half_life_ms = cx.millis("damping.half_life_ms", v)?;
-            at("damping.half_life_ms", v.span());
-        }
-        c.damping = Some(cfg);
-    }
     if let Some(v) = &raw.include {
         let names = cx.names("include", v)?;
         if names.is_empty() {
@@ -650,7 +504,7 @@ pub fn parse(text: &str, file: &str) -> Res<Settings> {
 fn listen_addr(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<SocketAddr> {
     const KEY: &str = "metrics.listen";
     let Value::String(text) = v.get_ref() else {
-        return Err(cx.err(v.span(), KEY, format!("must be a string \"ADDR:PORT\", not {}", a(v.get_ref()))));
+        return Err(cx.err(v.span(), KEY, format!("must be a string \"ADDR:PORT\", not {}", article(v.get_ref()))));
     };
     let addr: SocketAddr = text.parse().map_err(|_| {
         cx.err(
@@ -689,7 +543,7 @@ fn check_textfile(text: &str) -> Result<(), String> {
 fn textfile_path(cx: &Ctx<'_>, v: &Spanned<Value>) -> Res<PathBuf> {
     const KEY: &str = "metrics.textfile";
     let Value::String(text) = v.get_ref() else {
-        return Err(cx.err(v.span(), KEY, format!("must be a path (a string), not {}", a(v.get_ref()))));
+        return Err(cx.err(v.span(), KEY, format!("must be a path (a string), not {}", article(v.get_ref()))));
     };
     check_textfile(text).map_err(|e| cx.err(v.span(), KEY, e))?;
     Ok(PathBuf::from(text))
@@ -742,29 +596,13 @@ fn origin_text(settings: &Settings, key: &str) -> String {
     }
 }
 
-/// Every setting in order, as (key, JSON value).
+/// Every setting in order, as (key, JSON value): the monitor's (in the
+/// order of their definition; a section's keys only while it is on), then
+/// the devices and metrics.
 fn effective(settings: &Settings) -> Vec<(&'static str, Json)> {
     let c = &settings.config;
-    let mut rows = vec![
-        ("tick_ms", json!(c.tick_ms)),
-        ("audit_ms", json!(c.audit_ms)),
-        ("settle_ms", json!(c.settle_ms)),
-        ("drain_budget", json!(c.drain_budget)),
-        ("explain_every_ms", json!(c.explain_every_ms)),
-        ("reopen_initial_ms", json!(c.reopen_initial_ms)),
-        ("reopen_max_ms", json!(c.reopen_max_ms)),
-        ("reopen_jitter_pct", json!(c.reopen_jitter_pct)),
-        ("damping", json!(c.damping.is_some())),
-    ];
-    if let Some(d) = &c.damping {
-        rows.extend([
-            ("damping.penalty_per_flap", json!(d.penalty_per_flap)),
-            ("damping.suppress", json!(d.suppress)),
-            ("damping.reuse", json!(d.reuse)),
-            ("damping.half_life_ms", json!(d.half_life_ms)),
-            ("damping.max_penalty", json!(d.max_penalty)),
-        ]);
-    }
+    let mut rows: Vec<(&'static str, Json)> =
+        Config::settings().filter_map(|spec| Some((spec.key, setting_json(spec, c.get(spec.key)?)))).collect();
     let m = &settings.metrics;
     rows.extend([
         ("include", json!(settings.devices.include)),
@@ -773,6 +611,18 @@ fn effective(settings: &Settings) -> Vec<(&'static str, Json)> {
         ("metrics.textfile", json!(m.textfile.as_ref().map(|p| p.display().to_string()))),
     ]);
     rows
+}
+
+/// A setting's value as JSON: a number, `null` for a period that is off,
+/// a boolean for a section.
+fn setting_json(spec: &Setting, v: SettingValue) -> Json {
+    match v {
+        SettingValue::Integer(i) => json!(i),
+        SettingValue::Float(x) => json!(x),
+        SettingValue::Bool(false) if matches!(spec.kind, SettingKind::OptionalMillis { .. }) => Json::Null,
+        SettingValue::Bool(b) => json!(b),
+        SettingValue::Table | SettingValue::Other(_) => Json::Null,
+    }
 }
 
 /// `--check`: prints the effective settings (a table, or one JSON object)
@@ -795,7 +645,7 @@ pub fn print_check(settings: &Settings, json_out: bool) -> ExitCode {
                 values.insert((*key).to_owned(), value.clone());
             }
         }
-        let damping = if settings.config.damping.is_some() { Json::Object(damping) } else { Json::Null };
+        let damping = if settings.config.machine.damping.is_some() { Json::Object(damping) } else { Json::Null };
         values.insert("damping".to_owned(), damping);
         values.insert("metrics".to_owned(), Json::Object(metrics));
         let line = json!({"kind": "config", "valid": true, "file": settings.file,

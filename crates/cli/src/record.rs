@@ -86,17 +86,8 @@ impl Recording {
             recorded_by: recorded_by.to_owned(),
             name: "recorded".to_owned(),
             description: Some(description),
-            tick_ms: config.tick_ms,
-            settle_ms: config.settle_ms,
-            audit_ms: config.audit_ms,
-            damping: config.damping,
-            notes: vec![
-                format!("drain_budget = {}", config.drain_budget),
-                format!(
-                    "re-open backoff {}..{} ms, jitter {}% (the replay draws its own)",
-                    config.reopen_initial_ms, config.reopen_max_ms, config.reopen_jitter_pct
-                ),
-            ],
+            config: config.clone(),
+            notes: vec!["the re-open jitter (the replay draws its own)".to_owned()],
             anonymize,
         };
         let recorder = Recorder::create(&path, &opts)?;

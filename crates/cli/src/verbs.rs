@@ -480,7 +480,7 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
         eprintln!("railwatch: no device could be opened; nothing to watch");
         return ExitCode::from(1);
     }
-    let tick_ms = settings.config.tick_ms;
+    let tick_ms = settings.config.machine.tick_ms;
     // What runs now; a reload changes only what it can apply.
     let mut running = settings.clone();
     let mut monitor = match Monitor::new(settings.config, Arc::new(BandwidthSelector::new()), SystemClock::new()) {

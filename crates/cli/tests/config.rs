@@ -144,7 +144,7 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
     assert_eq!(
         v["settings"],
         json!({
-            "tick_ms": 250, "audit_ms": 60000, "settle_ms": 500, "drain_budget": 64,
+            "tick_ms": 250, "audit_ms": 60000, "settle_ms": 500, "drain_budget": 64, "notify_capacity": 4096,
             "explain_every_ms": 10000, "reopen_initial_ms": 2000, "reopen_max_ms": 120000,
             "reopen_jitter_pct": 10, "include": ["mlx5_0", "mlx5_1"], "exclude": ["mlx5_1"],
             "damping": {"penalty_per_flap": 1000.0, "suppress": 3000.5, "reuse": 800.0,
@@ -222,7 +222,7 @@ fn a_wrong_type_is_named_with_its_line() {
     );
     refused("tick_ms = 1.5\n", 1, "tick_ms", "not a float");
     refused("[damping]\nsuppress = \"high\"\n", 2, "damping.suppress", "must be a number, not a string");
-    refused("damping = 5\n", 1, "damping", "expected the [damping] table");
+    refused("damping = 5\n", 1, "damping", "must be a table, not an integer");
     refused("include = \"mlx5_0\"\n", 1, "include", "must be a list of device names");
     refused("exclude = [\"mlx5_0\", 3]\n", 1, "exclude", "item 2 must be a device name (a string), not an integer");
     refused("[metrics]\nlisten = 9464\n", 2, "metrics.listen", "must be a string \"ADDR:PORT\", not an integer");
@@ -235,7 +235,7 @@ fn an_out_of_range_value_is_named_with_its_line() {
     refused("drain_budget = 0\n", 1, "drain_budget", "must be at least 1");
     refused("audit_ms = 0\n", 1, "audit_ms", "must be at least 1 ms");
     refused("settle_ms = 604800001\n", 1, "settle_ms", "more than the limit");
-    refused("reopen_jitter_pct = 101\n", 1, "reopen_jitter_pct", "more than 100");
+    refused("reopen_jitter_pct = 101\n", 1, "reopen_jitter_pct", "more than the limit of 100");
     // A default refused because of a written key points at that key.
     refused("\nreopen_initial_ms = 120000\n", 2, "reopen_max_ms", "less than reopen_initial_ms");
     refused("include = []\n", 1, "include", "nothing would be watched");
@@ -246,12 +246,18 @@ fn an_out_of_range_value_is_named_with_its_line() {
 
 #[test]
 fn a_damping_hold_longer_than_a_week_is_refused_at_its_key() {
-    refused("[damping]\nhalf_life_ms = 10000000000\n", 2, "damping.half_life_ms", "the limit is one week");
+    refused("[damping]\nhalf_life_ms = 300000000\n", 2, "damping.half_life_ms", "the limit is one week");
+    refused(
+        "[damping]\nhalf_life_ms = 10000000000\n",
+        2,
+        "damping.half_life_ms",
+        "more than the limit of 604800000 ms",
+    );
     refused("[damping]\nreuse = 3000\n", 2, "damping.reuse", "less than suppress");
     // max_penalty is at its default: the [damping] header is named.
     refused("tick_ms = 5\n[damping]\nsuppress = 7000\n", 2, "damping.max_penalty", "at least suppress");
     // Dotted and inline forms name the key's line too.
-    refused("tick_ms = 5\ndamping.half_life_ms = 0\n", 2, "damping.half_life_ms", "must be positive");
+    refused("tick_ms = 5\ndamping.half_life_ms = 0\n", 2, "damping.half_life_ms", "must be at least 1 ms");
     refused("damping = { reuse = 0 }\n", 1, "damping.reuse", "must be positive");
 }
 

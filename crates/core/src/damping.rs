@@ -43,48 +43,6 @@ impl Default for DampingConfig {
 }
 
 impl DampingConfig {
-    /// Checks that the parameters make sense: positive penalty and
-    /// half-life, `0 < reuse < suppress <= max_penalty`, and a longest hold
-    /// (`half_life × log2(max_penalty / reuse)`) of at most a week, so a
-    /// release time never overflows. The error names the key.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        let ok = |v: f64| v.is_finite() && v > 0.0;
-        if !ok(self.penalty_per_flap) {
-            return Err(("penalty_per_flap", format!("must be positive, not {:?}", self.penalty_per_flap)));
-        }
-        if self.half_life_ms == 0 {
-            return Err(("half_life_ms", "must be positive".into()));
-        }
-        // Floats in messages with `{:?}`: 1e308 stays short.
-        if !ok(self.suppress) {
-            return Err(("suppress", format!("must be positive, not {:?}", self.suppress)));
-        }
-        if !(ok(self.max_penalty) && self.suppress <= self.max_penalty) {
-            return Err((
-                "max_penalty",
-                format!("must be positive and at least suppress ({:?}), not {:?}", self.suppress, self.max_penalty),
-            ));
-        }
-        if !(ok(self.reuse) && self.reuse < self.suppress) {
-            return Err((
-                "reuse",
-                format!("must be positive and less than suppress ({:?}), not {:?}", self.suppress, self.reuse),
-            ));
-        }
-        let hold = self.longest_hold_ms();
-        if hold > crate::machine::MAX_DELAY_MS as f64 {
-            return Err((
-                "half_life_ms",
-                format!(
-                    "a capped penalty would hold a rail for {:.0} s (half_life_ms × log2(max_penalty / reuse)); \
-                     the limit is one week",
-                    hold / 1000.0
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// How long a rail at the maximum penalty stays suppressed.
     pub fn longest_hold_ms(&self) -> f64 {
         half_lives(self.max_penalty, self.reuse).max(0.0) * self.half_life_ms as f64
@@ -222,16 +180,16 @@ mod tests {
     fn validation() {
         assert!(DampingConfig::default().validate().is_ok());
         let bad = DampingConfig { reuse: 3000.0, ..Default::default() };
-        assert_eq!(bad.validate().unwrap_err().0, "reuse");
+        assert_eq!(bad.validate().unwrap_err().key, "damping.reuse");
         let bad = DampingConfig { half_life_ms: 0, ..Default::default() };
         assert!(bad.validate().is_err());
         let bad = DampingConfig { penalty_per_flap: f64::NAN, ..Default::default() };
-        assert_eq!(bad.validate().unwrap_err().0, "penalty_per_flap");
+        assert_eq!(bad.validate().unwrap_err().key, "damping.penalty_per_flap");
         // A bad suppress is named as such, not as the max_penalty above it.
         let bad = DampingConfig { suppress: f64::NAN, ..Default::default() };
-        assert_eq!(bad.validate().unwrap_err(), ("suppress", "must be positive, not NaN".into()));
+        assert_eq!(bad.validate().unwrap_err().to_string(), "damping.suppress: must be positive, not NaN");
         let bad = DampingConfig { suppress: 1e308, ..Default::default() };
-        assert!(bad.validate().unwrap_err().1.len() < 100, "floats are printed short");
+        assert!(bad.validate().unwrap_err().to_string().len() < 120, "floats are printed short");
         // A tiny reuse whose ratio overflows: 15 s × log2(6000 / 1e-320)
         // is about 4.5 hours, well within a week.
         let tiny = DampingConfig { reuse: 1e-320, ..Default::default() };
@@ -245,9 +203,9 @@ mod tests {
         assert!(p.reuse_at(&tiny).is_some_and(|t| t.0 < 17_000_000), "{:?}", p.reuse_at(&tiny));
         // Release times that would overflow are refused up front …
         let bad = DampingConfig { half_life_ms: u64::MAX, ..Default::default() };
-        assert_eq!(bad.validate().unwrap_err().0, "half_life_ms");
+        assert_eq!(bad.validate().unwrap_err().key, "damping.half_life_ms");
         let bad = DampingConfig { reuse: 1e-300, half_life_ms: 3_600_000, ..Default::default() };
-        assert_eq!(bad.validate().unwrap_err().0, "half_life_ms");
+        assert_eq!(bad.validate().unwrap_err().key, "damping.half_life_ms");
         // … and an unvalidated one saturates instead of wrapping.
         let mut p = FlapPenalty::default();
         for t in 0..3 {

@@ -55,6 +55,7 @@ mod machine;
 mod port;
 mod ports;
 mod rail;
+mod settings;
 mod sync;
 mod time;
 
@@ -64,8 +65,8 @@ pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event,
 pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use machine::{
-    Action, Cause, ConfigError, DeviceMode, DeviceStats, DeviceView, Errno, Happening, Log, MAX_DELAY_MS, Machine,
-    MachineConfig, Notification, RailView, RecoveredBy,
+    Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Happening, ListChange, Log, Machine, Notification,
+    RailView, RecoveredBy,
 };
 pub use port::{
     LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name, width_by_code,
@@ -73,4 +74,5 @@ pub use port::{
 };
 pub use ports::{DeviceSource, NoSelector, RailId, Selector, VerbsPort};
 pub use rail::{Gate, Outcome, PauseReason, RailCell, RailState, RailWord, Rejection, Ticket, layout as word_layout};
-pub use time::{Clock, Millis};
+pub use settings::{ConfigError, MachineConfig, Problem, Setting, SettingKind, SettingValue};
+pub use time::{Clock, MAX_DELAY_MS, Millis};

@@ -6,6 +6,11 @@
 
 use std::fmt;
 
+/// The longest a timer may be set ahead (one week): a setting that would
+/// put one further is refused, so no deadline overflows or lies beyond
+/// any run a user can observe.
+pub const MAX_DELAY_MS: u64 = 7 * 24 * 3600 * 1000;
+
 /// Milliseconds on the caller's monotonic clock (its origin is the caller's
 /// business; only differences and ordering matter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -60,8 +60,8 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 use railwatch_core::{
     Action, AsyncEvent, Cause, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Happening, LinkAttrs,
-    LinkLayer, LinkRate, Log, MAX_DELAY_MS, Machine, MachineConfig, Millis, Notification, ObjectHandle, PauseReason,
-    PortAddress, PortState, RailId, RailState, RecoveredBy,
+    LinkLayer, LinkRate, ListChange, Log, MAX_DELAY_MS, Machine, MachineConfig, Millis, Notification, ObjectHandle,
+    PauseReason, PortAddress, PortState, RailId, RailState, RecoveredBy,
 };
 
 // ---- the world --------------------------------------------------------------
@@ -115,6 +115,8 @@ enum Input {
     ReadError,
     Hangup { device: u32 },
     Removed { device: u32 },
+    List,
+    Opened,
     Port { device: u32, port: u8, answer: Result<PortState, Errno> },
     Link,
     Address,
@@ -129,6 +131,7 @@ enum Answer {
     Link { device: u32, port: u8, answer: Result<LinkAttrs, Errno> },
     Address { device: u32, port: u8, answer: Result<u16, Errno> },
     Reopen { device: u32, answer: Result<(), Errno> },
+    Open { device: u32, answer: Result<(), Errno> },
 }
 
 /// The harness's mirror of one rail and the reference model's memory of it.
@@ -180,6 +183,8 @@ struct DeviceTrack {
     started: bool,
     /// The first attach finished (`Log::Attached`): later ones are re-attaches.
     attached_once: bool,
+    /// An `Open` was carried out and its answer not delivered yet.
+    open_asked: bool,
 }
 
 /// A copy of what a test wants to know about one rail.
@@ -412,6 +417,29 @@ impl Harness {
         self.settle();
     }
 
+    /// The device source lists the world's devices whose bit is set in
+    /// `mask`: the others leave, the listed ones that had left appear.
+    fn list(&mut self, mask: u8) {
+        let names: Vec<String> = (0..self.world.len())
+            .filter(|d| mask & (1 << d) != 0)
+            .map(|d| self.world[d].name.clone())
+            .chain((mask & 0x80 != 0).then(|| "not/a device".to_owned()))
+            .collect();
+        for (d, w) in self.world.iter_mut().enumerate() {
+            w.removed = mask & (1 << d) == 0;
+        }
+        let now = self.now;
+        let mut change = None;
+        self.input(Input::List, |m| change = Some(m.handle_device_list(names.iter().map(String::as_str), now)));
+        for &d in &change.expect("a change").left {
+            for &id in self.ids.iter().filter(|id| id.device == d) {
+                // Inert (an inert rail keeps the reason it first had).
+                assert_eq!(self.gates[self.rail_index(id).unwrap()].word().state, RailState::Inert, "{id} left");
+            }
+        }
+        self.settle();
+    }
+
     fn readd(&mut self, device: u32) {
         let Some(w) = self.world.get_mut(device as usize).filter(|w| w.removed) else { return };
         w.removed = false;
@@ -459,6 +487,22 @@ impl Harness {
                 }
                 self.take_actions();
             }
+            Answer::Open { device, answer } => {
+                // The driver holds a handle once it opened one the machine
+                // asked for, taken or not (a device that left meanwhile is
+                // closed again by the machine).
+                let asked = self.devs.get_mut(device as usize).is_some_and(|d| std::mem::take(&mut d.open_asked));
+                if asked && answer.is_ok() {
+                    self.world[device as usize].open = true;
+                }
+                let ports: Vec<u8> = match self.world.get(device as usize) {
+                    Some(w) => (1..=w.ports.len() as u8).collect(),
+                    None => vec![1],
+                };
+                self.input = Input::Opened;
+                self.m.handle_opened(device, answer.map(|()| &ports[..]), now);
+                self.take_actions();
+            }
         }
     }
 
@@ -468,7 +512,7 @@ impl Harness {
         if self.defer_next > 0 {
             self.defer_next -= 1;
             self.deferred.push_back(answer);
-        } else if self.drop_next > 0 && !matches!(answer, Answer::Reopen { .. }) {
+        } else if self.drop_next > 0 && !matches!(answer, Answer::Reopen { .. } | Answer::Open { .. }) {
             self.drop_next -= 1;
         } else {
             self.deliver(answer);
@@ -563,6 +607,14 @@ impl Harness {
                 let answer = if w.reopen_ok { Ok(()) } else { Err(ENODEV) };
                 self.answer(Answer::Reopen { device, answer });
             }
+            Action::Open { device } => {
+                let w = &self.world[device as usize];
+                assert!(!w.open, "Open of device {device}, which is open");
+                assert!(!w.removed, "Open of device {device}, which is not in the device list");
+                self.devs[device as usize].open_asked = true;
+                let answer = if w.reopen_ok { Ok(()) } else { Err(ENODEV) };
+                self.answer(Answer::Open { device, answer });
+            }
             Action::QueryPort { device, port } => {
                 let p = self.port_of_open_device(device, port, "QueryPort");
                 let answer = if p.query_fails { Err(ENODEV) } else { Ok(p.state) };
@@ -623,6 +675,7 @@ impl Harness {
             | Action::StopReading { device }
             | Action::Close { device }
             | Action::Reopen { device }
+            | Action::Open { device }
             | Action::QueryPort { device, .. }
             | Action::ReadLink { device, .. }
             | Action::ReadAddress { device, .. } => {
@@ -663,6 +716,7 @@ impl Harness {
         let settle_ms = self.cfg.settle_ms;
         let dev = self.devs[rail.device as usize];
         let open = self.world[rail.device as usize].open;
+        let left = self.world[rail.device as usize].removed;
         let what = format!("{rail}: {from} -> {to} ({cause:?}, generation {generation}) on {input:?} at {t}");
         let tr = &self.tracks[r];
         assert_eq!(from, tr.state, "notes out of order: {what}");
@@ -687,6 +741,7 @@ impl Harness {
                     Input::Event { device, event } => device == rail.device && event.kind() == EventKind::DeviceFatal,
                     Input::Hangup { device } | Input::Removed { device } => device == rail.device,
                     Input::Port { device, answer, .. } => device == rail.device && answer.is_err(),
+                    Input::List => left,
                     _ => false,
                 };
                 assert!(device_lost, "detached without losing the device: {what}");
@@ -983,6 +1038,15 @@ enum Op {
         dev: Dev,
         ok: bool,
     },
+    /// The device source lists the devices whose bits are set (bit 7: a
+    /// name that cannot be a device's).
+    List {
+        mask: u8,
+    },
+    StrayOpen {
+        dev: Dev,
+        ok: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -1062,7 +1126,7 @@ fn config() -> impl Strategy<Value = MachineConfig> {
             reopen_initial_ms: initial,
             reopen_max_ms: initial * mult,
             reopen_jitter_pct: jitter,
-            seed,
+            seed: Some(seed),
             settle_ms,
             damping,
         })
@@ -1136,6 +1200,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (dev(), port_num()).prop_map(|(dev, port)| Op::StrayLink { dev, port: port as u8 }),
         1 => (dev(), port_num()).prop_map(|(dev, port)| Op::StrayAddress { dev, port: port as u8 }),
         1 => (dev(), any::<bool>()).prop_map(|(dev, ok)| Op::StrayReopen { dev, ok }),
+        3 => any::<u8>().prop_map(|mask| Op::List { mask }),
+        1 => (dev(), any::<bool>()).prop_map(|(dev, ok)| Op::StrayOpen { dev, ok }),
     ]
 }
 
@@ -1230,6 +1296,12 @@ impl Harness {
             Op::StrayReopen { dev, ok } => {
                 let answer = if ok { Ok(()) } else { Err(ENODEV) };
                 self.deliver(Answer::Reopen { device: dev.resolve(n), answer });
+                self.settle();
+            }
+            Op::List { mask } => self.list(mask),
+            Op::StrayOpen { dev, ok } => {
+                let answer = if ok { Ok(()) } else { Err(ENODEV) };
+                self.deliver(Answer::Open { device: dev.resolve(n), answer });
                 self.settle();
             }
         }
@@ -1803,4 +1875,125 @@ fn a_late_tick_keeps_its_phase() {
     assert_eq!(h.m.next_tick(), Some(due.plus(1000)), "ran 3 ms late at {}", h.now);
     h.oversleep(5000);
     assert_eq!(h.m.next_tick(), Some(h.now.plus(1000)), "ran seconds late at {}", h.now);
+}
+
+// ---- the device lifecycle -------------------------------------------------------
+
+/// Takes every action; answers port queries ACTIVE and link reads NDR 4x.
+/// Returns the devices asked to be opened and closed.
+fn serve_lifecycle(m: &mut Machine, now: Millis) -> (Vec<u32>, Vec<u32>) {
+    let (mut opens, mut closes) = (Vec::new(), Vec::new());
+    while let Some(a) = m.poll_action() {
+        match a {
+            Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(PortState::Active), now),
+            Action::ReadLink { device, port } => m.handle_link(device, port, Ok(ndr_4x()), now),
+            Action::Open { device } => opens.push(device),
+            Action::Close { device } => closes.push(device),
+            _ => {}
+        }
+    }
+    (opens, closes)
+}
+
+#[test]
+fn a_listed_device_is_opened_and_attached() {
+    let mut m = Machine::new(MachineConfig::default()).unwrap();
+    let change = m.handle_device_list(["mlx5_0", "mlx5_1", "mlx5_0"], Millis(0));
+    assert_eq!(change.appeared, vec![0, 1], "a name listed twice counts once");
+    assert_eq!(m.device(0).unwrap().mode.name(), "opening");
+    assert_eq!(serve_lifecycle(&mut m, Millis(0)).0, vec![0, 1]);
+    m.handle_opened(0, Ok(&[1, 2]), Millis(5));
+    serve_lifecycle(&mut m, Millis(5));
+    assert_eq!(
+        m.rails().map(|r| (r.name.to_string(), r.word.state)).collect::<Vec<_>>(),
+        [("mlx5_0/1".to_string(), RailState::Active), ("mlx5_0/2".to_string(), RailState::Active)]
+    );
+    assert_eq!(m.device(1).unwrap().mode.name(), "opening", "not answered yet");
+    // The same list again changes nothing.
+    assert_eq!(m.handle_device_list(["mlx5_0", "mlx5_1"], Millis(6)), ListChange::default());
+    assert!(!m.has_actions());
+}
+
+#[test]
+fn a_device_that_will_not_open_is_asked_again_with_backoff_until_it_leaves() {
+    let cfg = MachineConfig { reopen_jitter_pct: 0, ..Default::default() };
+    let mut m = Machine::new(cfg).unwrap();
+    m.handle_device_list(["rxe0"], Millis(0));
+    let mut asked_at = vec![0];
+    let mut now = Millis(0);
+    serve_lifecycle(&mut m, now);
+    for _ in 0..4 {
+        m.handle_opened(0, Err(ENODEV), now);
+        serve_lifecycle(&mut m, now);
+        now = m.poll_timeout().expect("a retry is scheduled");
+        m.handle_timeout(now);
+        assert_eq!(serve_lifecycle(&mut m, now).0, vec![0]);
+        asked_at.push(now.0);
+    }
+    assert_eq!(asked_at, vec![0, 1000, 3000, 7000, 15_000], "1 s, then doubling");
+    // It leaves while failing: nothing is scheduled any more.
+    m.handle_opened(0, Err(ENODEV), now);
+    let change = m.handle_device_list(std::iter::empty(), now);
+    assert_eq!(change.left, vec![0]);
+    assert_eq!(serve_lifecycle(&mut m, now), (vec![], vec![]), "nothing was open: nothing to close");
+    assert_eq!(m.poll_timeout(), None);
+    assert_eq!(m.device(0).unwrap().mode, DeviceMode::Removed);
+}
+
+#[test]
+fn an_open_answered_after_the_device_left_is_closed_again() {
+    let mut m = Machine::new(MachineConfig::default()).unwrap();
+    m.handle_device_list(["rxe0"], Millis(0));
+    serve_lifecycle(&mut m, Millis(0));
+    m.handle_device_list(std::iter::empty(), Millis(1));
+    m.handle_opened(0, Ok(&[1]), Millis(2));
+    assert_eq!(serve_lifecycle(&mut m, Millis(2)), (vec![], vec![0]), "the handle opened late is closed");
+    assert_eq!(m.rails().len(), 0, "no rail attached");
+    // A stray answer for it now is only counted.
+    let stray = m.stray_inputs();
+    m.handle_opened(0, Ok(&[1]), Millis(3));
+    assert_eq!(m.stray_inputs(), stray + 1);
+    assert!(!m.has_actions());
+}
+
+#[test]
+fn a_device_that_leaves_and_comes_back_keeps_its_index_and_rails() {
+    let mut m = Machine::new(MachineConfig::default()).unwrap();
+    m.handle_device_list(["rxe0", "rxe1"], Millis(0));
+    serve_lifecycle(&mut m, Millis(0));
+    m.handle_opened(0, Ok(&[1]), Millis(0));
+    m.handle_opened(1, Ok(&[1]), Millis(0));
+    serve_lifecycle(&mut m, Millis(0));
+    let gate = m.gate_of("rxe0/1").unwrap();
+    let before = gate.word().generation;
+    let change = m.handle_device_list(["rxe1"], Millis(100));
+    assert_eq!(change.left, vec![0]);
+    assert_eq!(serve_lifecycle(&mut m, Millis(100)).1, vec![0], "closed at once");
+    assert_eq!((gate.word().state, gate.word().reason), (RailState::Inert, PauseReason::DeviceRemoved));
+    let change = m.handle_device_list(["rxe1", "rxe0"], Millis(200));
+    assert_eq!(change.appeared, vec![0], "the old index");
+    assert_eq!(serve_lifecycle(&mut m, Millis(200)).0, vec![0]);
+    m.handle_opened(0, Ok(&[1]), Millis(200));
+    serve_lifecycle(&mut m, Millis(200));
+    assert_eq!(gate.word().state, RailState::Active, "the old gate sees the new device");
+    assert!(gate.word().generation > before, "a new device: a new generation");
+    // Back with another port: a new rail; the old one's gate stays inert.
+    m.handle_device_list(["rxe1"], Millis(300));
+    m.handle_device_list(["rxe1", "rxe0"], Millis(400));
+    serve_lifecycle(&mut m, Millis(400));
+    m.handle_opened(0, Ok(&[2]), Millis(400));
+    serve_lifecycle(&mut m, Millis(400));
+    assert_eq!(gate.word().state, RailState::Inert);
+    assert_eq!(m.gate_of("rxe0/2").unwrap().word().state, RailState::Active);
+    assert!(m.gate(RailId { device: 0, port: 1 }).is_none(), "rxe0 has no port 1 now");
+}
+
+#[test]
+fn names_that_cannot_be_a_device_are_stray() {
+    let mut m = Machine::new(MachineConfig::default()).unwrap();
+    let long = "x".repeat(300);
+    let change = m.handle_device_list(["", "a/b", "bad\u{1b}", long.as_str(), "ok"], Millis(0));
+    assert_eq!(change.appeared, vec![0]);
+    assert_eq!(m.stray_inputs(), 4);
+    assert_eq!(m.device(0).unwrap().name, "ok");
 }

@@ -42,6 +42,12 @@
 // The generation's bits, after the shift (40 bits).
 #define RW_WORD_GEN_MASK 1099511627775
 
+// Most names one device list may hold.
+#define RW_MAX_DEVICES 4096
+
+// Most ports a device can have (port numbers are 1..=255).
+#define RW_MAX_PORTS 255
+
 // `rw_machine_poll_timeout`'s "no deadline".
 #define RW_NO_DEADLINE UINT64_MAX
 
@@ -161,6 +167,9 @@ typedef enum rw_log_kind {
   RW_LOG_REMOVED = 11,
   // A device was (re)opened and its rails attached: `device`.
   RW_LOG_ATTACHED = 12,
+  // A device the device list named would not open: `device`, `error`,
+  // `until_ms` (the next attempt).
+  RW_LOG_OPEN_FAILED = 13,
 } rw_log_kind;
 
 // What the machine asks of the engine (`rw_action.kind`). Answer each
@@ -197,6 +206,9 @@ typedef enum rw_action_kind {
   RW_ACTION_NOTIFY = 10,
   // Write `log` to the engine's log.
   RW_ACTION_LOG = 11,
+  // Open `device`, which the device list named (its name:
+  // `rw_machine_device_name`); answer with `rw_machine_handle_opened`.
+  RW_ACTION_OPEN = 12,
 } rw_action_kind;
 
 // A rail's state (bits 0–1 of the word).
@@ -251,6 +263,12 @@ typedef struct rw_monitor rw_monitor;
 // monitors started over it (they hold what they read). Any thread may
 // script it.
 typedef struct rw_sim rw_sim;
+
+// The kernel's device uevents (a netlink socket), for an engine's epoll
+// set: readable when RDMA devices may have appeared or left. Made by
+// [`rw_uevents_open`], destroyed by [`rw_uevents_free`]; one thread at a
+// time.
+typedef struct rw_uevents rw_uevents;
 
 // Flap damping settings (see `docs/STATE-MACHINE.md`).
 typedef struct rw_damping {
@@ -545,6 +563,62 @@ uint64_t rw_word_encode(uint32_t state, uint32_t reason, uint32_t port_state, ui
 // inline decoding).
 enum rw_status rw_word_decode(uint64_t word, struct rw_ticket *ticket);
 
+// The host's RDMA devices now, by name (`ibv_get_device_list`'s
+// `ibv_get_device_name`s, after a uevent, or on a rescan): devices that
+// are no longer listed leave (closed at once: `RW_ACTION_STOP_READING` and
+// `RW_ACTION_CLOSE`, their rails inert); names new to the list appear, and
+// the machine asks for each to be opened (`RW_ACTION_OPEN`). A name that
+// left and comes back keeps its device index. At most `RW_MAX_DEVICES`
+// names; a name that cannot be a device's (empty, over 63 bytes, with a
+// `/`, whitespace or a control character) is skipped and counted as stray input.
+enum rw_status rw_machine_handle_device_list(struct rw_machine *machine,
+                                             const char *const *names,
+                                             size_t count,
+                                             uint64_t now_ms);
+
+// The answer to `RW_ACTION_OPEN` of `device`: `error` 0 and the device's
+// `nports` port numbers at `ports` (1..=255, no duplicate) when it opened,
+// or the errno when it would not (asked again after a backoff while the
+// device list has it). Opened, the machine asks to start reading it and to
+// query its ports (the attach). Answered after the device left, it asks
+// for the device to be closed again.
+enum rw_status rw_machine_handle_opened(struct rw_machine *machine,
+                                        uint32_t device,
+                                        const uint8_t *ports,
+                                        size_t nports,
+                                        int32_t error,
+                                        uint64_t now_ms);
+
+// Writes device `device`'s name, NUL-terminated, into the `capacity`
+// bytes at `buf`, and its length (without the NUL) to `*len` (may be
+// NULL). `RW_ERR_BUFFER` when it does not fit (`*len` still says how long
+// it is; names are at most 63 bytes): a NULL `buf` with `capacity` 0 asks
+// the length only. What `RW_ACTION_OPEN` opens.
+enum rw_status rw_machine_device_name(struct rw_machine *machine,
+                                      uint32_t device,
+                                      char *buf,
+                                      size_t capacity,
+                                      size_t *len);
+
+// Opens the uevent socket into `*out` (no privilege is needed).
+// `RW_ERR_UNSUPPORTED` when built without the `verbs` feature; `RW_ERR_IO`
+// when the kernel refuses the socket (a container may): rescan the device
+// list on a timer instead.
+enum rw_status rw_uevents_open(struct rw_uevents **out);
+
+// The socket's fd (non-blocking), for epoll: add it edge-triggered and
+// call [`rw_uevents_drain`] after every wake-up. -1 for NULL.
+int32_t rw_uevents_fd(const struct rw_uevents *uevents);
+
+// Reads every pending uevent (to EAGAIN) and writes to `*changed` whether
+// the RDMA device list may have changed (an `infiniband` or
+// `infiniband_verbs` uevent, or uevents lost): then list the devices and
+// hand the list to [`rw_machine_handle_device_list`].
+enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
+
+// Closes the uevent socket; NULL is ignored.
+void rw_uevents_free(struct rw_uevents *uevents);
+
 // Makes a machine with `config` (NULL: the defaults) into `*out`.
 // `RW_ERR_INVALID` names a setting it refuses.
 //
@@ -677,7 +751,7 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // The edge-triggered drain, done right: calls `get` until the queue is
 // empty (EAGAIN), retrying EINTR, feeding each event to the machine as
 // read; a real error stops it and is fed as a read error (the device is
-// then polled). At most `budget` calls (0: 256). Every event is
+// then polled). At most `budget` calls (0: 256, the monitor's default). Every event is
 // acknowledged by `get` before the machine sees it, so nothing the engine
 // does in response (destroying a QP) waits on an unacknowledged event.
 // `get` may call other `rw_machine_*` functions on this machine (no

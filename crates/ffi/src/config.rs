@@ -64,39 +64,57 @@ pub struct rw_config {
 
 impl Default for rw_config {
     fn default() -> Self {
-        let c = Config::default();
-        let d = DampingConfig::default();
+        rw_config::from(&Config::default())
+    }
+}
+
+impl From<&Config> for rw_config {
+    /// The C struct of a config. Exhaustive: a new setting is a compile
+    /// error here until the C struct carries it.
+    fn from(c: &Config) -> Self {
+        let Config { machine, drain_budget, notify_capacity: _ } = c;
+        let MachineConfig {
+            tick_ms,
+            audit_ms,
+            explain_every_ms,
+            reopen_initial_ms,
+            reopen_max_ms,
+            reopen_jitter_pct,
+            seed,
+            settle_ms,
+            damping,
+        } = machine;
+        let d = damping.unwrap_or_default();
         rw_config {
             size: std::mem::size_of::<rw_config>() as u32,
-            tick_ms: c.tick_ms,
-            audit_ms: c.audit_ms.unwrap_or(0),
-            explain_every_ms: c.explain_every_ms,
-            reopen_initial_ms: c.reopen_initial_ms,
-            reopen_max_ms: c.reopen_max_ms,
-            reopen_jitter_pct: c.reopen_jitter_pct,
-            seed: 0,
-            settle_ms: c.settle_ms,
+            tick_ms: *tick_ms,
+            audit_ms: audit_ms.unwrap_or(0),
+            explain_every_ms: *explain_every_ms,
+            reopen_initial_ms: *reopen_initial_ms,
+            reopen_max_ms: *reopen_max_ms,
+            reopen_jitter_pct: *reopen_jitter_pct,
+            seed: seed.unwrap_or(0),
+            settle_ms: *settle_ms,
             damping: rw_damping {
-                enabled: 0,
+                enabled: u8::from(damping.is_some()),
                 penalty_per_flap: d.penalty_per_flap,
                 suppress: d.suppress,
                 reuse: d.reuse,
                 half_life_ms: d.half_life_ms,
                 max_penalty: d.max_penalty,
             },
-            drain_budget: u32::try_from(c.drain_budget).unwrap_or(u32::MAX),
+            drain_budget: u32::try_from(*drain_budget).unwrap_or(u32::MAX),
         }
     }
 }
 
 impl rw_config {
-    /// The monitor's settings, validated.
+    /// The monitor's settings, validated: the one conversion from C.
     pub(crate) fn runtime(&self) -> Result<Config> {
         let d = &self.damping;
-        let config = Config {
+        let machine = MachineConfig {
             tick_ms: self.tick_ms,
             audit_ms: (self.audit_ms != 0).then_some(self.audit_ms),
-            drain_budget: self.drain_budget as usize,
             explain_every_ms: self.explain_every_ms,
             reopen_initial_ms: self.reopen_initial_ms,
             reopen_max_ms: self.reopen_max_ms,
@@ -110,15 +128,16 @@ impl rw_config {
                 half_life_ms: d.half_life_ms,
                 max_penalty: d.max_penalty,
             }),
-            ..Config::default()
         };
+        let config = Config { machine, drain_budget: self.drain_budget as usize, ..Config::default() };
         config.validate().map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")))?;
         Ok(config)
     }
 
-    /// The machine's settings, validated.
+    /// The machine's settings, validated (its seed drawn when 0, as the
+    /// monitor's is).
     pub(crate) fn machine(&self) -> Result<MachineConfig> {
-        Ok(self.runtime()?.machine())
+        Ok(self.runtime()?.machine_seeded())
     }
 }
 

@@ -86,6 +86,7 @@ mod args;
 mod bench;
 mod config;
 mod gate;
+mod lifecycle;
 mod machine;
 mod monitor;
 mod notify;
@@ -94,6 +95,7 @@ mod status;
 
 pub use config::{rw_config, rw_config_default, rw_damping};
 pub use gate::*;
+pub use lifecycle::*;
 pub use machine::*;
 pub use monitor::*;
 pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, rw_recovered_by};

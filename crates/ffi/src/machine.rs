@@ -4,11 +4,14 @@
 //! actions it polls. The machine holds every policy; it does no I/O.
 
 use std::ffi::{c_char, c_void};
+use std::io;
 
 use railwatch_core::{
     Action, AsyncEvent, Element, Errno, Gid, GidType, LinkAttrs, LinkLayer, Machine, Millis, ObjectHandle, PortAddress,
     PortState, RailId, Scope,
 };
+
+use railwatch_runtime::{DEFAULT_DRAIN_BUDGET, DrainEnd, drain_with};
 
 use crate::args::{handle, handle_mut, put, slice, text};
 use crate::config::{read, rw_config};
@@ -64,6 +67,9 @@ pub enum rw_action_kind {
     RW_ACTION_NOTIFY = 10,
     /// Write `log` to the engine's log.
     RW_ACTION_LOG = 11,
+    /// Open `device`, which the device list named (its name:
+    /// `rw_machine_device_name`); answer with `rw_machine_handle_opened`.
+    RW_ACTION_OPEN = 12,
 }
 
 /// One action. Which fields mean something depends on `kind`: `device`,
@@ -119,6 +125,10 @@ unsafe fn write_action(a: Option<Action>, out: *mut rw_action) {
             device = d;
             RW_ACTION_REOPEN
         }
+        Some(Action::Open { device: d }) => {
+            device = d;
+            RW_ACTION_OPEN
+        }
         Some(Action::QueryPort { device: d, port: p }) => {
             (device, port) = (d, u32::from(p));
             RW_ACTION_QUERY_PORT
@@ -165,7 +175,7 @@ fn answer<T>(error: i32, value: impl FnOnce() -> T) -> std::result::Result<T, Er
     if error == 0 { Ok(value()) } else { Err(Errno(error)) }
 }
 
-fn device_in(m: &Machine, device: u32) -> Result<()> {
+pub(crate) fn device_in(m: &Machine, device: u32) -> Result<()> {
     match (device as usize) < m.devices().len() {
         true => Ok(()),
         false => Err(Error::new(
@@ -184,7 +194,7 @@ fn port_in(m: &Machine, device: u32, port: u32) -> Result<u8> {
 }
 
 /// With the machine behind `m`.
-fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result<()>) -> rw_status {
+pub(crate) fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result<()>) -> rw_status {
     guard(|| {
         // SAFETY: a live machine or NULL, used by one thread at a time, by
         // the API's contract.
@@ -612,7 +622,7 @@ pub struct rw_drain_report {
 /// The edge-triggered drain, done right: calls `get` until the queue is
 /// empty (EAGAIN), retrying EINTR, feeding each event to the machine as
 /// read; a real error stops it and is fed as a read error (the device is
-/// then polled). At most `budget` calls (0: 256). Every event is
+/// then polled). At most `budget` calls (0: 256, the monitor's default). Every event is
 /// acknowledged by `get` before the machine sees it, so nothing the engine
 /// does in response (destroying a QP) waits on an unacknowledged event.
 /// `get` may call other `rw_machine_*` functions on this machine (no
@@ -643,7 +653,7 @@ pub extern "C" fn rw_machine_drain(
             unsafe { &*machine }
         };
         flags().draining.set(true);
-        let budget = if budget == 0 { 256 } else { u64::from(budget) };
+        let budget = if budget == 0 { DEFAULT_DRAIN_BUDGET } else { budget as usize };
         let r = drain_loop(machine, device, get, user, budget, Millis(now_ms));
         flags().draining.set(false);
         if flags().free_requested.get() {
@@ -663,15 +673,16 @@ pub extern "C" fn rw_machine_drain(
     })
 }
 
-/// The drain itself: `get` until EAGAIN, an error, the budget, or a free
-/// of the machine asked for from `get`. Each event is fed with its own
-/// short borrow of the machine, none held while `get` runs.
+/// The drain itself is the runtime's ([`drain_with`]), reading through
+/// `get`: until EAGAIN, an error, the budget, or a free of the machine
+/// asked for from `get`. Each event is fed with its own short borrow of the
+/// machine, none held while `get` runs.
 fn drain_loop(
     machine: *mut rw_machine,
     device: u32,
     get: extern "C" fn(*mut c_void, *mut u32, *mut u64) -> i32,
     user: *mut c_void,
-    budget: u64,
+    budget: usize,
     now: Millis,
 ) -> rw_drain_report {
     let feed = |input: &dyn Fn(&mut Machine)| {
@@ -680,32 +691,48 @@ fn drain_loop(
             Ok(())
         })
     };
-    let mut r = rw_drain_report { end: -1, ..Default::default() };
-    while r.gets < budget {
-        r.gets += 1;
+    // SAFETY: the machine is live (a free from `get` is only noted), and no
+    // other borrow of it exists while this reads its flag.
+    let freed = || unsafe { &*machine }.free_requested.get();
+    let read = || {
         let (mut code, mut element) = (0u32, 0u64);
-        let got = get(user, &mut code, &mut element);
-        // SAFETY: the machine is live (a free from `get` is only noted),
-        // and no other borrow of it exists now.
-        if unsafe { &*machine }.free_requested.get() {
-            break;
+        match get(user, &mut code, &mut element) {
+            // A free asked for from `get` stops the drain where it is.
+            _ if freed() => Err(io::Error::other(FreedDuringDrain)),
+            0 => Ok(event(code, element)),
+            errno => Err(io::Error::from_raw_os_error(errno)),
         }
-        match got {
-            0 => {
-                r.events += 1;
-                feed(&|m| m.handle_event(device, event(code, element), now));
-            }
-            libc::EAGAIN => {
-                r.end = 0;
-                break;
-            }
-            libc::EINTR => r.interrupted += 1,
-            errno => {
-                r.end = errno;
-                feed(&|m| m.handle_read_error(device, Errno(errno), now));
-                break;
-            }
+    };
+    let report = drain_with(read, budget, |ev| {
+        feed(&|m| m.handle_event(device, ev, now));
+    });
+    let mut r = rw_drain_report {
+        events: report.events as u64,
+        gets: report.gets as u64,
+        interrupted: report.interrupted as u64,
+        end: -1,
+    };
+    match report.end {
+        DrainEnd::Empty => r.end = 0,
+        DrainEnd::Budget => {}
+        DrainEnd::Failed(e) if e.get_ref().is_some_and(|e| e.is::<FreedDuringDrain>()) => {}
+        DrainEnd::Failed(e) => {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            r.end = errno;
+            feed(&|m| m.handle_read_error(device, Errno(errno), now));
         }
     }
     r
 }
+
+/// The drain stopped because `get` freed the machine.
+#[derive(Debug)]
+struct FreedDuringDrain;
+
+impl std::fmt::Display for FreedDuringDrain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the machine was freed during the drain")
+    }
+}
+
+impl std::error::Error for FreedDuringDrain {}

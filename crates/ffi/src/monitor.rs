@@ -11,7 +11,7 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use railwatch_core::{DeviceSource, Gate, LinkRate, Notification, RailId, Selector, VerbsPort};
-use railwatch_runtime::{Monitor, MonitorHandle, Snapshot, SystemClock};
+use railwatch_runtime::{Monitor, MonitorHandle, NewMonitorError, Snapshot, SystemClock};
 use railwatch_sim_backend::SimHost;
 
 use crate::args::{handle, put, text};
@@ -187,7 +187,10 @@ fn start<P: VerbsPort + Send + 'static>(
         set_available: None,
         reseed: None,
     });
-    let mut monitor = Monitor::new(config, CSelector(selector), SystemClock::new())?;
+    let mut monitor = Monitor::new(config, CSelector(selector), SystemClock::new()).map_err(|e| match e {
+        NewMonitorError::Config(e) => Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")),
+        NewMonitorError::Io(e) => e.into(),
+    })?;
     let notes = monitor.subscribe_unbounded();
     monitor.watch_devices(source, rescan_every)?;
     let shared = Arc::new(Shared::default());

@@ -219,6 +219,9 @@ pub enum rw_log_kind {
     RW_LOG_REMOVED = 11,
     /// A device was (re)opened and its rails attached: `device`.
     RW_LOG_ATTACHED = 12,
+    /// A device the device list named would not open: `device`, `error`,
+    /// `until_ms` (the next attempt).
+    RW_LOG_OPEN_FAILED = 13,
 }
 
 /// A log request. Which fields mean something depends on `kind`.
@@ -323,6 +326,10 @@ pub(crate) fn log(l: &Log) -> rw_log {
         Log::Attached { device } => {
             c.device = device;
             RW_LOG_ATTACHED
+        }
+        Log::OpenFailed { device, errno, retry_at } => {
+            (c.device, c.error, c.until_ms) = (device, errno.0, retry_at.0);
+            RW_LOG_OPEN_FAILED
         }
     };
     c.kind = kind as u32;

@@ -397,7 +397,7 @@ fn gate_pairs() {
 /// 1, 64, 1024, 4096 (single-port devices), and 64 paused among 4096.
 fn tick_pairs() {
     let cases_spec: [(usize, usize); 5] = [(1, 1), (64, 1), (1024, 1), (4096, 1), (4096, 64)];
-    let config = Config { tick_ms: TICK_PERIOD_MS, ..Config::default() };
+    let config = Config::from(MachineConfig { tick_ms: TICK_PERIOD_MS, ..MachineConfig::default() });
     let mut monitors: Vec<_> =
         cases_spec.iter().map(|&(n, paused)| sim_monitor(n, paused, config.clone(), NoSelector)).collect();
     let ticks_before: Vec<u64> = monitors.iter().map(|(m, _, _)| m.snapshot().ticks).collect();
@@ -707,7 +707,7 @@ const IDLE_TICK_MS: u64 = 100;
 const IDLE_RUN: Duration = Duration::from_millis(1500);
 
 fn idle(paused: usize) -> (f64, f64) {
-    let config = Config { tick_ms: IDLE_TICK_MS, ..Config::default() };
+    let config = Config::from(MachineConfig { tick_ms: IDLE_TICK_MS, ..MachineConfig::default() });
     let mut m = Monitor::new(config, NoSelector, SystemClock::new()).expect("monitor");
     let (devices, _handles) = sim_devices(8, paused);
     for d in devices {

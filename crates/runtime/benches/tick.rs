@@ -18,13 +18,13 @@ use std::time::Duration;
 use common::sim_monitor;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use railwatch_core::NoSelector;
-use railwatch_runtime::Config;
+use railwatch_runtime::{Config, MachineConfig};
 
 const TICK_MS: u64 = 1000;
 
 fn tick(c: &mut Criterion) {
     let mut g = c.benchmark_group("tick");
-    let config = Config { tick_ms: TICK_MS, ..Config::default() };
+    let config = Config::from(MachineConfig { tick_ms: TICK_MS, ..MachineConfig::default() });
     let cases: [(&str, usize, usize); 5] = [
         ("paused_1", 1, 1),
         ("paused_1", 64, 1),

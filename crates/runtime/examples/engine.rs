@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use railwatch_core::{AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, PortState, RailId, RailState, Rejection};
 use railwatch_runtime::{
-    BandwidthSelector, Cause, Config, Gate, Happening, Monitor, Notification, RecoveredBy, SystemClock,
+    BandwidthSelector, Cause, Config, Gate, Happening, MachineConfig, Monitor, Notification, RecoveredBy, SystemClock,
 };
 use railwatch_sim_backend::{PortSpec, SimDevice};
 
@@ -98,7 +98,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // A short recovery tick so the silent recovery below shows up quickly;
     // the default (1 s) is right for production. The tick only runs while a
     // rail is paused: a healthy host has no idle wake-ups.
-    let config = Config { tick_ms: 100, ..Config::default() };
+    let config = Config::from(MachineConfig { tick_ms: 100, ..MachineConfig::default() });
     let mut monitor = Monitor::new(config, selector.clone(), SystemClock::new())?;
     for dev in [mlx5_0, mlx5_1, mlx5_2] {
         // Attaches every port: active (and available in the selector, with

@@ -1,96 +1,155 @@
-//! Monitor settings: the machine's policy settings plus the driver's own.
+//! Monitor settings: the machine's policy settings, and the driver's own
+//! two (how much one drain reads, how much a subscriber may lag).
 
-use railwatch_core::{ConfigError, DampingConfig, MachineConfig};
+use railwatch_core::{ConfigError, MachineConfig, Setting, SettingKind, SettingValue};
+
+/// Most `get_event` calls per device per wake-up unless told otherwise;
+/// the C API's drain uses the same.
+pub const DEFAULT_DRAIN_BUDGET: usize = 256;
+
+/// The largest drain budget: a drain's scratch space is this many events,
+/// so a budget is a memory reservation, and past this nothing is gained.
+pub const MAX_DRAIN_BUDGET: u64 = 65_536;
+
+/// The largest subscriber channel, in notifications.
+pub const MAX_NOTIFY_CAPACITY: u64 = 1 << 20;
 
 /// How the monitor behaves. `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Recovery tick period in milliseconds (default 1000). The tick runs
-    /// only while something needs it.
-    pub tick_ms: u64,
-    /// Opt-in audit period (default off): every this many milliseconds the
-    /// port state of every active rail is re-read, so a port that went down
-    /// with no event at all is noticed.
-    pub audit_ms: Option<u64>,
-    /// Most `get_event` calls per device per wake-up (default 256); a device
-    /// that hits it is serviced again before the next blocking wait, so one
-    /// noisy NIC cannot starve the others.
+    /// The machine's policy settings (tick, audit, settle, damping,
+    /// re-open, the jitter's seed).
+    pub machine: MachineConfig,
+    /// Most `get_event` calls per device per wake-up (default 256, at most
+    /// 65536); a device that hits it is serviced again before the next
+    /// blocking wait, so one noisy NIC cannot starve the others.
     pub drain_budget: usize,
-    /// How often a paused rail is explained in the log (default 30 s).
-    pub explain_every_ms: u64,
-    /// Capacity of each subscriber's notification channel (default 4096);
-    /// when one is full, its notifications are dropped and counted, the
-    /// monitor never blocks.
+    /// Capacity of each subscriber's notification channel (default 4096,
+    /// at most 2^20); when one is full, its notifications are dropped and
+    /// counted, the monitor never blocks.
     pub notify_capacity: usize,
-    /// First delay before re-opening a device that went away (default 1 s).
-    pub reopen_initial_ms: u64,
-    /// Longest delay between re-open attempts (default 60 s).
-    pub reopen_max_ms: u64,
-    /// Each re-open delay is lengthened by a random 0..=this percent of it
-    /// (default 20), so hosts do not all re-open at once.
-    pub reopen_jitter_pct: u32,
-    /// Seed of the jitter (default `None`: drawn anew in every process; the
-    /// simulator fixes it so runs are reproducible).
-    pub seed: Option<u64>,
-    /// After the port reads ACTIVE, wait this long and re-check before
-    /// activating (default 0: activate at once). mlx5/RoCE can reject
-    /// connection setup right after link-up; the port going down during the
-    /// wait cancels it.
-    pub settle_ms: u64,
-    /// Flap damping (default off): a rail that flaps too often stays
-    /// paused (`damped`) until its penalty decays.
-    pub damping: Option<DampingConfig>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        let m = MachineConfig::default();
-        Config {
-            tick_ms: m.tick_ms,
-            audit_ms: m.audit_ms,
-            drain_budget: 256,
-            explain_every_ms: m.explain_every_ms,
-            notify_capacity: 4096,
-            reopen_initial_ms: m.reopen_initial_ms,
-            reopen_max_ms: m.reopen_max_ms,
-            reopen_jitter_pct: m.reopen_jitter_pct,
-            seed: None,
-            settle_ms: m.settle_ms,
-            damping: m.damping,
-        }
+        Config { machine: MachineConfig::default(), drain_budget: DEFAULT_DRAIN_BUDGET, notify_capacity: 4096 }
+    }
+}
+
+impl From<MachineConfig> for Config {
+    /// The machine's settings with the driver's defaults.
+    fn from(machine: MachineConfig) -> Self {
+        Config { machine, ..Config::default() }
     }
 }
 
 impl Config {
-    /// The machine's share of the settings, with the seed drawn if unset.
-    pub fn machine(&self) -> MachineConfig {
-        MachineConfig {
-            tick_ms: self.tick_ms,
-            audit_ms: self.audit_ms,
-            explain_every_ms: self.explain_every_ms,
-            reopen_initial_ms: self.reopen_initial_ms,
-            reopen_max_ms: self.reopen_max_ms,
-            reopen_jitter_pct: self.reopen_jitter_pct,
-            seed: self.seed.unwrap_or_else(process_seed),
-            settle_ms: self.settle_ms,
-            damping: self.damping,
+    /// The driver's own settings; with [`MachineConfig::SETTINGS`], every
+    /// setting a file or flag may give.
+    pub const SETTINGS: &'static [Setting] = &[
+        Setting {
+            key: "drain_budget",
+            kind: SettingKind::Count { min: 1, max: MAX_DRAIN_BUDGET },
+            doc: "most events read per device per wake-up",
+        },
+        Setting {
+            key: "notify_capacity",
+            kind: SettingKind::Count { min: 1, max: MAX_NOTIFY_CAPACITY },
+            doc: "notifications a subscriber may lag before they are dropped",
+        },
+    ];
+
+    /// Every setting, the machine's then the driver's.
+    pub fn settings() -> impl Iterator<Item = &'static Setting> {
+        MachineConfig::SETTINGS.iter().chain(Self::SETTINGS)
+    }
+
+    /// The setting called `key`, the machine's or the driver's.
+    pub fn setting(key: &str) -> Option<&'static Setting> {
+        Self::settings().find(|s| s.key == key)
+    }
+
+    fn own(&mut self, key: &str) -> Option<(&'static Setting, &mut usize)> {
+        let Config { machine: _, drain_budget, notify_capacity } = self;
+        let spec = Self::SETTINGS.iter().find(|s| s.key == key)?;
+        match key {
+            "drain_budget" => Some((spec, drain_budget)),
+            "notify_capacity" => Some((spec, notify_capacity)),
+            _ => None,
+        }
+    }
+
+    /// Sets `key` to `value` (the range is [`validate`](Self::validate)'s).
+    pub fn set(&mut self, key: &str, value: SettingValue) -> Result<(), ConfigError> {
+        match self.own(key) {
+            Some((spec, slot)) => {
+                *slot = usize::try_from(spec.whole(value)?).unwrap_or(usize::MAX);
+                Ok(())
+            }
+            None => self.machine.set(key, value),
+        }
+    }
+
+    /// The value of `key`, if it is a setting.
+    pub fn get(&self, key: &str) -> Option<SettingValue> {
+        match key {
+            "drain_budget" => Some(count(self.drain_budget)),
+            "notify_capacity" => Some(count(self.notify_capacity)),
+            _ => self.machine.get(key),
         }
     }
 
     /// Checks every setting; the error names the first bad one.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.drain_budget == 0 {
-            return Err(ConfigError { key: "drain_budget", message: "must be at least 1".into() });
+        for spec in Self::SETTINGS {
+            if let Some(value) = self.get(spec.key) {
+                spec.check(value)?;
+            }
         }
-        if self.notify_capacity == 0 {
-            return Err(ConfigError { key: "notify_capacity", message: "must be at least 1".into() });
-        }
-        self.machine().validate()
+        self.machine.validate()
     }
+
+    /// The machine's settings with the jitter's seed drawn when unset, as
+    /// the monitor gives them to its machine.
+    pub fn machine_seeded(&self) -> MachineConfig {
+        MachineConfig { seed: Some(self.machine.seed.unwrap_or_else(process_seed)), ..self.machine.clone() }
+    }
+}
+
+fn count(n: usize) -> SettingValue {
+    SettingValue::Integer(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// A seed that differs between processes, from std's randomly keyed hasher.
 fn process_seed() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drivers_settings_have_ranges() {
+        let mut c = Config::default();
+        c.set("drain_budget", SettingValue::Integer(10_000_000_000)).unwrap();
+        assert_eq!(c.validate().unwrap_err().to_string(), "drain_budget: 10000000000 is more than the limit of 65536");
+        c.set("drain_budget", SettingValue::Integer(0)).unwrap();
+        assert_eq!(c.validate().unwrap_err().to_string(), "drain_budget: must be at least 1");
+        c.set("drain_budget", SettingValue::Integer(65_536)).unwrap();
+        c.set("notify_capacity", SettingValue::Integer(1 << 20)).unwrap();
+        assert_eq!(c.validate(), Ok(()));
+        c.set("tick_ms", SettingValue::Integer(5)).unwrap();
+        assert_eq!(c.machine.tick_ms, 5, "machine keys reach the machine");
+        assert_eq!(c.get("drain_budget"), Some(SettingValue::Integer(65_536)));
+    }
+
+    #[test]
+    fn every_setting_is_reachable() {
+        let c = Config::default();
+        for spec in Config::settings().filter(|s| !s.key.starts_with("damping.")) {
+            assert!(c.get(spec.key).is_some(), "{}", spec.key);
+        }
+    }
 }

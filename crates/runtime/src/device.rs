@@ -60,7 +60,9 @@ impl DeviceCounters {
 
 /// One device under the monitor.
 pub(crate) struct DeviceSlot<P> {
-    pub(crate) port: P,
+    /// Its backend; `None` for a device the device list named that has not
+    /// opened (yet).
+    pub(crate) port: Option<P>,
     /// Its fd is in the poll set.
     pub(crate) reading: bool,
     pub(crate) io: IoCounters,
@@ -74,8 +76,13 @@ pub(crate) struct DeviceSlot<P> {
 
 impl<P> DeviceSlot<P> {
     pub(crate) fn new(port: P) -> DeviceSlot<P> {
+        DeviceSlot { port: Some(port), ..DeviceSlot::empty() }
+    }
+
+    /// A slot for a device that has no backend yet.
+    pub(crate) fn empty() -> DeviceSlot<P> {
         DeviceSlot {
-            port,
+            port: None,
             reading: false,
             io: IoCounters::default(),
             hung_up: false,

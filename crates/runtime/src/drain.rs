@@ -39,11 +39,23 @@ pub struct DrainReport {
 /// Reads events from `port` until the queue is empty, the budget of
 /// `get_event` calls is spent, or a real error occurs; hands each event to
 /// `on_event` as it is read.
-pub fn drain<P: VerbsPort + ?Sized>(port: &mut P, budget: usize, mut on_event: impl FnMut(AsyncEvent)) -> DrainReport {
+pub fn drain<P: VerbsPort + ?Sized>(port: &mut P, budget: usize, on_event: impl FnMut(AsyncEvent)) -> DrainReport {
+    drain_with(|| port.get_event(), budget, on_event)
+}
+
+/// The drain itself, over any way of reading one event (`get`, with
+/// [`VerbsPort::get_event`]'s contract): every embedding's drain is this
+/// loop (the C API's `rw_machine_drain` calls it with the engine's
+/// callback).
+pub fn drain_with(
+    mut get: impl FnMut() -> io::Result<AsyncEvent>,
+    budget: usize,
+    mut on_event: impl FnMut(AsyncEvent),
+) -> DrainReport {
     let mut report = DrainReport { events: 0, gets: 0, interrupted: 0, end: DrainEnd::Budget };
     while report.gets < budget {
         report.gets += 1;
-        match port.get_event() {
+        match get() {
             Ok(event) => {
                 report.events += 1;
                 on_event(event);

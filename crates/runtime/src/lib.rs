@@ -59,11 +59,11 @@ mod snapshot;
 mod spawn;
 
 pub use clock::SystemClock;
-pub use config::Config;
+pub use config::{Config, DEFAULT_DRAIN_BUDGET, MAX_DRAIN_BUDGET, MAX_NOTIFY_CAPACITY};
 pub use device::DeviceCounters;
-pub use drain::{DrainEnd, DrainReport, drain};
+pub use drain::{DrainEnd, DrainReport, drain, drain_with};
 pub use hotplug::{DeviceSource, Rescan};
-pub use monitor::Monitor;
+pub use monitor::{Monitor, NewMonitorError};
 pub use observe::{Observed, Observer};
 pub use selector::BandwidthSelector;
 pub use snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
@@ -73,6 +73,6 @@ pub use spawn::MonitorHandle;
 pub use railwatch_core::{
     AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Gid, GidType,
     Happening, LinkAttrs, LinkLayer, LinkRate, Machine, MachineConfig, Millis, NoSelector, Notification, ObjectHandle,
-    PauseReason, PortAddress, PortState, RailId, RailState, RailWord, RecoveredBy, Rejection, Selector, Ticket,
-    VerbsPort,
+    PauseReason, PortAddress, PortState, Problem, RailId, RailState, RailWord, RecoveredBy, Rejection, Selector,
+    Setting, SettingKind, SettingValue, Ticket, VerbsPort,
 };

@@ -5,8 +5,9 @@
 
 use railwatch_core::{AsyncEvent, Errno, LinkAttrs, Millis, PortAddress, PortState};
 
-/// One input the monitor fed its machine, or one device it attached or
-/// removed. Borrowed: an observer copies what it keeps.
+/// One input the monitor fed its machine: every one passes here first (a
+/// device list is seen as the devices it added and removed). Borrowed: an
+/// observer copies what it keeps.
 #[derive(Debug, Clone, Copy)]
 pub enum Observed<'a> {
     /// A device was attached (at start, after appearing, or again after
@@ -18,6 +19,16 @@ pub enum Observed<'a> {
         name: &'a str,
         /// Its port numbers.
         ports: &'a [u8],
+    },
+    /// A device the device list named would not open (the machine asks
+    /// again later).
+    OpenFailed {
+        /// Its index.
+        device: u32,
+        /// Its name.
+        name: &'a str,
+        /// Why.
+        errno: Errno,
     },
     /// The device left the host's device list.
     Removed {

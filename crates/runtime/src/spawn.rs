@@ -14,7 +14,7 @@ use crate::monitor::{Monitor, WAKER};
 use crate::snapshot::Snapshot;
 
 /// A request from the handle, served by the monitor thread between waits.
-pub(crate) enum Command {
+enum Command {
     Snapshot(Sender<Snapshot>),
     Gate(String, Sender<Option<Gate>>),
     Subscribe(Sender<Receiver<Notification>>),
@@ -59,7 +59,6 @@ where
         let (tx, rx) = crossbeam_channel::unbounded();
         let thread_stop = stop.clone();
         let mut monitor = self;
-        monitor.commands = Some(rx);
         let thread = std::thread::Builder::new().name("railwatch-monitor".into()).spawn(move || {
             after_wake(&mut monitor);
             while !thread_stop.load(Ordering::Acquire) {
@@ -67,27 +66,25 @@ where
                     error!("monitor stopped: waiting on the poll set failed: {e}");
                     return (monitor, Err(e));
                 }
+                serve(&mut monitor, &rx);
                 after_wake(&mut monitor);
             }
-            monitor.commands = None;
             (monitor, Ok(()))
         })?;
         Ok(MonitorHandle { waker, stop, commands: tx, thread: Some(thread) })
     }
 }
 
-impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
-    pub(crate) fn serve_commands(&mut self) {
-        let Some(rx) = self.commands.take() else { return };
-        for cmd in rx.try_iter() {
-            // A requester that went away is not an error.
-            match cmd {
-                Command::Snapshot(reply) => drop(reply.send(self.snapshot())),
-                Command::Gate(name, reply) => drop(reply.send(self.gate_of(&name))),
-                Command::Subscribe(reply) => drop(reply.send(self.subscribe())),
-            }
+/// Answers the handle's requests, on the monitor thread between waits (the
+/// waker made the wait return).
+fn serve<P: VerbsPort, S: Selector, C: Clock>(monitor: &mut Monitor<P, S, C>, commands: &Receiver<Command>) {
+    for cmd in commands.try_iter() {
+        // A requester that went away is not an error.
+        match cmd {
+            Command::Snapshot(reply) => drop(reply.send(monitor.snapshot())),
+            Command::Gate(name, reply) => drop(reply.send(monitor.gate_of(&name))),
+            Command::Subscribe(reply) => drop(reply.send(monitor.subscribe())),
         }
-        self.commands = Some(rx);
     }
 }
 

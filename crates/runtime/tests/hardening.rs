@@ -8,7 +8,8 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use railwatch_core::{DampingConfig, LinkRate, Millis, PauseReason, PortState, RailId, RailState};
 use railwatch_runtime::{
-    BandwidthSelector, Cause, Config, DeviceMode, Happening, Monitor, Notification, RailSnapshot, RecoveredBy,
+    BandwidthSelector, Cause, Config, DeviceMode, Happening, MachineConfig, Monitor, Notification, RailSnapshot,
+    RecoveredBy,
 };
 use railwatch_sim_backend::{PortSpec, SimClock, SimDevice, SimHandle};
 
@@ -25,7 +26,8 @@ const RAIL: RailId = RailId { device: 0, port: 1 };
 impl Rig {
     fn new(config: Config) -> Rig {
         let clock = SimClock::new();
-        let config = Config { notify_capacity: 1 << 16, seed: Some(7), ..config };
+        let mut config = Config { notify_capacity: 1 << 16, ..config };
+        config.machine.seed = Some(7);
         let mut monitor = Monitor::new(config, Arc::new(BandwidthSelector::new()), clock.clone()).unwrap();
         let rx = monitor.subscribe();
         let dev = SimDevice::new("mlx5_0", &[PortSpec::active(1)]).unwrap();
@@ -84,7 +86,7 @@ impl Rig {
 
 #[test]
 fn settle_delay_activates_after_the_wait_with_a_fresh_port_read() {
-    let mut rig = Rig::new(Config { settle_ms: 3000, ..Config::default() });
+    let mut rig = Rig::new(Config::from(MachineConfig { settle_ms: 3000, ..MachineConfig::default() }));
     rig.flap(100, 1000);
     let r = rig.rail();
     assert_eq!((r.state, r.reason, r.available), (RailState::Paused, PauseReason::Settling, false));
@@ -102,7 +104,7 @@ fn settle_delay_activates_after_the_wait_with_a_fresh_port_read() {
 
 #[test]
 fn a_port_err_during_the_settle_cancels_it() {
-    let mut rig = Rig::new(Config { settle_ms: 3000, ..Config::default() });
+    let mut rig = Rig::new(Config::from(MachineConfig { settle_ms: 3000, ..MachineConfig::default() }));
     rig.flap(100, 1000);
     rig.at(2000);
     rig.handle.port_down(1);
@@ -121,7 +123,7 @@ fn a_port_err_during_the_settle_cancels_it() {
 
 #[test]
 fn a_port_not_active_after_the_settle_waits_for_the_tick() {
-    let mut rig = Rig::new(Config { settle_ms: 500, ..Config::default() });
+    let mut rig = Rig::new(Config::from(MachineConfig { settle_ms: 500, ..MachineConfig::default() }));
     rig.flap(100, 1000);
     // Silently down again before the settle ends: no PORT_ERR.
     rig.handle.set_port_state(1, PortState::Init);
@@ -145,7 +147,7 @@ fn no_settle_by_default() {
 // ---- flap damping -------------------------------------------------------
 
 fn damped() -> Config {
-    Config { damping: Some(DampingConfig::default()), ..Config::default() }
+    Config::from(MachineConfig { damping: Some(DampingConfig::default()), ..MachineConfig::default() })
 }
 
 #[test]
@@ -211,7 +213,8 @@ fn reopen_attempts(rig: &Rig) -> u64 {
 
 #[test]
 fn a_removed_device_is_reopened_with_exponential_backoff_and_jitter() {
-    let config = Config { reopen_initial_ms: 1000, reopen_max_ms: 16_000, ..Config::default() };
+    let config =
+        Config::from(MachineConfig { reopen_initial_ms: 1000, reopen_max_ms: 16_000, ..MachineConfig::default() });
     let mut rig = Rig::new(config);
     rig.at(100);
     rig.handle.remove();

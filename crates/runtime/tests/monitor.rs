@@ -15,8 +15,8 @@ use railwatch_core::{
     AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, PauseReason, PortState, RailId, RailState, VerbsPort,
 };
 use railwatch_runtime::{
-    BandwidthSelector, Cause, Clock, Config, DeviceMode, DrainEnd, Happening, Monitor, Notification, RailSnapshot,
-    RecoveredBy, Snapshot, drain,
+    BandwidthSelector, Cause, Clock, Config, DeviceMode, DrainEnd, Happening, MachineConfig, Monitor, Notification,
+    RailSnapshot, RecoveredBy, Snapshot, drain,
 };
 use railwatch_sim_backend::{PortSpec, SimClock, SimDevice, SimHandle};
 
@@ -47,7 +47,11 @@ struct Bench<P: VerbsPort = SimDevice> {
 /// Re-open jitter from a fixed seed, as the scenario driver does: every run
 /// is the same run.
 fn config() -> Config {
-    Config { tick_ms: 1000, notify_capacity: 1 << 16, seed: Some(1), ..Config::default() }
+    Config {
+        machine: MachineConfig { tick_ms: 1000, seed: Some(1), ..MachineConfig::default() },
+        notify_capacity: 1 << 16,
+        ..Config::default()
+    }
 }
 
 impl Bench<SimDevice> {

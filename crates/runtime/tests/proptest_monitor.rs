@@ -29,7 +29,8 @@ use railwatch_core::{
     AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, ObjectHandle, PauseReason, PortState, RailId, RailState,
 };
 use railwatch_runtime::{
-    BandwidthSelector, Cause, Clock, Config, DeviceMode, Happening, Monitor, Notification, RecoveredBy, Snapshot,
+    BandwidthSelector, Cause, Clock, Config, DeviceMode, Happening, MachineConfig, Monitor, Notification, RecoveredBy,
+    Snapshot,
 };
 use railwatch_sim_backend::{PortSpec, SimClock, SimDevice, SimHandle};
 
@@ -187,13 +188,15 @@ impl World {
         let clock = SimClock::new();
         let selector = Arc::new(BandwidthSelector::new());
         let config = Config {
-            tick_ms: TICK_MS,
+            machine: MachineConfig {
+                tick_ms: TICK_MS,
+                reopen_max_ms: 8000,
+                // Re-open jitter from a fixed seed: a failing case replays exactly.
+                seed: Some(1),
+                ..MachineConfig::default()
+            },
             drain_budget: case.drain_budget,
             notify_capacity: 1 << 14,
-            reopen_max_ms: 8000,
-            // Re-open jitter from a fixed seed: a failing case replays exactly.
-            seed: Some(1),
-            ..Config::default()
         };
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone()).unwrap();
         let rx = monitor.subscribe();

@@ -47,7 +47,7 @@ use railwatch_core::{
     RailState,
 };
 use railwatch_runtime::{
-    BandwidthSelector, Cause, Config, DeviceMode, Gate, Happening, Monitor, Notification, RecoveredBy,
+    BandwidthSelector, Cause, Config, DeviceMode, Gate, Happening, MachineConfig, Monitor, Notification, RecoveredBy,
 };
 use railwatch_sim_backend::{PortSpec, SimClock, SimDevice, SimHandle};
 
@@ -317,15 +317,15 @@ impl Soak {
     fn new(seed: u64, hardening: Hardening) -> Soak {
         let clock = SimClock::new();
         let selector = Arc::new(BandwidthSelector::new());
-        let config = Config {
+        let config = Config::from(MachineConfig {
             tick_ms: TICK_MS,
             reopen_initial_ms: REOPEN_INITIAL_MS,
             reopen_max_ms: REOPEN_MAX_MS,
             seed: Some(seed),
             settle_ms: hardening.settle_ms,
             damping: hardening.damping,
-            ..Config::default()
-        };
+            ..MachineConfig::default()
+        });
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone()).expect("monitor");
         let rx = monitor.subscribe();
         let mut handles = Vec::new();

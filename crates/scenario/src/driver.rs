@@ -170,14 +170,10 @@ pub struct Run<'s> {
 /// tick override, and a fixed seed for re-open jitter (same file, same
 /// timeline).
 pub fn config(scenario: &Scenario, opts: &RunOptions) -> Config {
-    Config {
-        tick_ms: opts.tick_ms.unwrap_or(scenario.tick_ms),
-        settle_ms: scenario.settle_ms,
-        audit_ms: scenario.audit_ms,
-        damping: scenario.damping,
-        seed: Some(1),
-        ..Config::default()
-    }
+    let mut config = scenario.config.clone();
+    config.machine.tick_ms = opts.tick_ms.unwrap_or(config.machine.tick_ms);
+    config.machine.seed = Some(1);
+    config
 }
 
 impl<'s> Run<'s> {
@@ -194,7 +190,7 @@ impl<'s> Run<'s> {
         let clock = SimClock::new();
         let selector = Arc::new(BandwidthSelector::new());
         let config = config(scenario, opts);
-        let tick_ms = config.tick_ms;
+        let tick_ms = config.machine.tick_ms;
         let mut monitor = Monitor::new(config, selector.clone(), clock.clone())?;
         let rx = monitor.subscribe_unbounded();
         if let Some(observer) = observer {

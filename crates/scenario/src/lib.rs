@@ -45,5 +45,6 @@
 pub mod driver;
 pub mod record;
 pub mod scenario;
+pub mod toml_input;
 
 pub use scenario::{Scenario, ScenarioError};

@@ -42,10 +42,10 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use railwatch_core::{
-    AsyncEvent, DampingConfig, Element, Errno, EventKind, LinkAttrs, LinkRate, Millis, ObjectHandle, PortAddress,
-    PortState, RailState, Scope,
+    AsyncEvent, Element, Errno, EventKind, LinkAttrs, LinkRate, Millis, ObjectHandle, PortAddress, PortState,
+    RailState, Scope,
 };
-use railwatch_runtime::{Observed, Snapshot};
+use railwatch_runtime::{Config, Observed, Snapshot};
 use railwatch_sim_backend::PortSpec;
 
 use crate::scenario::{
@@ -91,15 +91,11 @@ pub struct RecordOptions {
     pub name: String,
     /// `description`.
     pub description: Option<String>,
-    /// The monitor's tick period.
-    pub tick_ms: u64,
-    /// The monitor's settle delay.
-    pub settle_ms: u64,
-    /// The monitor's audit period.
-    pub audit_ms: Option<u64>,
-    /// The monitor's flap damping.
-    pub damping: Option<DampingConfig>,
-    /// Other settings in force, written as comments (`"drain_budget = 256"`).
+    /// The monitor's settings, written as the scenario's (the replay runs
+    /// with them; its re-open jitter is drawn anew).
+    pub config: Config,
+    /// What else was in force that a replay does not do, written as
+    /// comments.
     pub notes: Vec<String>,
     /// Rename devices `dev0`, `dev1`, ... and replace addresses by
     /// placeholders that keep which are equal.
@@ -241,11 +237,8 @@ impl Recorder {
             file: String::new(),
             name: opts.name.clone(),
             description: opts.description.clone(),
-            tick_ms: opts.tick_ms,
+            config: opts.config.clone(),
             duration_ms: 1,
-            settle_ms: opts.settle_ms,
-            audit_ms: opts.audit_ms,
-            damping: opts.damping,
             devices: Vec::new(),
             steps: Vec::new(),
             expects: Vec::new(),
@@ -314,6 +307,9 @@ impl Recorder {
         match what {
             Observed::Attached { device, name, ports } => self.attached(t, device, name, ports),
             Observed::Removed { device } => self.fault_at(device, t, Fault::Unplug),
+            // A scenario has no way to say a device would not open: the
+            // replay's plug opens it (the attach that follows is recorded).
+            Observed::OpenFailed { .. } => {}
             Observed::Event { device, event } => self.event(t, device, event),
             Observed::ReadError { device, errno } => {
                 let fault = if errno == Errno::EBADF { Fault::Ebadf } else { Fault::Eio };

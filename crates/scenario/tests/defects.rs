@@ -254,7 +254,7 @@ port = 1
 fn damping_as_dotted_keys_or_inline_is_read_like_a_table() {
     for head in ["duration_ms = 1000\ndamping.reuse = 500.0", "duration_ms = 1000\ndamping = { reuse = 500.0 }"] {
         let s = Scenario::parse(&format!("{head}\n{ONE_PORT}"), "d.toml").unwrap_or_else(|e| panic!("{head:?}: {e}"));
-        assert_eq!(s.damping.map(|d| d.reuse), Some(500.0), "{head:?}");
+        assert_eq!(s.config.machine.damping.map(|d| d.reuse), Some(500.0), "{head:?}");
     }
     let e = refused("duration_ms = 1000\n\ndamping.reuse = 5000.0");
     assert_eq!(e.line(), Some(3), "{e}");
@@ -298,7 +298,7 @@ device = "mlx5_0"
 port_state = { port = 2, state = "down" }
 "#;
     let scenario = Scenario::parse(text, "start.toml").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(scenario.audit_ms, Some(300));
+    assert_eq!(scenario.config.machine.audit_ms, Some(300));
     let mut changes = Vec::new();
     let mut paused = None;
     driver::run(&scenario, &RunOptions::default(), |names, record| {
@@ -318,7 +318,10 @@ port_state = { port = 2, state = "down" }
     assert_eq!(changes, [(100, 2)], "only the real change bumps");
     assert_eq!(paused, Some(600), "the audit at 600 ms sees the port down");
     let again = Scenario::parse(&scenario.to_toml(), "start.toml").unwrap();
-    assert_eq!((again.audit_ms, &again.devices[0].gids), (scenario.audit_ms, &scenario.devices[0].gids));
+    assert_eq!(
+        (again.config.machine.audit_ms, &again.devices[0].gids),
+        (scenario.config.machine.audit_ms, &scenario.devices[0].gids)
+    );
     let bad = text.replace("address = \"fe80::1\"", "address = \"10.1\"");
     assert_eq!(Scenario::parse(&bad, "x.toml").unwrap_err().line(), Some(8));
 }

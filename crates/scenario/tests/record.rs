@@ -30,11 +30,8 @@ fn options(sc: &Scenario, anonymize: bool) -> RecordOptions {
         recorded_by: "a test".into(),
         name: "recorded".into(),
         description: None,
-        tick_ms: sc.tick_ms,
-        settle_ms: sc.settle_ms,
-        audit_ms: sc.audit_ms,
-        damping: sc.damping,
-        notes: vec!["drain_budget = 256".into()],
+        config: sc.config.clone(),
+        notes: vec!["a note".into()],
         anonymize,
     }
 }
@@ -315,8 +312,7 @@ mod arbitrary_inputs {
             let path = dir.path().join("r.toml");
             let opts = RecordOptions {
                 recorded_by: "a test".into(),
-                name: "r".into(), description: None, tick_ms: 1000, settle_ms: 0, audit_ms: None,
-                damping: None, notes: vec![], anonymize,
+                name: "r".into(), description: None, config: Default::default(), notes: vec![], anonymize,
             };
             let mut r = Recorder::create(&path, &opts).unwrap();
             inputs.sort_by_key(|(t, _)| *t);

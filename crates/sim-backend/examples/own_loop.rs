@@ -60,6 +60,10 @@ impl Engine {
                     }
                 }
                 Action::Close { device } => self.devices[device as usize].close(),
+                // This engine opens its devices itself (add_device) and never
+                // hands the machine a device list, so it is never asked to
+                // open one; an engine that follows hotplug opens it by name.
+                Action::Open { device } => self.machine.handle_opened(device, Err(Errno(19)), now),
                 Action::Reopen { device } => {
                     let r = self.devices[device as usize].reopen().map_err(|e| errno(&e));
                     self.machine.handle_reopen(device, r, now);

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use railwatch_core::{EventKind, LinkRate, PauseReason, PortState, RailId, RailState};
 use railwatch_runtime::{
-    BandwidthSelector, Cause, Config, DeviceMode, Happening, Monitor, Notification, RecoveredBy, Snapshot, SystemClock,
+    BandwidthSelector, Cause, Config, DeviceMode, Happening, MachineConfig, Monitor, Notification, RecoveredBy,
+    Snapshot, SystemClock,
 };
 use railwatch_verbs_backend::VerbsDevice;
 use railwatch_verbs_backend::fake_test;
@@ -54,7 +55,7 @@ fn monitor_with(config: Config, names: &[&str]) -> (VerbsMonitor, Arc<BandwidthS
 /// One fake device `mlx5_0` with one ACTIVE NDR 4x port, under a monitor.
 fn one_device(fake: &Fake, tick_ms: u64) -> (VerbsMonitor, Arc<BandwidthSelector>) {
     fake.set_devices(1);
-    monitor_with(Config { tick_ms, ..Config::default() }, &["mlx5_0"])
+    monitor_with(Config::from(MachineConfig { tick_ms, ..MachineConfig::default() }), &["mlx5_0"])
 }
 
 /// Polls until `done` holds, failing after [`DEADLINE`].
@@ -183,7 +184,8 @@ fake_test!(port_err_pauses_the_rail_the_gate_refuses_and_port_active_resumes_it,
 fake_test!(an_event_for_another_port_leaves_the_rail_alone, FakeLib::Basic, |fake| {
     fake.set_devices(1);
     fake.set_ports(0, 2);
-    let (mut monitor, selector) = monitor_with(Config { tick_ms: NO_TICK_MS, ..Config::default() }, &["mlx5_0"]);
+    let (mut monitor, selector) =
+        monitor_with(Config::from(MachineConfig { tick_ms: NO_TICK_MS, ..MachineConfig::default() }), &["mlx5_0"]);
     fake.set_port_state(0, 2, IBV_PORT_DOWN);
     fake.push_event(0, PORT_ERR, 2);
     poll_until(&mut monitor, "the PORT_ERR on port 2", |s| state_of(s, "mlx5_0/2") == RailState::Paused);
@@ -275,7 +277,8 @@ fake_test!(a_burst_of_five_drains_with_six_gets_and_five_acks, FakeLib::Basic, |
 fake_test!(a_port_active_behind_unhandled_events_is_handled_and_all_are_acked, FakeLib::Basic, |fake| {
     fake.set_devices(1);
     fake.set_port_state(0, 1, IBV_PORT_DOWN);
-    let (mut monitor, selector) = monitor_with(Config { tick_ms: NO_TICK_MS, ..Config::default() }, &["mlx5_0"]);
+    let (mut monitor, selector) =
+        monitor_with(Config::from(MachineConfig { tick_ms: NO_TICK_MS, ..MachineConfig::default() }), &["mlx5_0"]);
     assert_eq!(state_of(&monitor.snapshot(), "mlx5_0/1"), RailState::Paused, "down at attach");
 
     fake.set_port_state(0, 1, IBV_PORT_ACTIVE);
@@ -299,7 +302,11 @@ fake_test!(an_empty_queue_is_one_get_no_ack_and_not_an_error, FakeLib::Basic, |f
     // A budget of exactly the queued events: the first service stops on the
     // budget with the device pending, the next one finds the queue empty.
     fake.set_devices(1);
-    let config = Config { tick_ms: NO_TICK_MS, drain_budget: 3, ..Config::default() };
+    let config = Config {
+        machine: MachineConfig { tick_ms: NO_TICK_MS, ..MachineConfig::default() },
+        drain_budget: 3,
+        ..Config::default()
+    };
     let (mut monitor, _selector) = monitor_with(config, &["mlx5_0"]);
     let rx = monitor.subscribe();
     for qp in 1..=3u64 {
@@ -385,7 +392,12 @@ fake_test!(eio_after_one_event_stops_the_drain_and_falls_back_to_bounded_polling
 // ---- the device going away -------------------------------------------------------
 
 fake_test!(a_removed_device_goes_inert_and_is_reopened_with_backoff, FakeLib::Basic, |fake| {
-    let config = Config { tick_ms: TICK_MS, reopen_initial_ms: 20, reopen_max_ms: 100, ..Config::default() };
+    let config = Config::from(MachineConfig {
+        tick_ms: TICK_MS,
+        reopen_initial_ms: 20,
+        reopen_max_ms: 100,
+        ..MachineConfig::default()
+    });
     fake.set_devices(1);
     let (mut monitor, selector) = monitor_with(config, &["mlx5_0"]);
     // Removal: DEVICE_FATAL may or may not make it; the queue hangs up and
@@ -421,7 +433,7 @@ fake_test!(a_removed_device_goes_inert_and_is_reopened_with_backoff, FakeLib::Ba
 });
 
 fake_test!(device_fatal_closes_the_device_and_the_reopen_attaches_its_rails, FakeLib::Basic, |fake| {
-    let config = Config { tick_ms: TICK_MS, reopen_initial_ms: 20, ..Config::default() };
+    let config = Config::from(MachineConfig { tick_ms: TICK_MS, reopen_initial_ms: 20, ..MachineConfig::default() });
     fake.set_devices(1);
     fake.set_ports(0, 2);
     let (mut monitor, selector) = monitor_with(config, &["mlx5_0"]);
@@ -470,9 +482,12 @@ impl railwatch_runtime::DeviceSource for FakeHost {
 fake_test!(a_device_that_leaves_silently_is_closed_and_one_that_comes_back_is_attached, FakeLib::Basic, |fake| {
     fake.set_devices(2);
     let selector = Arc::new(BandwidthSelector::new());
-    let mut monitor: VerbsMonitor =
-        Monitor::new(Config { tick_ms: NO_TICK_MS, ..Config::default() }, selector.clone(), SystemClock::new())
-            .expect("a poll set");
+    let mut monitor: VerbsMonitor = Monitor::new(
+        Config::from(MachineConfig { tick_ms: NO_TICK_MS, ..MachineConfig::default() }),
+        selector.clone(),
+        SystemClock::new(),
+    )
+    .expect("a poll set");
     let found = monitor.watch_devices(Box::new(FakeHost), Duration::from_millis(20)).expect("watch");
     assert_eq!(found.added, ["mlx5_0", "mlx5_1"], "the first scan adds what is there");
     let gate = monitor.gate_of("mlx5_1/1").expect("a rail");

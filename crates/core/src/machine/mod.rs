@@ -13,7 +13,7 @@
 //! docs/STATE-MACHINE.md describes the inputs, outputs, timers and
 //! invariants; the pure decision tables it applies are in `decide.rs`.
 
-mod config;
+mod lifecycle;
 mod output;
 mod policy;
 mod timers;
@@ -22,7 +22,7 @@ use crate::sync::Arc;
 use std::collections::VecDeque;
 use std::ops::Range;
 
-pub use config::{ConfigError, MAX_DELAY_MS, MachineConfig};
+pub use lifecycle::ListChange;
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
 
 use crate::damping::FlapPenalty;
@@ -31,6 +31,7 @@ use crate::event::{AsyncEvent, Element, EventKind};
 use crate::port::{LinkAttrs, LinkRate, PortState};
 use crate::ports::RailId;
 use crate::rail::{Gate, PauseReason, RailCell, RailState, RailWord};
+use crate::settings::{ConfigError, MachineConfig};
 use crate::time::Millis;
 
 /// Distinct unhandled codes warned about per device; past this they are
@@ -53,6 +54,15 @@ pub enum DeviceMode {
         /// The delay that led to `next_reopen`, doubled after a failure.
         backoff_ms: u64,
     },
+    /// Listed by the host's device source but not open: an
+    /// [`Action::Open`] is asked for at `next_open` (again with backoff
+    /// while it fails). No rails until the first open succeeds.
+    Opening {
+        /// When the next open is asked for.
+        next_open: Millis,
+        /// The delay applied after the next failure (doubled each time).
+        backoff_ms: u64,
+    },
     /// Left the host (hot-unplug: the device list no longer has it): closed,
     /// its rails inert, never re-opened. A device of the same name that
     /// appears later is attached as a new device under the same index.
@@ -66,13 +76,14 @@ impl DeviceMode {
             DeviceMode::Events => "events",
             DeviceMode::PollOnly => "poll_only",
             DeviceMode::Gone { .. } => "gone",
+            DeviceMode::Opening { .. } => "opening",
             DeviceMode::Removed => "removed",
         }
     }
 
-    /// Closed: gone (re-opened with backoff) or removed.
+    /// Not open: gone (re-opened with backoff), not opened yet, or removed.
     pub fn is_closed(&self) -> bool {
-        matches!(self, DeviceMode::Gone { .. } | DeviceMode::Removed)
+        matches!(self, DeviceMode::Gone { .. } | DeviceMode::Opening { .. } | DeviceMode::Removed)
     }
 }
 
@@ -110,8 +121,8 @@ struct Device {
     name: String,
     rails: Range<usize>,
     mode: DeviceMode,
-    /// A `Reopen` was asked for and not answered yet.
-    reopening: bool,
+    /// An `Open` or `Reopen` was asked for and not answered yet.
+    awaiting_open: bool,
     /// The delay of the last re-open scheduled (doubled after a failure).
     backoff_ms: u64,
     attach: Option<Attach>,
@@ -289,7 +300,7 @@ impl Machine {
     pub fn new(config: MachineConfig) -> Result<Machine, ConfigError> {
         config.validate()?;
         Ok(Machine {
-            rng: config.seed | 1,
+            rng: config.seed.unwrap_or(1) | 1,
             config,
             devices: Vec::new(),
             rails: Vec::new(),
@@ -306,104 +317,6 @@ impl Machine {
     /// The settings in force.
     pub fn config(&self) -> &MachineConfig {
         &self.config
-    }
-
-    /// Adds an opened device with these ports: asks to start reading its
-    /// fd and to query every port; its rails attach together once every
-    /// query is answered. Returns the device's index.
-    pub fn add_device(&mut self, name: &str, ports: &[u8], now: Millis) -> u32 {
-        let now = self.at(now);
-        if let Some(idx) = self.removed_device(name, ports) {
-            // The name came back: a new device under the old index, so the
-            // rails keep their ids; attaching bumps their generation and
-            // seeds their bandwidth again.
-            let dev = &mut self.devices[idx];
-            dev.mode = DeviceMode::Events;
-            dev.warned.clear();
-            dev.reads_addresses = true;
-            self.push(Action::StartReading { device: idx as u32 });
-            self.begin_attach(idx, now);
-            return idx as u32;
-        }
-        let idx = self.devices.len() as u32;
-        let first = self.rails.len();
-        for &port in ports {
-            let id = RailId { device: idx, port };
-            self.rails.push(Rail {
-                id,
-                name: format!("{name}/{port}"),
-                cell: Arc::new(RailCell::new(now)),
-                seeded: None,
-                must_seed: true,
-                available: false,
-                recovered_by: None,
-                explained_at: None,
-                port_up: false,
-                wake_by: None,
-                settle: None,
-                penalty: FlapPenalty::default(),
-                damped_until: None,
-                activating: false,
-                attach_answer: None,
-                address: None,
-                address_event: None,
-            });
-        }
-        self.devices.push(Device {
-            name: name.to_string(),
-            rails: first..self.rails.len(),
-            mode: DeviceMode::Events,
-            reopening: false,
-            backoff_ms: 0,
-            attach: None,
-            attached_before: false,
-            reads_addresses: true,
-            stats: DeviceStats::default(),
-            warned: Vec::new(),
-        });
-        if let Some(audit) = self.config.audit_ms {
-            self.next_audit.get_or_insert(now.plus(audit));
-        }
-        self.push(Action::StartReading { device: idx });
-        self.begin_attach(idx as usize, now);
-        idx
-    }
-
-    /// The index of a removed device called `name` with exactly these
-    /// ports, if there is one.
-    pub fn removed_device(&self, name: &str, ports: &[u8]) -> Option<usize> {
-        self.devices.iter().position(|d| {
-            d.mode == DeviceMode::Removed
-                && d.name == name
-                && d.rails.len() == ports.len()
-                && self.rails[d.rails.clone()].iter().zip(ports).all(|(r, &p)| r.id.port == p)
-        })
-    }
-
-    /// Device `device` left the host (hot-unplug, or a driver that cannot
-    /// disassociate its users, such as Soft-RoCE, deleting it: the fd says
-    /// nothing and port queries may still answer). Its rails go inert and
-    /// the device is closed at once (the kernel's removal waits for the last
-    /// handle), never re-opened: only a device of the same name appearing
-    /// again ([`add_device`](Self::add_device)) brings the rails back.
-    pub fn handle_removed(&mut self, device: u32, now: Millis) {
-        let now = self.at(now);
-        let idx = device as usize;
-        let Some(dev) = self.devices.get(idx) else { return self.stray() };
-        if dev.mode == DeviceMode::Removed {
-            return;
-        }
-        let was_open = !dev.mode.is_closed();
-        self.detach_all(idx, PauseReason::DeviceRemoved, now);
-        if was_open {
-            self.push(Action::StopReading { device });
-            self.push(Action::Close { device });
-        }
-        let dev = &mut self.devices[idx];
-        dev.mode = DeviceMode::Removed;
-        dev.reopening = false;
-        dev.attach = None;
-        self.push(Action::Log(Log::Removed { device }));
     }
 
     /// An event read from device `device` (already acknowledged).
@@ -598,31 +511,6 @@ impl Machine {
             let rail = self.rails[ri].id;
             let generation = self.rails[ri].cell.load().generation;
             self.notify(now, Happening::AddressChanged { rail, generation });
-        }
-    }
-
-    /// The result of a [`Action::Reopen`]. On success the device is read
-    /// again and its rails re-attached (through damping and the settle
-    /// delay); on failure the next attempt waits twice as long.
-    pub fn handle_reopen(&mut self, device: u32, result: Result<(), Errno>, now: Millis) {
-        let now = self.at(now);
-        let idx = device as usize;
-        let Some(dev) = self.devices.get_mut(idx) else { return self.stray() };
-        let DeviceMode::Gone { backoff_ms, .. } = dev.mode else { return self.stray() };
-        if !dev.reopening {
-            return self.stray();
-        }
-        dev.reopening = false;
-        match result {
-            Ok(()) => {
-                dev.mode = DeviceMode::Events;
-                self.push(Action::StartReading { device });
-                self.begin_attach(idx, now);
-            }
-            Err(errno) => {
-                let retry_at = self.schedule_reopen(idx, self.next_backoff(backoff_ms), now);
-                self.push(Action::Log(Log::ReopenFailed { device, errno: Some(errno), retry_at }));
-            }
         }
     }
 

@@ -250,6 +250,16 @@ pub enum Log {
         /// When the next attempt is.
         retry_at: Millis,
     },
+    /// A device that appeared would not open; asked again at `retry_at`
+    /// while the device list still has it.
+    OpenFailed {
+        /// Device index.
+        device: u32,
+        /// Why.
+        errno: Errno,
+        /// When the next attempt is.
+        retry_at: Millis,
+    },
     /// A device left the host: closed, its rails inert, not re-opened.
     Removed {
         /// Device index.
@@ -264,9 +274,12 @@ pub enum Log {
 
 /// What the driver must do, in the order polled.
 ///
-/// Each `QueryPort`, `ReadLink` and `Reopen` must be answered (with
+/// Each `QueryPort`, `ReadLink`, `ReadAddress`, `Open` and `Reopen` must be
+/// answered (with
 /// [`Machine::handle_port_state`](super::Machine::handle_port_state),
-/// [`handle_link`](super::Machine::handle_link) and
+/// [`handle_link`](super::Machine::handle_link),
+/// [`handle_address`](super::Machine::handle_address),
+/// [`handle_opened`](super::Machine::handle_opened) and
 /// [`handle_reopen`](super::Machine::handle_reopen)); answering at once,
 /// before the next input, gives the documented activation order. An answer
 /// never given is recovered from by the next tick, never by spinning.
@@ -285,6 +298,13 @@ pub enum Action {
     },
     /// Close the device.
     Close {
+        /// Device index.
+        device: u32,
+    },
+    /// Open the device the device list named (it appeared): by its name,
+    /// [`Machine::device`](super::Machine::device)`(device).name`; answer
+    /// with [`handle_opened`](super::Machine::handle_opened).
+    Open {
         /// Device index.
         device: u32,
     },

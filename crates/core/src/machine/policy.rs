@@ -6,7 +6,7 @@
 //! `Changed` outcome of the rail's CAS transition; `AlreadyThere` and
 //! `Refused` do nothing, so a double activation is a no-op.
 
-use super::{Action, Attach, Cause, DeviceMode, Errno, Happening, Log, Machine, RecoveredBy, Settle};
+use super::{Action, Attach, Cause, Errno, Happening, Log, Machine, RecoveredBy, Settle};
 use crate::decide::decide_reseed;
 use crate::event::EventKind;
 use crate::port::{LinkAttrs, LinkRate, PortState};
@@ -281,7 +281,7 @@ impl Machine {
         self.arm_tick(now);
     }
 
-    fn flap_if_up(&mut self, ri: usize, now: Millis) {
+    pub(super) fn flap_if_up(&mut self, ri: usize, now: Millis) {
         let rail = &mut self.rails[ri];
         if !std::mem::replace(&mut rail.port_up, false) {
             return;
@@ -313,7 +313,7 @@ impl Machine {
         self.notify(now, what);
     }
 
-    fn set_available(&mut self, ri: usize, available: bool, now: Millis) {
+    pub(super) fn set_available(&mut self, ri: usize, available: bool, now: Millis) {
         let rail = &mut self.rails[ri];
         if rail.available == available {
             return;
@@ -338,67 +338,5 @@ impl Machine {
         }
         let state = self.rails[ri].cell.load().state;
         self.transition(ri, state, Cause::Bump(kind), now);
-    }
-
-    // ---- devices --------------------------------------------------------
-
-    /// Every rail of the device goes inert and unavailable; the device is
-    /// closed and re-opened later with backoff (longer if it was a
-    /// re-attach that failed).
-    pub(super) fn device_gone(&mut self, idx: usize, reason: PauseReason, now: Millis) {
-        let failed_reattach = self.devices[idx].attach.is_some() && self.devices[idx].attached_before;
-        self.devices[idx].attach = None;
-        self.detach_all(idx, reason, now);
-        let device = idx as u32;
-        self.push(Action::StopReading { device });
-        self.push(Action::Close { device });
-        let backoff = if failed_reattach {
-            self.next_backoff(self.devices[idx].backoff_ms)
-        } else {
-            self.config.reopen_initial_ms.max(1)
-        };
-        let retry_at = self.schedule_reopen(idx, backoff, now);
-        if failed_reattach {
-            self.push(Action::Log(Log::ReopenFailed { device, errno: None, retry_at }));
-        } else {
-            self.push(Action::Log(Log::DeviceGone { device, reason, retry_at }));
-        }
-    }
-
-    /// Every rail of the device goes inert and unavailable (the state first,
-    /// then unavailable); timers and holds are dropped.
-    pub(super) fn detach_all(&mut self, idx: usize, reason: PauseReason, now: Millis) {
-        for ri in self.devices[idx].rails.clone() {
-            self.flap_if_up(ri, now);
-            let rail = &mut self.rails[ri];
-            rail.attach_answer = None;
-            rail.settle = None;
-            rail.damped_until = None;
-            rail.activating = false;
-            rail.wake_by = None;
-            rail.address_event = None;
-            let from = rail.cell.load().state;
-            if rail.cell.detach(reason, now) == Outcome::Changed {
-                self.transition(ri, from, Cause::Reason(reason), now);
-                self.set_available(ri, false, now);
-            }
-        }
-    }
-
-    /// Twice `backoff_ms`, capped.
-    pub(super) fn next_backoff(&self, backoff_ms: u64) -> u64 {
-        backoff_ms.saturating_mul(2).min(self.config.reopen_max_ms).max(1)
-    }
-
-    /// Marks the device gone with a re-open due after `backoff_ms` plus
-    /// jitter; returns when.
-    pub(super) fn schedule_reopen(&mut self, idx: usize, backoff_ms: u64, now: Millis) -> Millis {
-        let next_reopen = now.plus(self.with_jitter(backoff_ms));
-        let dev = &mut self.devices[idx];
-        dev.mode = DeviceMode::Gone { next_reopen, backoff_ms };
-        dev.backoff_ms = backoff_ms;
-        dev.reopening = false;
-        self.watch(idx);
-        next_reopen
     }
 }

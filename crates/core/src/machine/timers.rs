@@ -88,7 +88,7 @@ impl Machine {
                     .iter()
                     .any(|r| r.activating || r.address_event.is_some() || r.cell.load().state == RailState::Paused),
                 DeviceMode::PollOnly => rails.iter().any(|r| r.cell.load().state != RailState::Inert),
-                DeviceMode::Gone { .. } | DeviceMode::Removed => false,
+                DeviceMode::Gone { .. } | DeviceMode::Opening { .. } | DeviceMode::Removed => false,
             }
         })
     }
@@ -109,6 +109,7 @@ impl Machine {
                 let d = &self.devices[idx as usize];
                 let reopen = match d.mode {
                     DeviceMode::Gone { next_reopen, .. } => Some(next_reopen),
+                    DeviceMode::Opening { next_open, .. } => Some(next_open),
                     _ => None,
                 };
                 let rails = self.rails[d.rails.clone()]
@@ -132,10 +133,16 @@ impl Machine {
                 if next_reopen <= now {
                     // Asked again after another backoff if the answer never
                     // comes (a late one is still taken).
-                    self.devices[idx].reopening = true;
+                    self.devices[idx].awaiting_open = true;
                     self.devices[idx].stats.reopen_attempts += 1;
                     self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(backoff_ms.max(1)), backoff_ms };
                     self.push(Action::Reopen { device: idx as u32 });
+                }
+                continue;
+            }
+            if let DeviceMode::Opening { next_open, backoff_ms } = self.devices[idx].mode {
+                if next_open <= now {
+                    self.ask_open(idx, backoff_ms, now);
                 }
                 continue;
             }
@@ -186,7 +193,8 @@ impl Machine {
             for ri in self.devices[idx].rails.clone() {
                 let state = self.rails[ri].cell.load().state;
                 match (mode, state) {
-                    (DeviceMode::Gone { .. } | DeviceMode::Removed, _) | (_, RailState::Inert) => {}
+                    (DeviceMode::Gone { .. } | DeviceMode::Opening { .. } | DeviceMode::Removed, _)
+                    | (_, RailState::Inert) => {}
                     (DeviceMode::PollOnly, _) => {
                         self.query(ri);
                         if state == RailState::Active {

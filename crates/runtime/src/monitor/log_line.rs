@@ -98,6 +98,9 @@ pub(super) fn log(m: &Machine, line: &Log) {
             Some(e) => debug!("{}: re-open failed ({e}); next attempt at {retry_at}", device(m, d)),
             None => debug!("{}: re-opened but its ports cannot be queried; next attempt at {retry_at}", device(m, d)),
         },
+        Log::OpenFailed { device: d, errno, retry_at } => {
+            warn!("{}: appeared but cannot be opened ({errno}); trying again at {retry_at}", device(m, d))
+        }
         Log::Attached { device: d } => info!("{}: opened; rails attached", device(m, d)),
         Log::Removed { device: d } => warn!("{}: left the host; closed, its rails are inert", device(m, d)),
     }

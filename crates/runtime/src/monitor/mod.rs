@@ -3,41 +3,80 @@
 //! machine's actions. No rail or device policy lives here: every decision
 //! is the machine's.
 
+use std::fmt;
 use std::io;
-use std::os::fd::RawFd;
 use std::time::Duration;
 
 use crossbeam_channel::Receiver;
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Poll, Token};
 use railwatch_core::{
-    Action, AsyncEvent, Clock, DeviceMode, Errno, Gate, Happening, Machine, Millis, Notification, PortAddress, RailId,
+    AsyncEvent, Clock, ConfigError, DeviceMode, Errno, Gate, Machine, Millis, Notification, PortAddress, RailId,
     Selector, VerbsPort,
 };
 
 use crate::config::Config;
 use crate::device::{DeviceCounters, DeviceSlot};
-use crate::drain::{DrainEnd, drain};
-use crate::hotplug::{DeviceSource, Rescan};
 use crate::notify::Notifier;
 use crate::observe::{Observed, Observer};
 use crate::snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
 
+mod actions;
+mod hotplug;
 mod log_line;
+mod service;
 
-/// The token of the waker that stops or commands a spawned monitor.
+use hotplug::{HOTPLUG, Hotplug};
+
+/// The token of the waker that stops or wakes a spawned monitor.
 pub(crate) const WAKER: Token = Token(usize::MAX);
-/// The token of the device source's fd (uevents).
-const HOTPLUG: Token = Token(usize::MAX - 1);
-/// How soon a device that appeared but could not be opened is tried again.
-const OPEN_RETRY_MS: u64 = 1000;
 
-/// The monitor's device source and its rescan timer.
-struct Hotplug<P> {
-    source: Box<dyn DeviceSource<Device = P>>,
-    /// Rescan period when the source has no fd.
-    every_ms: u64,
-    next_rescan: Option<Millis>,
+/// Why a monitor could not be made.
+#[derive(Debug)]
+pub enum NewMonitorError {
+    /// A setting is refused (it names the key).
+    Config(ConfigError),
+    /// The poll set could not be created.
+    Io(io::Error),
+}
+
+impl fmt::Display for NewMonitorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NewMonitorError::Config(e) => write!(f, "invalid setting: {e}"),
+            NewMonitorError::Io(e) => write!(f, "cannot create the poll set: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NewMonitorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NewMonitorError::Config(e) => Some(e),
+            NewMonitorError::Io(e) => Some(e),
+        }
+    }
+}
+
+impl From<ConfigError> for NewMonitorError {
+    fn from(e: ConfigError) -> Self {
+        NewMonitorError::Config(e)
+    }
+}
+
+impl From<io::Error> for NewMonitorError {
+    fn from(e: io::Error) -> Self {
+        NewMonitorError::Io(e)
+    }
+}
+
+/// For callers in `io::Result` code: a refused setting is `InvalidInput`.
+impl From<NewMonitorError> for io::Error {
+    fn from(e: NewMonitorError) -> Self {
+        match e {
+            NewMonitorError::Config(e) => io::Error::new(io::ErrorKind::InvalidInput, e),
+            NewMonitorError::Io(e) => e,
+        }
+    }
 }
 
 /// Watches devices and keeps their rails' state, the selector and the gates
@@ -65,8 +104,6 @@ pub struct Monitor<P, S, C> {
     /// looks at these, not at every device.
     busy: Vec<usize>,
     wakeups: u64,
-    /// Commands from a [`MonitorHandle`](crate::MonitorHandle), once spawned.
-    pub(crate) commands: Option<Receiver<crate::spawn::Command>>,
     hotplug: Option<Hotplug<P>>,
     /// Each rail's address as last read (for snapshots).
     addresses: std::collections::HashMap<RailId, PortAddress>,
@@ -85,10 +122,10 @@ fn errno_of(e: &io::Error) -> Errno {
 
 impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// A monitor with no devices yet. A config that does not validate is
-    /// refused (`InvalidInput`, naming the setting).
-    pub fn new(config: Config, selector: S, clock: C) -> io::Result<Self> {
-        config.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let machine = Machine::new(config.machine()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    /// refused, naming the setting ([`NewMonitorError::Config`]).
+    pub fn new(config: Config, selector: S, clock: C) -> Result<Self, NewMonitorError> {
+        config.validate()?;
+        let machine = Machine::new(config.machine_seeded())?;
         Ok(Monitor {
             machine,
             poll: Poll::new()?,
@@ -101,7 +138,6 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             ready: Vec::new(),
             busy: Vec::new(),
             wakeups: 0,
-            commands: None,
             hotplug: None,
             addresses: std::collections::HashMap::new(),
             observer: None,
@@ -122,7 +158,13 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let name = port.name().to_string();
         match self.machine.removed_device(&name, &ports) {
             Some(idx) => self.devices[idx] = DeviceSlot::new(port),
-            None => self.devices.push(DeviceSlot::new(port)),
+            None => {
+                // Devices the list named but that never opened have
+                // indexes too: the new one goes after them.
+                let idx = self.machine.devices().len();
+                self.devices.resize_with(idx, DeviceSlot::empty);
+                self.devices.push(DeviceSlot::new(port));
+            }
         }
         let idx = self.machine.add_device(&name, &ports, now);
         self.observe(now, Observed::Attached { device: idx, name: &name, ports: &ports });
@@ -138,73 +180,6 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.observe(now, Observed::Removed { device });
         self.machine.handle_removed(device, now);
         self.carry_out(now);
-    }
-
-    /// Takes the host's devices from `source` from now on: adds every device
-    /// it lists that the monitor does not have, and follows the list as it
-    /// changes (through the source's fd where it has one, so an idle host
-    /// still never wakes; otherwise by rescanning every `rescan_every`).
-    /// Returns what the first scan did.
-    pub fn watch_devices(
-        &mut self,
-        source: Box<dyn DeviceSource<Device = P>>,
-        rescan_every: Duration,
-    ) -> io::Result<Rescan> {
-        if let Some(fd) = source.fd() {
-            self.poll.registry().register(&mut SourceFd(&fd), HOTPLUG, Interest::READABLE)?;
-        }
-        let every_ms = u64::try_from(rescan_every.as_millis()).unwrap_or(u64::MAX).max(1);
-        self.hotplug = Some(Hotplug { source, every_ms, next_rescan: None });
-        Ok(self.rescan())
-    }
-
-    /// Compares the source's device list with the monitor's devices: removes
-    /// those that left, opens and adds those that appeared.
-    pub fn rescan(&mut self) -> Rescan {
-        let now = self.clock.now();
-        let Some(mut hp) = self.hotplug.take() else { return Rescan::default() };
-        let mut found = Rescan::default();
-        match hp.source.list() {
-            Ok(names) => {
-                let present: Vec<(u32, String)> = self
-                    .machine
-                    .devices()
-                    .filter(|d| d.mode != DeviceMode::Removed)
-                    .map(|d| (d.index, d.name.to_string()))
-                    .collect();
-                for (idx, name) in &present {
-                    if !names.contains(name) {
-                        self.remove_device(*idx);
-                        found.removed.push(name.clone());
-                    }
-                }
-                for name in names {
-                    if present.iter().any(|(_, n)| *n == name) {
-                        continue;
-                    }
-                    match hp.source.open(&name) {
-                        Ok(dev) => {
-                            self.add_device(dev);
-                            found.added.push(name);
-                        }
-                        Err(e) => {
-                            log::warn!("{name}: appeared but cannot be opened ({e}); trying again");
-                            found.failed.push(name);
-                        }
-                    }
-                }
-            }
-            Err(e) => log::warn!("listing the devices failed ({e}); trying again"),
-        }
-        hp.next_rescan = if !found.failed.is_empty() {
-            Some(now.plus(OPEN_RETRY_MS.min(hp.every_ms)))
-        } else if hp.source.fd().is_none() {
-            Some(now.plus(hp.every_ms))
-        } else {
-            None
-        };
-        self.hotplug = Some(hp);
-        found
     }
 
     /// The index of the open (not removed) device called `name`.
@@ -242,9 +217,10 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.machine.device(device).map(|d| d.name)
     }
 
-    /// The backend of device `device`.
+    /// The backend of device `device` (`None` for a device the device list
+    /// named that never opened).
     pub fn device(&self, device: u32) -> Option<&P> {
-        self.devices.get(device as usize).map(|d| &d.port)
+        self.devices.get(device as usize).and_then(|d| d.port.as_ref())
     }
 
     /// The address of `rail` as last read (after attach, activation and
@@ -323,7 +299,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         if self.has_pending() {
             timeout = Some(Duration::ZERO);
         }
-        let rescan = self.hotplug.as_ref().and_then(|h| h.next_rescan);
+        let rescan = self.next_rescan();
         if let Some(deadline) = [self.machine.poll_timeout(), rescan].into_iter().flatten().min() {
             let until = Duration::from_millis(deadline.since(now));
             timeout = Some(timeout.map_or(until, |t| t.min(until)));
@@ -371,20 +347,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let now = self.clock.now();
         self.machine.handle_timeout(now);
         self.carry_out(now);
-        if let Some(hp) = self.hotplug.as_mut() {
-            if list_changed {
-                list_changed = hp.source.drain().unwrap_or_else(|e| {
-                    log::warn!("reading device notifications failed ({e}); rescanning");
-                    true
-                });
-            }
-            if list_changed || hp.next_rescan.is_some_and(|t| t <= now) {
-                self.rescan();
-            }
-        }
-        if self.commands.is_some() {
-            self.serve_commands();
-        }
+        self.follow_device_list(list_changed, now);
         Ok(())
     }
 
@@ -412,11 +375,13 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             devices: self
                 .machine
                 .devices()
-                .zip(&self.devices)
-                .map(|(d, slot)| DeviceSnapshot {
+                .map(|d| DeviceSnapshot {
                     name: d.name.to_string(),
                     mode: d.mode,
-                    counters: DeviceCounters::new(d.stats, slot.io),
+                    counters: DeviceCounters::new(
+                        d.stats,
+                        self.devices.get(d.index as usize).map(|slot| slot.io).unwrap_or_default(),
+                    ),
                 })
                 .collect(),
             wakeups: self.wakeups,
@@ -435,146 +400,6 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
 
     pub(crate) fn poll_registry(&self) -> &mio::Registry {
         self.poll.registry()
-    }
-
-    // ---- reading ------------------------------------------------------
-
-    /// Drains device `idx` once (up to the budget) and hands what it read
-    /// to the machine, one event at a time, carrying out the machine's
-    /// actions after each (so an activation's query is answered before the
-    /// next event is looked at).
-    fn service(&mut self, idx: usize) {
-        if !self.devices[idx].reading {
-            self.devices[idx].pending = false;
-            self.devices[idx].hung_up = false;
-            return;
-        }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        let report = drain(&mut self.devices[idx].port, self.config.drain_budget.max(1), |ev| scratch.push(ev));
-        let slot = &mut self.devices[idx];
-        slot.io.gets += report.gets as u64;
-        slot.io.interrupted += report.interrupted as u64;
-        // Events of this drain so far, counted before handling them: an
-        // event in the batch (DEVICE_FATAL) may close the device.
-        let events = (std::mem::take(&mut slot.drained_in_progress) + report.events as u64) as usize;
-        let now = self.clock.now();
-        let device = idx as u32;
-        for ev in scratch.drain(..) {
-            self.observe(now, Observed::Event { device, event: ev });
-            self.machine.handle_event(device, ev, now);
-            self.carry_out(now);
-        }
-        self.scratch = scratch;
-        let slot = &mut self.devices[idx];
-        match report.end {
-            DrainEnd::Budget if slot.reading => {
-                slot.io.budget_hits += 1;
-                slot.pending = true;
-                slot.drained_in_progress = events as u64;
-            }
-            DrainEnd::Budget | DrainEnd::Empty => {
-                slot.pending = false;
-                self.notify(now, Happening::Drain { device, events, errno: None });
-            }
-            DrainEnd::Failed(e) => {
-                slot.pending = false;
-                let errno = errno_of(&e);
-                self.notify(now, Happening::Drain { device, events, errno: Some(errno.0) });
-                self.observe(now, Observed::ReadError { device, errno });
-                self.machine.handle_read_error(device, errno, now);
-                self.carry_out(now);
-            }
-        }
-        if std::mem::take(&mut self.devices[idx].hung_up) {
-            self.observe(now, Observed::HungUp { device });
-            self.machine.handle_hangup(device, now);
-            self.carry_out(now);
-        }
-    }
-
-    fn observe(&mut self, now: Millis, what: Observed<'_>) {
-        if let Some(observer) = self.observer.as_mut() {
-            observer(now, what);
-        }
-    }
-
-    fn notify(&mut self, t: Millis, what: Happening) {
-        self.notifier.send(Notification { t, what });
-    }
-
-    // ---- carrying out the machine's actions -------------------------------
-
-    /// Carries out every action the machine asks for, feeding each answer
-    /// back at once.
-    fn carry_out(&mut self, now: Millis) {
-        while let Some(action) = self.machine.poll_action() {
-            match action {
-                Action::StartReading { device } => self.start_reading(device, now),
-                Action::StopReading { device } => self.stop_reading(device),
-                Action::Close { device } => {
-                    let slot = &mut self.devices[device as usize];
-                    slot.port.close();
-                    slot.pending = false;
-                    slot.hung_up = false;
-                    // Events counted by budget-limited passes belong to the
-                    // closed fd.
-                    slot.drained_in_progress = 0;
-                }
-                Action::Reopen { device } => {
-                    let result = self.devices[device as usize].port.reopen().map_err(|e| errno_of(&e));
-                    self.observe(now, Observed::Reopened { device, result });
-                    self.machine.handle_reopen(device, result, now);
-                }
-                Action::QueryPort { device, port } => {
-                    let answer = self.devices[device as usize].port.port_state(port).map_err(|e| errno_of(&e));
-                    self.observe(now, Observed::PortState { device, port, answer });
-                    self.machine.handle_port_state(device, port, answer, now);
-                }
-                Action::ReadAddress { device, port } => {
-                    let answer = self.devices[device as usize].port.address(port);
-                    self.observe(now, Observed::Address { device, port, answer: answer.as_ref().map_err(errno_of) });
-                    self.machine.handle_address(device, port, answer.as_ref().map_err(errno_of), now);
-                    if let Ok(address) = answer {
-                        self.addresses.insert(RailId { device, port }, address);
-                    }
-                }
-                Action::ReadLink { device, port } => {
-                    let answer = self.devices[device as usize].port.link(port).map_err(|e| errno_of(&e));
-                    self.observe(now, Observed::Link { device, port, answer });
-                    self.machine.handle_link(device, port, answer, now);
-                }
-                Action::SetAvailable { rail, available } => self.selector.set_available(rail, available),
-                Action::Reseed { rail, rate } => self.selector.reseed(rail, rate),
-                Action::Notify(note) => {
-                    log_line::note(&self.machine, &note);
-                    self.notifier.send(note);
-                }
-                Action::Log(line) => log_line::log(&self.machine, &line),
-            }
-        }
-    }
-
-    fn start_reading(&mut self, device: u32, now: Millis) {
-        let slot = &mut self.devices[device as usize];
-        let fd: RawFd = slot.port.async_fd();
-        match self.poll.registry().register(&mut SourceFd(&fd), Token(device as usize), Interest::READABLE) {
-            Ok(()) => slot.reading = true,
-            Err(e) => {
-                let errno = errno_of(&e);
-                self.machine.handle_read_error(device, errno, now);
-            }
-        }
-    }
-
-    fn stop_reading(&mut self, device: u32) {
-        let slot = &mut self.devices[device as usize];
-        if std::mem::take(&mut slot.reading) {
-            let fd = slot.port.async_fd();
-            // The fd may already be closed.
-            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
-        }
-        slot.pending = false;
     }
 }
 

@@ -36,10 +36,7 @@ pub const MAX_DEVICES: usize = 4096;
 pub const MAX_RAILS: usize = 65_536;
 
 /// Largest scenario file `Scenario::load` reads: 16 MiB.
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
-
-/// Default recovery tick period (`tick_ms`).
-pub const DEFAULT_TICK_MS: u64 = 1000;
+pub use crate::toml_input::MAX_FILE_BYTES;
 
 /// A parsed, validated scenario file.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,17 +47,13 @@ pub struct Scenario {
     pub name: String,
     /// `description`, if given.
     pub description: Option<String>,
-    /// `tick_ms`: recovery tick period in virtual ms (default 1000).
-    pub tick_ms: u64,
     /// `duration_ms`: the run ends at this virtual time.
     pub duration_ms: u64,
-    /// `settle_ms`: the monitor's settle delay (default 0).
-    pub settle_ms: u64,
-    /// `audit_ms`: the monitor's audit period (default off).
-    pub audit_ms: Option<u64>,
-    /// `[damping]`: flap damping, off unless the table is present (its
-    /// keys default to [`DampingConfig::default`](railwatch_core::DampingConfig)).
-    pub damping: Option<railwatch_core::DampingConfig>,
+    /// The monitor's settings written in the file (`tick_ms`, `settle_ms`,
+    /// `audit_ms`, `[damping]`, the re-open backoff, `drain_budget`, …:
+    /// the same keys as `watch`'s config file), the defaults for the rest.
+    /// The jitter's seed is not a file setting: the driver fixes it.
+    pub config: railwatch_runtime::Config,
     /// `[[device]]` tables, in file order (a device's index here is its index
     /// in [`build_devices`](Self::build_devices)).
     pub devices: Vec<DeviceDecl>,
@@ -322,36 +315,8 @@ impl Scenario {
     pub fn load(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let fail = |msg: String| ScenarioError::new(&shown, None, msg);
-        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => fail("no such file".to_owned()),
-            _ => fail(format!("cannot read: {e}")),
-        })?;
-        if meta.is_dir() {
-            return Err(fail("is a directory, not a scenario file".to_owned()));
-        }
-        // Before opening it: a FIFO with no writer would block the open, a
-        // device like /dev/zero would be read until memory runs out.
-        if !meta.is_file() {
-            return Err(fail(
-                "not a regular file (a FIFO, socket or device); scenario files are plain files".to_owned(),
-            ));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(fail(format!("{} bytes is more than the limit of {MAX_FILE_BYTES} (16 MiB)", meta.len())));
-        }
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| io::Read::read_to_end(&mut io::Read::take(f, MAX_FILE_BYTES + 1), &mut bytes))
-            .map_err(|e| fail(format!("cannot read: {e}")))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(fail(format!("grew past the limit of {MAX_FILE_BYTES} bytes while being read")));
-        }
-        if let Some(at) = bytes.iter().position(|&b| b == 0) {
-            return Err(fail(format!("not a text file (NUL byte at offset {at})")));
-        }
-        let text = String::from_utf8(bytes)
-            .map_err(|e| fail(format!("not a text file (invalid UTF-8 at offset {})", e.utf8_error().valid_up_to())))?;
+        let text = crate::toml_input::read_text(path, "a scenario file")
+            .map_err(|msg| ScenarioError::new(&shown, None, msg))?;
         Scenario::parse(&text, &shown)
     }
 

@@ -12,54 +12,31 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use super::{
-    DEFAULT_TICK_MS, DeviceDecl, Expect, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS,
-    MAX_REPEAT, MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
+    DeviceDecl, Expect, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS, MAX_REPEAT,
+    MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
 };
-use railwatch_core::{DampingConfig, EventClass, MachineConfig, classify};
+use railwatch_core::{EventClass, classify};
+use railwatch_runtime::Config;
+
+use crate::toml_input::{Lines, SettingError, TopLevel, blame, toml_error, unknown_key};
 use railwatch_sim_backend::PortSpec;
 
+/// The scenario's own top-level keys; the settings (`tick_ms`,
+/// `[damping]`, …) are read by [`toml_input`], as in a config file. Unknown
+/// top-level keys are refused there; nested tables refuse theirs here.
+const OWN_KEYS: [&str; 6] = ["name", "description", "duration_ms", "device", "step", "expect"];
+
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawScenario {
     name: Option<Spanned<String>>,
     description: Option<String>,
-    tick_ms: Option<Spanned<i64>>,
     duration_ms: Option<Spanned<i64>>,
-    settle_ms: Option<Spanned<i64>>,
-    audit_ms: Option<Spanned<i64>>,
-    // Not `Spanned`: toml cannot span a table written with dotted keys
-    // (`damping.reuse = 500`); `damping_span` finds its line instead.
-    damping: Option<RawDamping>,
     #[serde(default)]
     device: Vec<Spanned<RawDevice>>,
     #[serde(default)]
     step: Vec<Spanned<RawStep>>,
     #[serde(default)]
     expect: Vec<Spanned<RawExpect>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDamping {
-    penalty_per_flap: Option<Spanned<f64>>,
-    suppress: Option<Spanned<f64>>,
-    reuse: Option<Spanned<f64>>,
-    half_life_ms: Option<Spanned<u64>>,
-    max_penalty: Option<Spanned<f64>>,
-}
-
-impl RawDamping {
-    /// Where `key` was written, if it was.
-    fn span_of(&self, key: &str) -> Option<Range<usize>> {
-        match key {
-            "penalty_per_flap" => self.penalty_per_flap.as_ref().map(Spanned::span),
-            "suppress" => self.suppress.as_ref().map(Spanned::span),
-            "reuse" => self.reuse.as_ref().map(Spanned::span),
-            "half_life_ms" => self.half_life_ms.as_ref().map(Spanned::span),
-            "max_penalty" => self.max_penalty.as_ref().map(Spanned::span),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Deserialize)]
@@ -144,24 +121,21 @@ const EVENT_HINT: &str = "a snake_case name such as port_err, port_active, comm_
 
 struct Ctx<'a> {
     file: &'a str,
-    text: &'a str,
-    /// Where each line after the first starts: a step's line is a binary
-    /// search, not a count from the top (which made a big file quadratic).
-    line_starts: Vec<usize>,
+    /// A step's line is a binary search, not a count from the top (which
+    /// made a big file quadratic).
+    lines: Lines,
 }
 
 type Res<T> = Result<T, ScenarioError>;
 
 impl<'a> Ctx<'a> {
     fn new(file: &'a str, text: &'a str) -> Self {
-        let line_starts = text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1).collect();
-        Ctx { file, text, line_starts }
+        Ctx { file, lines: Lines::new(text) }
     }
 
     /// The 1-based line of byte `offset`.
     fn line(&self, offset: usize) -> usize {
-        let end = offset.min(self.text.len());
-        self.line_starts.partition_point(|&start| start <= end) + 1
+        self.lines.line(offset)
     }
 
     fn err(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
@@ -289,24 +263,6 @@ fn default_name(file_name: &str) -> String {
     Path::new(file_name).file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty()).unwrap_or(file_name).to_owned()
 }
 
-/// Where the damping settings start: the `[damping]` header, or the first
-/// line that sets `damping` (inline or dotted); the file's start if none.
-fn damping_span(text: &str) -> Range<usize> {
-    let mut at = 0;
-    for line in text.split_inclusive('\n') {
-        let t = line.trim_start();
-        if t.starts_with("[damping]")
-            || t.starts_with("damping.")
-            || t.starts_with("damping ")
-            || t.starts_with("damping=")
-        {
-            return at..at;
-        }
-        at += line.len();
-    }
-    0..0
-}
-
 pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     let cx = Ctx::new(file_name, text);
     if text.trim().is_empty() {
@@ -315,31 +271,13 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
     if let Some(at) = text.find('\0') {
         return Err(ScenarioError::new(file_name, Some(cx.line(at)), "not a text file (NUL byte)"));
     }
-    let raw: RawScenario = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(1, |s| cx.line(s.start));
-        // The TOML parser says nothing for a key with no value at the end
-        // of the file (a cut-off file).
-        let message = match e.message().trim() {
-            "" if e.span().is_some_and(|s| s.start >= text.trim_end().len()) => {
-                "the file ends where a value was expected (cut off?)"
-            }
-            "" => "invalid TOML here",
-            m => m,
-        };
-        ScenarioError::new(file_name, Some(line), message)
-    })?;
+    let config = parse_settings(&cx, text)?;
+    let raw: RawScenario = toml::from_str(text).map_err(|e| setting_error(&cx, toml_error(text, &cx.lines, &e)))?;
 
     let name = match &raw.name {
         Some(n) if n.get_ref().trim().is_empty() => return Err(cx.err(n.span(), "name must not be empty")),
         Some(n) => n.get_ref().clone(),
         None => default_name(file_name),
-    };
-    let tick_ms = match &raw.tick_ms {
-        None => DEFAULT_TICK_MS,
-        Some(v) => match cx.non_negative(v, "tick_ms")? {
-            0 => return Err(cx.err(v.span(), "tick_ms must be at least 1")),
-            t => t,
-        },
     };
     let duration_ms = match &raw.duration_ms {
         None => {
@@ -359,45 +297,6 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
             d => d,
         },
     };
-
-    let settle_ms = match &raw.settle_ms {
-        None => 0,
-        Some(v) => cx.non_negative(v, "settle_ms")?,
-    };
-    let audit_ms = match &raw.audit_ms {
-        None => None,
-        Some(v) => Some(cx.non_negative(v, "audit_ms")?),
-    };
-    let damping = match &raw.damping {
-        None => None,
-        Some(r) => {
-            let def = DampingConfig::default();
-            let cfg = DampingConfig {
-                penalty_per_flap: r.penalty_per_flap.as_ref().map_or(def.penalty_per_flap, |v| *v.get_ref()),
-                suppress: r.suppress.as_ref().map_or(def.suppress, |v| *v.get_ref()),
-                reuse: r.reuse.as_ref().map_or(def.reuse, |v| *v.get_ref()),
-                half_life_ms: r.half_life_ms.as_ref().map_or(def.half_life_ms, |v| *v.get_ref()),
-                max_penalty: r.max_penalty.as_ref().map_or(def.max_penalty, |v| *v.get_ref()),
-            };
-            // Named at the key when it was written, else at `[damping]`.
-            cfg.validate().map_err(|(key, e)| {
-                cx.err(r.span_of(key).unwrap_or(damping_span(text)), format!("damping.{key}: {e}"))
-            })?;
-            Some(cfg)
-        }
-    };
-
-    // The limits the machine enforces, refused here with the line.
-    let machine = MachineConfig { tick_ms, settle_ms, damping, audit_ms, ..MachineConfig::default() };
-    if let Err(e) = machine.validate() {
-        let span = match e.key {
-            "tick_ms" => raw.tick_ms.as_ref().map(Spanned::span),
-            "settle_ms" => raw.settle_ms.as_ref().map(Spanned::span),
-            "audit_ms" => raw.audit_ms.as_ref().map(Spanned::span),
-            _ => raw.damping.as_ref().map(|_| damping_span(text)),
-        };
-        return Err(cx.err(span.unwrap_or(0..0), e.to_string()));
-    }
 
     let devices = parse_devices(&cx, &raw.device)?;
     let index: HashMap<&str, usize> = devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), i)).collect();
@@ -437,15 +336,31 @@ pub(super) fn parse(text: &str, file_name: &str) -> Res<Scenario> {
         file: file_name.to_owned(),
         name,
         description: raw.description,
-        tick_ms,
+        config,
         duration_ms,
-        settle_ms,
-        audit_ms,
-        damping,
         devices,
         steps,
         expects,
     })
+}
+
+/// The settings written at the top level, checked as the monitor will
+/// check them, each refusal at the line where the bad key was written.
+fn parse_settings(cx: &Ctx<'_>, text: &str) -> Res<Config> {
+    let top = TopLevel::parse(text).map_err(|e| setting_error(cx, toml_error(text, &cx.lines, &e)))?;
+    if let Some(e) = unknown_key(&top, &OWN_KEYS, &cx.lines) {
+        return Err(setting_error(cx, e));
+    }
+    let mut config = Config::default();
+    let written = top.apply(text, &cx.lines, &mut config).map_err(|e| setting_error(cx, e))?;
+    if let Err(e) = config.validate() {
+        return Err(ScenarioError::new(cx.file, Some(blame(&e, &written).unwrap_or(1)), e.to_string()));
+    }
+    Ok(config)
+}
+
+fn setting_error(cx: &Ctx<'_>, e: SettingError) -> ScenarioError {
+    ScenarioError::new(cx.file, Some(e.line), e.to_string())
 }
 
 fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl>> {

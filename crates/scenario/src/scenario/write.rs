@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use railwatch_core::{Element, EventKind, LinkAttrs, LinkRate, PortState, speed_by_code, width_by_code};
+use railwatch_runtime::{Config, SettingKind, SettingValue};
 use toml::Value;
 
 use super::{DeviceDecl, Expect, Fault, Scenario, Step};
@@ -61,18 +62,46 @@ pub(crate) fn header(sc: &Scenario) -> String {
     if let Some(d) = &sc.description {
         let _ = writeln!(w, "description = {}", quoted(d));
     }
-    let _ = writeln!(w, "tick_ms = {}", sc.tick_ms);
+    let c = &sc.config;
+    let _ = writeln!(w, "tick_ms = {}", setting(c, "tick_ms"));
     let _ = writeln!(w, "duration_ms = {}", sc.duration_ms);
-    let _ = writeln!(w, "settle_ms = {}", sc.settle_ms);
-    if let Some(a) = sc.audit_ms {
-        let _ = writeln!(w, "audit_ms = {a}");
+    let _ = writeln!(w, "settle_ms = {}", setting(c, "settle_ms"));
+    out.push_str(&settings(c));
+    out
+}
+
+/// One setting's value as TOML.
+fn setting(c: &Config, key: &str) -> String {
+    match c.get(key) {
+        Some(SettingValue::Integer(i)) => i.to_string(),
+        // `{:?}`: a float keeps its point (1000.0), so it reads back a float.
+        Some(SettingValue::Float(x)) => format!("{x:?}"),
+        Some(SettingValue::Bool(b)) => b.to_string(),
+        _ => String::new(),
     }
-    if let Some(d) = &sc.damping {
-        let _ = writeln!(
-            w,
-            "damping = {{ penalty_per_flap = {:?}, suppress = {:?}, reuse = {:?}, half_life_ms = {}, max_penalty = {:?} }}",
-            d.penalty_per_flap, d.suppress, d.reuse, d.half_life_ms, d.max_penalty
-        );
+}
+
+/// Every other setting not at its default, one per line; a section (such
+/// as damping) on, as an inline table with all its keys.
+fn settings(c: &Config) -> String {
+    let defaults = Config::default();
+    let mut out = String::new();
+    for spec in Config::settings() {
+        let key = spec.key;
+        if matches!(key, "tick_ms" | "settle_ms") || key.contains('.') {
+            continue;
+        }
+        if spec.kind == SettingKind::Section {
+            if c.get(key) == Some(SettingValue::Bool(true)) {
+                let prefix = format!("{key}.");
+                let inner: Vec<String> = Config::settings()
+                    .filter_map(|s| Some(format!("{} = {}", s.key.strip_prefix(&prefix)?, setting(c, s.key))))
+                    .collect();
+                let _ = writeln!(out, "{key} = {{ {} }}", inner.join(", "));
+            }
+        } else if c.get(key) != defaults.get(key) && c.get(key) != Some(SettingValue::Bool(false)) {
+            let _ = writeln!(out, "{key} = {}", setting(c, key));
+        }
     }
     out
 }

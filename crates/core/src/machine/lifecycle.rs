@@ -1,0 +1,335 @@
+//! The device lifecycle: devices that appear (the host's device list), are
+//! opened (with a retry while they will not open), leave (closed at once,
+//! rails inert), go away (DEVICE_FATAL, a hang-up, a failing query: closed
+//! and re-opened with backoff) and come back.
+//!
+//! The driver only reports what its device source saw
+//! ([`Machine::handle_device_list`]) and carries out [`Action::Open`],
+//! [`Action::Reopen`] and [`Action::Close`]; every decision and every retry
+//! deadline is here, so an engine that keeps its own loop gets hotplug from
+//! the same code as the runtime's monitor.
+
+use std::ops::Range;
+
+use super::{Action, Device, DeviceMode, DeviceStats, Errno, Log, Machine, Rail};
+use crate::damping::FlapPenalty;
+use crate::device_name::device_name_problem;
+use crate::ports::RailId;
+use crate::rail::{Outcome, PauseReason, RailCell};
+use crate::sync::Arc;
+use crate::time::Millis;
+
+/// What a device list changed, by device index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListChange {
+    /// Devices that appeared: each is asked to be opened ([`Action::Open`]).
+    pub appeared: Vec<u32>,
+    /// Devices that left: closed (when open), their rails inert.
+    pub left: Vec<u32>,
+}
+
+impl Machine {
+    /// Adds a device the driver opened itself, with these ports: asks to
+    /// start reading its fd and to query every port; its rails attach
+    /// together once every query is answered. A name that left the host
+    /// and came back with the same ports takes its old index (its rails keep
+    /// their ids). Returns the device's index.
+    pub fn add_device(&mut self, name: &str, ports: &[u8], now: Millis) -> u32 {
+        let now = self.at(now);
+        let idx = match self.removed_device(name, ports) {
+            Some(idx) => idx,
+            None => {
+                let idx = self.new_device(name, now);
+                self.devices[idx].rails = self.new_rails(idx, ports, now);
+                idx
+            }
+        };
+        self.open_succeeded(idx, now);
+        idx as u32
+    }
+
+    /// The index of a removed device called `name` with exactly these
+    /// ports, if there is one.
+    pub fn removed_device(&self, name: &str, ports: &[u8]) -> Option<usize> {
+        self.devices.iter().position(|d| d.mode == DeviceMode::Removed && d.name == name && self.has_ports(d, ports))
+    }
+
+    fn has_ports(&self, d: &Device, ports: &[u8]) -> bool {
+        d.rails.len() == ports.len() && self.rails[d.rails.clone()].iter().zip(ports).all(|(r, &p)| r.id.port == p)
+    }
+
+    /// The host's device list as the driver's device source read it now (at
+    /// start, after a uevent, on a rescan). Devices not in it any more leave
+    /// ([`handle_removed`](Self::handle_removed)); names new to it appear
+    /// and are asked to be opened ([`Action::Open`], answered with
+    /// [`handle_opened`](Self::handle_opened)); a name that left and came
+    /// back takes its old index. Names that cannot be a device's (empty,
+    /// too long, with a `/` or a control character) are counted as stray
+    /// and skipped; a name listed twice counts once.
+    pub fn handle_device_list<'n>(&mut self, names: impl IntoIterator<Item = &'n str>, now: Millis) -> ListChange {
+        let now = self.at(now);
+        let mut listed: Vec<&str> = Vec::new();
+        for name in names {
+            if device_name_problem(name).is_some() {
+                self.stray();
+            } else if !listed.contains(&name) {
+                listed.push(name);
+            }
+        }
+        let mut change = ListChange::default();
+        for idx in 0..self.devices.len() {
+            let dev = &self.devices[idx];
+            if dev.mode != DeviceMode::Removed && !listed.contains(&dev.name.as_str()) {
+                self.handle_removed(idx as u32, now);
+                change.left.push(idx as u32);
+            }
+        }
+        for name in listed {
+            if self.devices.iter().any(|d| d.mode != DeviceMode::Removed && d.name == name) {
+                continue;
+            }
+            let idx = match self.devices.iter().rposition(|d| d.name == name) {
+                Some(idx) => idx,
+                None => self.new_device(name, now),
+            };
+            self.appear(idx, now);
+            change.appeared.push(idx as u32);
+        }
+        change
+    }
+
+    /// The result of an [`Action::Open`]: the device's ports, or why it
+    /// would not open. Opened, it is read and its rails attach (a device
+    /// that was attached before goes through damping and the settle delay);
+    /// refused, it is asked again after a backoff (the re-open's: doubled up
+    /// to `reopen_max_ms`, jittered) while the device list still has it. A
+    /// device that left before its open was answered is closed again.
+    pub fn handle_opened(&mut self, device: u32, result: Result<&[u8], Errno>, now: Millis) {
+        let now = self.at(now);
+        let idx = device as usize;
+        let Some(dev) = self.devices.get_mut(idx) else { return self.stray() };
+        let awaited = std::mem::take(&mut dev.awaiting_open);
+        match (dev.mode, result) {
+            (DeviceMode::Opening { .. }, _) if !awaited => self.stray(),
+            (DeviceMode::Opening { .. }, Ok(ports)) => {
+                if !self.has_ports(&self.devices[idx], ports) {
+                    // New ports (or the first open): new rails. Rails of a
+                    // port the device no longer has stay inert.
+                    self.devices[idx].rails = self.new_rails(idx, ports, now);
+                }
+                self.open_succeeded(idx, now);
+            }
+            (DeviceMode::Opening { backoff_ms, .. }, Err(errno)) => {
+                let retry_at = now.plus(self.with_jitter(backoff_ms));
+                let next = self.next_backoff(backoff_ms);
+                self.devices[idx].mode = DeviceMode::Opening { next_open: retry_at, backoff_ms: next };
+                self.watch(idx);
+                self.push(Action::Log(Log::OpenFailed { device, errno, retry_at }));
+            }
+            // Opened after it left: the driver holds a handle nobody wants.
+            (DeviceMode::Removed, Ok(_)) if awaited => self.push(Action::Close { device }),
+            _ => self.stray(),
+        }
+    }
+
+    /// Device `device` left the host (hot-unplug, or a driver that cannot
+    /// disassociate its users, such as Soft-RoCE, deleting it: the fd says
+    /// nothing and port queries may still answer). Its rails go inert and
+    /// the device is closed at once (the kernel's removal waits for the last
+    /// handle), never re-opened: only a device of the same name appearing
+    /// again brings the rails back.
+    pub fn handle_removed(&mut self, device: u32, now: Millis) {
+        let now = self.at(now);
+        let idx = device as usize;
+        let Some(dev) = self.devices.get(idx) else { return self.stray() };
+        if dev.mode == DeviceMode::Removed {
+            return;
+        }
+        let was_open = !dev.mode.is_closed();
+        // An open asked for and not answered yet may still be answered: the
+        // handle it opens is then closed again.
+        let open_in_flight = matches!(dev.mode, DeviceMode::Opening { .. }) && dev.awaiting_open;
+        self.detach_all(idx, PauseReason::DeviceRemoved, now);
+        if was_open {
+            self.push(Action::StopReading { device });
+            self.push(Action::Close { device });
+        }
+        let dev = &mut self.devices[idx];
+        dev.mode = DeviceMode::Removed;
+        dev.awaiting_open = open_in_flight;
+        dev.attach = None;
+        self.push(Action::Log(Log::Removed { device }));
+    }
+
+    /// The result of a [`Action::Reopen`]. On success the device is read
+    /// again and its rails re-attached (through damping and the settle
+    /// delay); on failure the next attempt waits twice as long.
+    pub fn handle_reopen(&mut self, device: u32, result: Result<(), Errno>, now: Millis) {
+        let now = self.at(now);
+        let idx = device as usize;
+        let Some(dev) = self.devices.get_mut(idx) else { return self.stray() };
+        let DeviceMode::Gone { backoff_ms, .. } = dev.mode else { return self.stray() };
+        if !dev.awaiting_open {
+            return self.stray();
+        }
+        dev.awaiting_open = false;
+        match result {
+            Ok(()) => {
+                dev.mode = DeviceMode::Events;
+                self.push(Action::StartReading { device });
+                self.begin_attach(idx, now);
+            }
+            Err(errno) => {
+                let retry_at = self.schedule_reopen(idx, self.next_backoff(backoff_ms), now);
+                self.push(Action::Log(Log::ReopenFailed { device, errno: Some(errno), retry_at }));
+            }
+        }
+    }
+
+    // ---- inside -------------------------------------------------------------
+
+    /// A device with no rails yet, never opened.
+    fn new_device(&mut self, name: &str, now: Millis) -> usize {
+        let first = self.rails.len();
+        self.devices.push(Device {
+            name: name.to_string(),
+            rails: first..first,
+            mode: DeviceMode::Opening { next_open: now, backoff_ms: 0 },
+            awaiting_open: false,
+            backoff_ms: 0,
+            attach: None,
+            attached_before: false,
+            reads_addresses: true,
+            stats: DeviceStats::default(),
+            warned: Vec::new(),
+        });
+        self.devices.len() - 1
+    }
+
+    /// One inert rail per port of device `idx`, at the end of the rail list.
+    fn new_rails(&mut self, idx: usize, ports: &[u8], now: Millis) -> Range<usize> {
+        let first = self.rails.len();
+        let name = self.devices[idx].name.clone();
+        for &port in ports {
+            self.rails.push(Rail::new(RailId { device: idx as u32, port }, format!("{name}/{port}"), now));
+        }
+        first..self.rails.len()
+    }
+
+    /// Device `idx` is open: read it and attach its rails.
+    fn open_succeeded(&mut self, idx: usize, now: Millis) {
+        let dev = &mut self.devices[idx];
+        dev.mode = DeviceMode::Events;
+        dev.awaiting_open = false;
+        dev.warned.clear();
+        dev.reads_addresses = true;
+        if let Some(audit) = self.config.audit_ms {
+            self.next_audit.get_or_insert(now.plus(audit));
+        }
+        self.push(Action::StartReading { device: idx as u32 });
+        self.begin_attach(idx, now);
+    }
+
+    /// Device `idx` appeared in the device list: asks for it to be opened
+    /// now; a failure is retried after `reopen_initial_ms`, then doubling.
+    fn appear(&mut self, idx: usize, now: Millis) {
+        let backoff_ms = self.config.reopen_initial_ms.max(1);
+        self.ask_open(idx, backoff_ms, now);
+    }
+
+    /// Asks for an [`Action::Open`] of device `idx` now; asked again after
+    /// `backoff_ms` if no answer comes.
+    pub(super) fn ask_open(&mut self, idx: usize, backoff_ms: u64, now: Millis) {
+        let dev = &mut self.devices[idx];
+        dev.mode = DeviceMode::Opening { next_open: now.plus(backoff_ms), backoff_ms };
+        dev.backoff_ms = backoff_ms;
+        dev.awaiting_open = true;
+        self.watch(idx);
+        self.push(Action::Open { device: idx as u32 });
+    }
+
+    /// Every rail of the device goes inert and unavailable; the device is
+    /// closed and re-opened later with backoff (longer if it was a
+    /// re-attach that failed).
+    pub(super) fn device_gone(&mut self, idx: usize, reason: PauseReason, now: Millis) {
+        let failed_reattach = self.devices[idx].attach.is_some() && self.devices[idx].attached_before;
+        self.devices[idx].attach = None;
+        self.detach_all(idx, reason, now);
+        let device = idx as u32;
+        self.push(Action::StopReading { device });
+        self.push(Action::Close { device });
+        let backoff = if failed_reattach {
+            self.next_backoff(self.devices[idx].backoff_ms)
+        } else {
+            self.config.reopen_initial_ms.max(1)
+        };
+        let retry_at = self.schedule_reopen(idx, backoff, now);
+        if failed_reattach {
+            self.push(Action::Log(Log::ReopenFailed { device, errno: None, retry_at }));
+        } else {
+            self.push(Action::Log(Log::DeviceGone { device, reason, retry_at }));
+        }
+    }
+
+    /// Every rail of the device goes inert and unavailable (the state first,
+    /// then unavailable); timers and holds are dropped.
+    pub(super) fn detach_all(&mut self, idx: usize, reason: PauseReason, now: Millis) {
+        for ri in self.devices[idx].rails.clone() {
+            self.flap_if_up(ri, now);
+            let rail = &mut self.rails[ri];
+            rail.attach_answer = None;
+            rail.settle = None;
+            rail.damped_until = None;
+            rail.activating = false;
+            rail.wake_by = None;
+            rail.address_event = None;
+            let from = rail.cell.load().state;
+            if rail.cell.detach(reason, now) == Outcome::Changed {
+                self.transition(ri, from, super::Cause::Reason(reason), now);
+                self.set_available(ri, false, now);
+            }
+        }
+    }
+
+    /// Twice `backoff_ms`, capped.
+    pub(super) fn next_backoff(&self, backoff_ms: u64) -> u64 {
+        backoff_ms.saturating_mul(2).min(self.config.reopen_max_ms).max(1)
+    }
+
+    /// Marks the device gone with a re-open due after `backoff_ms` plus
+    /// jitter; returns when.
+    pub(super) fn schedule_reopen(&mut self, idx: usize, backoff_ms: u64, now: Millis) -> Millis {
+        let next_reopen = now.plus(self.with_jitter(backoff_ms));
+        let dev = &mut self.devices[idx];
+        dev.mode = DeviceMode::Gone { next_reopen, backoff_ms };
+        dev.backoff_ms = backoff_ms;
+        dev.awaiting_open = false;
+        self.watch(idx);
+        next_reopen
+    }
+}
+
+impl Rail {
+    /// A rail that was never attached: inert, `not_opened`, generation 0.
+    fn new(id: RailId, name: String, now: Millis) -> Rail {
+        Rail {
+            id,
+            name,
+            cell: Arc::new(RailCell::new(now)),
+            seeded: None,
+            must_seed: true,
+            available: false,
+            recovered_by: None,
+            explained_at: None,
+            port_up: false,
+            wake_by: None,
+            settle: None,
+            penalty: FlapPenalty::default(),
+            damped_until: None,
+            activating: false,
+            attach_answer: None,
+            address: None,
+            address_event: None,
+        }
+    }
+}

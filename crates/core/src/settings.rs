@@ -1,0 +1,581 @@
+//! The machine's settings, defined once: each field of [`MachineConfig`],
+//! its key as every front end spells it, its range, and the one check.
+//!
+//! Front ends (the scenario parser, `watch`'s config file and flags, the C
+//! API's `rw_config`, the scenario writer) never restate a setting: they
+//! look keys up in [`MachineConfig::SETTINGS`], assign with
+//! [`MachineConfig::set`], read with [`MachineConfig::get`] and check with
+//! [`MachineConfig::validate`], whose [`ConfigError`] names the full key
+//! (`damping.half_life_ms`). Adding a setting means adding its field, its
+//! entry in `SETTINGS` and its docs; the exhaustive pattern in `slot` (and
+//! in `rw_config`'s conversion) makes the compiler point at the rest.
+
+use std::fmt;
+
+use crate::damping::DampingConfig;
+use crate::time::MAX_DELAY_MS;
+
+/// Policy settings. `Default` gives the documented defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineConfig {
+    /// Recovery tick period in milliseconds (default 1000). The tick runs
+    /// only while something needs it (a paused rail, a poll-only device).
+    pub tick_ms: u64,
+    /// Opt-in audit period: every this many milliseconds the port state of
+    /// every active rail is re-read, so a port that went down with no event
+    /// at all is noticed. `None` (the default) keeps a healthy host at zero
+    /// idle wake-ups.
+    pub audit_ms: Option<u64>,
+    /// How often a paused rail is explained in the log (default 30 s).
+    pub explain_every_ms: u64,
+    /// First delay before re-opening a device that went away, or opening
+    /// again one that appeared and would not open (default 1 s).
+    pub reopen_initial_ms: u64,
+    /// Longest delay between (re-)open attempts (default 60 s).
+    pub reopen_max_ms: u64,
+    /// Each (re-)open delay is lengthened by a random 0..=this percent of it
+    /// (default 20, at most 100), so hosts do not all re-open at once.
+    pub reopen_jitter_pct: u32,
+    /// Seed of that jitter. `None` (the default): the driver draws one per
+    /// process (the runtime does; a machine made with `None` uses 1). The
+    /// simulator fixes it so runs are reproducible. Not a file setting.
+    pub seed: Option<u64>,
+    /// After the port reads ACTIVE, wait this long and re-check before
+    /// activating (default 0: activate at once). mlx5/RoCE can reject
+    /// connection setup right after link-up; the port going down during the
+    /// wait cancels it. Applies to re-attached devices too.
+    pub settle_ms: u64,
+    /// Flap damping (default off): a rail that flaps too often stays paused
+    /// (`damped`) until its penalty decays.
+    pub damping: Option<DampingConfig>,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        MachineConfig {
+            tick_ms: 1000,
+            audit_ms: None,
+            explain_every_ms: 30_000,
+            reopen_initial_ms: 1000,
+            reopen_max_ms: 60_000,
+            reopen_jitter_pct: 20,
+            seed: None,
+            settle_ms: 0,
+            damping: None,
+        }
+    }
+}
+
+// ---- the table ------------------------------------------------------------
+
+/// What a setting holds, and its range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SettingKind {
+    /// Milliseconds, `min..=MAX_DELAY_MS`.
+    Millis {
+        /// The least allowed.
+        min: u64,
+    },
+    /// Milliseconds or off (`None`), `min..=MAX_DELAY_MS` when on.
+    OptionalMillis {
+        /// The least allowed when on.
+        min: u64,
+    },
+    /// A whole number `min..=max`.
+    Count {
+        /// The least allowed.
+        min: u64,
+        /// The most allowed.
+        max: u64,
+    },
+    /// A whole percentage, 0..=100.
+    Percent,
+    /// A finite number above zero.
+    Positive,
+    /// A table of settings that is on when present (`[damping]`); its keys
+    /// are `NAME.key`.
+    Section,
+}
+
+impl SettingKind {
+    /// What the value must be, as an error says it ("a whole number of
+    /// milliseconds").
+    pub fn expected(self) -> &'static str {
+        match self {
+            SettingKind::Millis { .. } | SettingKind::OptionalMillis { .. } => "a whole number of milliseconds",
+            SettingKind::Count { .. } | SettingKind::Percent => "a whole number",
+            SettingKind::Positive => "a number",
+            SettingKind::Section => "a table",
+        }
+    }
+
+    /// The range, as docs and `--check` print it ("1..=604800000 ms").
+    pub fn range(self) -> String {
+        match self {
+            SettingKind::Millis { min } => format!("{min}..={MAX_DELAY_MS} ms"),
+            SettingKind::OptionalMillis { min } => format!("off, or {min}..={MAX_DELAY_MS} ms"),
+            SettingKind::Count { min, max } => format!("{min}..={max}"),
+            SettingKind::Percent => "0..=100".to_owned(),
+            SettingKind::Positive => "> 0".to_owned(),
+            SettingKind::Section => "a table; off when absent".to_owned(),
+        }
+    }
+}
+
+/// One setting as front ends name it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Setting {
+    /// Its full key (`"tick_ms"`, `"damping.half_life_ms"`).
+    pub key: &'static str,
+    /// What it holds and its range.
+    pub kind: SettingKind,
+    /// One line on what it does.
+    pub doc: &'static str,
+}
+
+const fn setting(key: &'static str, kind: SettingKind, doc: &'static str) -> Setting {
+    Setting { key, kind, doc }
+}
+
+/// A setting's value as a front end hands it in or reads it out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SettingValue {
+    /// A whole number (negative ones are refused by the setting).
+    Integer(i64),
+    /// A number with a fraction.
+    Float(f64),
+    /// On or off (a section, or an optional period: `false` turns it off).
+    Bool(bool),
+    /// A table (a section written out: on).
+    Table,
+    /// Anything else, by the name of its type ("a string"), to be refused.
+    Other(&'static str),
+}
+
+impl fmt::Display for SettingValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettingValue::Integer(i) => write!(f, "{i}"),
+            // `{:?}`: 1e308 stays short, 1.0 keeps its point.
+            SettingValue::Float(x) => write!(f, "{x:?}"),
+            SettingValue::Bool(b) => write!(f, "{b}"),
+            SettingValue::Table => f.write_str("a table"),
+            SettingValue::Other(what) => f.write_str(what),
+        }
+    }
+}
+
+/// The kind of value a front end got, with its article ("an integer").
+fn found(value: &SettingValue) -> &'static str {
+    match value {
+        SettingValue::Integer(_) => "an integer",
+        SettingValue::Float(_) => "a float",
+        SettingValue::Bool(_) => "a boolean",
+        SettingValue::Table => "a table",
+        SettingValue::Other(what) => what,
+    }
+}
+
+// ---- errors ---------------------------------------------------------------
+
+/// A setting refused: its full key and what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key}: {problem}")]
+pub struct ConfigError {
+    /// The full key (`"tick_ms"`, `"damping.half_life_ms"`).
+    pub key: &'static str,
+    /// What is wrong with it.
+    pub problem: Problem,
+}
+
+/// What is wrong with a setting.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    /// No such setting.
+    Unknown,
+    /// The value is of the wrong type.
+    WrongType {
+        /// What it must be ("a whole number of milliseconds").
+        expected: &'static str,
+        /// What it was ("a string").
+        found: &'static str,
+    },
+    /// A negative whole number.
+    Negative(i64),
+    /// Below the least allowed.
+    TooSmall {
+        /// The least allowed.
+        min: u64,
+        /// `" ms"` or `""`.
+        unit: &'static str,
+    },
+    /// Above the most allowed.
+    TooLarge {
+        /// The value.
+        value: u64,
+        /// The most allowed.
+        max: u64,
+        /// `" ms"` or `""`.
+        unit: &'static str,
+    },
+    /// Less than another setting it must not be below.
+    BelowOther {
+        /// The value.
+        value: u64,
+        /// The other setting.
+        other: &'static str,
+        /// Its value.
+        other_value: u64,
+    },
+    /// Not a finite number above zero.
+    NotPositive(f64),
+    /// Not above zero, or not in the order another setting asks.
+    OutOfOrder {
+        /// The value.
+        value: f64,
+        /// How it must relate: `"at least"`, `"less than"`.
+        relation: &'static str,
+        /// The other setting.
+        other: &'static str,
+        /// Its value.
+        other_value: f64,
+    },
+    /// Damping's longest hold would pass the one-week limit.
+    HoldTooLong {
+        /// The hold, in seconds.
+        seconds: f64,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Problem::Unknown => f.write_str("unknown setting"),
+            Problem::WrongType { expected, found } => write!(f, "must be {expected}, not {found}"),
+            Problem::Negative(i) => write!(f, "must not be negative ({i})"),
+            Problem::TooSmall { min, unit } => write!(f, "must be at least {min}{unit}"),
+            Problem::TooLarge { value, max, unit } if max == MAX_DELAY_MS && unit == " ms" => {
+                write!(f, "{value} ms is more than the limit of {max} ms (one week)")
+            }
+            Problem::TooLarge { value, max, unit } => write!(f, "{value}{unit} is more than the limit of {max}{unit}"),
+            Problem::BelowOther { value, other, other_value } => {
+                write!(f, "{value} ms is less than {other} ({other_value} ms)")
+            }
+            Problem::NotPositive(x) => write!(f, "must be positive, not {x:?}"),
+            Problem::OutOfOrder { value, relation, other, other_value } => {
+                write!(f, "must be positive and {relation} {other} ({other_value:?}), not {value:?}")
+            }
+            Problem::HoldTooLong { seconds } => write!(
+                f,
+                "a capped penalty would hold a rail for {seconds:.0} s (half_life_ms × log2(max_penalty / reuse)); \
+                 the limit is one week"
+            ),
+        }
+    }
+}
+
+fn refuse(key: &'static str, problem: Problem) -> Result<(), ConfigError> {
+    Err(ConfigError { key, problem })
+}
+
+// ---- assigning and reading ---------------------------------------------------
+
+/// A place in a config a setting's value goes.
+enum Slot<'a> {
+    Millis(&'a mut u64),
+    OptionalMillis(&'a mut Option<u64>),
+    Percent(&'a mut u32),
+    Positive(&'a mut f64),
+    Damping(&'a mut Option<DampingConfig>),
+}
+
+impl MachineConfig {
+    /// Every setting a file or flag may give (not `seed`), in the order
+    /// docs list them.
+    pub const SETTINGS: &'static [Setting] = &[
+        setting("tick_ms", SettingKind::Millis { min: 1 }, "recovery tick period; runs only while needed"),
+        setting("audit_ms", SettingKind::OptionalMillis { min: 1 }, "re-read every active rail this often (off)"),
+        setting("settle_ms", SettingKind::Millis { min: 0 }, "wait after a port reads ACTIVE before activating"),
+        setting("explain_every_ms", SettingKind::Millis { min: 0 }, "how often a paused rail is explained"),
+        setting("reopen_initial_ms", SettingKind::Millis { min: 1 }, "first delay before a (re-)open"),
+        setting("reopen_max_ms", SettingKind::Millis { min: 1 }, "longest delay between (re-)opens"),
+        setting("reopen_jitter_pct", SettingKind::Percent, "random lengthening of each (re-)open delay"),
+        setting("damping", SettingKind::Section, "flap damping; on when the table is present"),
+        setting("damping.penalty_per_flap", SettingKind::Positive, "penalty added per flap"),
+        setting("damping.suppress", SettingKind::Positive, "at or above this a rail is held"),
+        setting("damping.reuse", SettingKind::Positive, "a held rail is released below this"),
+        setting("damping.half_life_ms", SettingKind::Millis { min: 1 }, "the penalty halves this often"),
+        setting("damping.max_penalty", SettingKind::Positive, "the penalty's ceiling"),
+    ];
+
+    /// The setting called `key`, if there is one.
+    pub fn setting(key: &str) -> Option<&'static Setting> {
+        Self::SETTINGS.iter().find(|s| s.key == key)
+    }
+
+    /// Where `key`'s value lives. A `damping.` key turns damping on (with
+    /// the defaults) when it was off: writing one of its settings means it.
+    fn slot(&mut self, key: &str) -> Option<Slot<'_>> {
+        // Exhaustive: a new field is a compile error here until it has a key.
+        let MachineConfig {
+            tick_ms,
+            audit_ms,
+            explain_every_ms,
+            reopen_initial_ms,
+            reopen_max_ms,
+            reopen_jitter_pct,
+            seed: _,
+            settle_ms,
+            damping,
+        } = self;
+        let slot = match key {
+            "tick_ms" => Slot::Millis(tick_ms),
+            "audit_ms" => Slot::OptionalMillis(audit_ms),
+            "settle_ms" => Slot::Millis(settle_ms),
+            "explain_every_ms" => Slot::Millis(explain_every_ms),
+            "reopen_initial_ms" => Slot::Millis(reopen_initial_ms),
+            "reopen_max_ms" => Slot::Millis(reopen_max_ms),
+            "reopen_jitter_pct" => Slot::Percent(reopen_jitter_pct),
+            "damping" => Slot::Damping(damping),
+            _ => {
+                let sub = key.strip_prefix("damping.")?;
+                let d = damping.get_or_insert_with(DampingConfig::default);
+                match sub {
+                    "penalty_per_flap" => Slot::Positive(&mut d.penalty_per_flap),
+                    "suppress" => Slot::Positive(&mut d.suppress),
+                    "reuse" => Slot::Positive(&mut d.reuse),
+                    "half_life_ms" => Slot::Millis(&mut d.half_life_ms),
+                    "max_penalty" => Slot::Positive(&mut d.max_penalty),
+                    _ => return None,
+                }
+            }
+        };
+        Some(slot)
+    }
+
+    /// Sets `key` to `value`, refusing a value of the wrong type or sign
+    /// (the range is [`validate`](Self::validate)'s, so the whole config is
+    /// judged together).
+    pub fn set(&mut self, key: &str, value: SettingValue) -> Result<(), ConfigError> {
+        // An unknown key has no static name to give: front ends look keys
+        // up in SETTINGS first, so this is their bug, named as such.
+        let spec = Self::setting(key).ok_or(ConfigError { key: "(unknown key)", problem: Problem::Unknown })?;
+        let slot = self.slot(key).ok_or(ConfigError { key: spec.key, problem: Problem::Unknown })?;
+        assign(spec, slot, value)
+    }
+
+    /// The value of `key`, if it is a setting (a `damping.` key only while
+    /// damping is on).
+    pub fn get(&self, key: &str) -> Option<SettingValue> {
+        if key.starts_with("damping.") && self.damping.is_none() {
+            return None;
+        }
+        let mut copy = self.clone();
+        let value = match copy.slot(key)? {
+            Slot::Millis(v) => SettingValue::Integer(whole(*v)),
+            Slot::OptionalMillis(v) => v.map_or(SettingValue::Bool(false), |ms| SettingValue::Integer(whole(ms))),
+            Slot::Percent(v) => SettingValue::Integer(i64::from(*v)),
+            Slot::Positive(v) => SettingValue::Float(*v),
+            Slot::Damping(d) => SettingValue::Bool(d.is_some()),
+        };
+        Some(value)
+    }
+
+    /// Checks every setting against its range and the rules between them;
+    /// the error names the first bad one by its full key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for spec in Self::SETTINGS {
+            if let Some(value) = self.get(spec.key) {
+                spec.check(value)?;
+            }
+        }
+        if self.reopen_max_ms < self.reopen_initial_ms {
+            return refuse(
+                "reopen_max_ms",
+                Problem::BelowOther {
+                    value: self.reopen_max_ms,
+                    other: "reopen_initial_ms",
+                    other_value: self.reopen_initial_ms,
+                },
+            );
+        }
+        match &self.damping {
+            Some(d) => d.validate(),
+            None => Ok(()),
+        }
+    }
+}
+
+fn whole(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Setting {
+    /// `value` as a whole number for this setting, refusing another type or
+    /// a negative number (the range is [`check`](Self::check)'s).
+    pub fn whole(&self, value: SettingValue) -> Result<u64, ConfigError> {
+        let key = self.key;
+        match value {
+            SettingValue::Integer(i) => {
+                u64::try_from(i).map_err(|_| ConfigError { key, problem: Problem::Negative(i) })
+            }
+            other => Err(self.wrong_type(&other)),
+        }
+    }
+
+    fn wrong_type(&self, value: &SettingValue) -> ConfigError {
+        ConfigError {
+            key: self.key,
+            problem: Problem::WrongType { expected: self.kind.expected(), found: found(value) },
+        }
+    }
+
+    /// Checks `value` against this setting's range.
+    pub fn check(&self, value: SettingValue) -> Result<(), ConfigError> {
+        let key = self.key;
+        let n = match value {
+            SettingValue::Integer(i) => u64::try_from(i).unwrap_or(0),
+            SettingValue::Float(x) if self.kind == SettingKind::Positive => {
+                return if x.is_finite() && x > 0.0 { Ok(()) } else { refuse(key, Problem::NotPositive(x)) };
+            }
+            _ => return Ok(()),
+        };
+        let (min, max, unit) = match self.kind {
+            SettingKind::Millis { min } | SettingKind::OptionalMillis { min } => (min, MAX_DELAY_MS, " ms"),
+            SettingKind::Count { min, max } => (min, max, ""),
+            SettingKind::Percent => (0, 100, ""),
+            SettingKind::Positive | SettingKind::Section => return Ok(()),
+        };
+        if n < min {
+            return refuse(key, Problem::TooSmall { min, unit });
+        }
+        if n > max {
+            return refuse(key, Problem::TooLarge { value: n, max, unit });
+        }
+        Ok(())
+    }
+}
+
+fn assign(spec: &Setting, slot: Slot<'_>, value: SettingValue) -> Result<(), ConfigError> {
+    match slot {
+        Slot::Millis(v) => *v = spec.whole(value)?,
+        Slot::OptionalMillis(v) => match value {
+            SettingValue::Bool(false) => *v = None,
+            other => *v = Some(spec.whole(other)?),
+        },
+        Slot::Percent(v) => *v = u32::try_from(spec.whole(value)?).unwrap_or(u32::MAX),
+        Slot::Positive(v) => match value {
+            SettingValue::Integer(i) => *v = i as f64,
+            SettingValue::Float(x) => *v = x,
+            other => return Err(spec.wrong_type(&other)),
+        },
+        Slot::Damping(d) => match value {
+            SettingValue::Table | SettingValue::Bool(true) => {
+                d.get_or_insert_with(DampingConfig::default);
+            }
+            SettingValue::Bool(false) => *d = None,
+            other => return Err(spec.wrong_type(&other)),
+        },
+    }
+    Ok(())
+}
+
+impl DampingConfig {
+    /// Checks the damping settings; the error names the full key
+    /// (`damping.reuse`).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let ok = |v: f64| v.is_finite() && v > 0.0;
+        if !ok(self.penalty_per_flap) {
+            return refuse("damping.penalty_per_flap", Problem::NotPositive(self.penalty_per_flap));
+        }
+        if self.half_life_ms == 0 {
+            return refuse("damping.half_life_ms", Problem::TooSmall { min: 1, unit: " ms" });
+        }
+        if !ok(self.suppress) {
+            return refuse("damping.suppress", Problem::NotPositive(self.suppress));
+        }
+        let order =
+            |value, relation, other_value| Problem::OutOfOrder { value, relation, other: "suppress", other_value };
+        if !(ok(self.max_penalty) && self.suppress <= self.max_penalty) {
+            return refuse("damping.max_penalty", order(self.max_penalty, "at least", self.suppress));
+        }
+        if !(ok(self.reuse) && self.reuse < self.suppress) {
+            return refuse("damping.reuse", order(self.reuse, "less than", self.suppress));
+        }
+        let hold = self.longest_hold_ms();
+        if hold > MAX_DELAY_MS as f64 {
+            return refuse("damping.half_life_ms", Problem::HoldTooLong { seconds: hold / 1000.0 });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_has_a_place_and_reads_back_what_was_set() {
+        let mut c = MachineConfig::default();
+        for spec in MachineConfig::SETTINGS {
+            let value = match spec.kind {
+                SettingKind::Millis { .. } | SettingKind::OptionalMillis { .. } => SettingValue::Integer(7),
+                SettingKind::Count { min, .. } => SettingValue::Integer(min as i64),
+                SettingKind::Percent => SettingValue::Integer(42),
+                SettingKind::Positive => SettingValue::Float(3.5),
+                SettingKind::Section => SettingValue::Table,
+            };
+            c.set(spec.key, value).unwrap_or_else(|e| panic!("{}: {e}", spec.key));
+            let back = c.get(spec.key).unwrap_or_else(|| panic!("{} reads nothing", spec.key));
+            let expected = if spec.kind == SettingKind::Section { SettingValue::Bool(true) } else { value };
+            assert_eq!(back, expected, "{}", spec.key);
+        }
+    }
+
+    #[test]
+    fn wrong_types_and_signs_are_refused_with_the_full_key() {
+        let mut c = MachineConfig::default();
+        let e = c.set("tick_ms", SettingValue::Other("a string")).unwrap_err();
+        assert_eq!(e.to_string(), "tick_ms: must be a whole number of milliseconds, not a string");
+        let e = c.set("damping.half_life_ms", SettingValue::Integer(-5)).unwrap_err();
+        assert_eq!(e.to_string(), "damping.half_life_ms: must not be negative (-5)");
+        assert_eq!(c.set("nonsense", SettingValue::Integer(1)).unwrap_err().problem, Problem::Unknown);
+        assert_eq!(c.set("damping.nonsense", SettingValue::Integer(1)).unwrap_err().problem, Problem::Unknown);
+        assert_eq!(c, MachineConfig { damping: c.damping, ..MachineConfig::default() }, "nothing else changed");
+    }
+
+    #[test]
+    fn ranges_are_checked_by_validate() {
+        let bad = |key: &str, value: SettingValue| {
+            let mut c = MachineConfig::default();
+            c.set(key, value).unwrap();
+            c.validate().unwrap_err().to_string()
+        };
+        assert_eq!(bad("tick_ms", SettingValue::Integer(0)), "tick_ms: must be at least 1 ms");
+        assert_eq!(
+            bad("settle_ms", SettingValue::Integer(MAX_DELAY_MS as i64 + 1)),
+            "settle_ms: 604800001 ms is more than the limit of 604800000 ms (one week)"
+        );
+        assert_eq!(
+            bad("reopen_jitter_pct", SettingValue::Integer(101)),
+            "reopen_jitter_pct: 101 is more than the limit of 100"
+        );
+        assert_eq!(bad("damping.reuse", SettingValue::Integer(0)), "damping.reuse: must be positive, not 0.0");
+        assert_eq!(
+            bad("reopen_initial_ms", SettingValue::Integer(120_000)),
+            "reopen_max_ms: 60000 ms is less than reopen_initial_ms (120000 ms)"
+        );
+    }
+
+    #[test]
+    fn optional_and_section_settings_turn_off() {
+        let mut c = MachineConfig::default();
+        c.set("audit_ms", SettingValue::Integer(300)).unwrap();
+        c.set("damping.reuse", SettingValue::Integer(500)).unwrap();
+        assert_eq!(c.damping.map(|d| d.reuse), Some(500.0), "a damping key turns damping on");
+        c.set("audit_ms", SettingValue::Bool(false)).unwrap();
+        c.set("damping", SettingValue::Bool(false)).unwrap();
+        assert_eq!(c, MachineConfig::default());
+        assert_eq!(c.get("damping.reuse"), None, "no damping key while damping is off");
+    }
+}

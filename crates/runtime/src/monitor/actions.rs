@@ -1,0 +1,145 @@
+//! Carrying out the machine's actions: each answer is fed back at once, and
+//! every input passes the observer first.
+
+use std::os::fd::RawFd;
+
+use mio::unix::SourceFd;
+use mio::{Interest, Token};
+use railwatch_core::{Action, Clock, Errno, Millis, RailId, Selector, VerbsPort};
+
+use super::{Monitor, errno_of, log_line};
+use crate::device::DeviceSlot;
+use crate::observe::Observed;
+
+/// What a device without a handle answers (it was never opened).
+const ENODEV: Errno = Errno(19);
+
+impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
+    /// Carries out every action the machine asks for, feeding each answer
+    /// back at once.
+    pub(super) fn carry_out(&mut self, now: Millis) {
+        while let Some(action) = self.machine.poll_action() {
+            match action {
+                Action::StartReading { device } => self.start_reading(device, now),
+                Action::StopReading { device } => self.stop_reading(device),
+                Action::Close { device } => self.close(device),
+                Action::Open { device } => self.open(device, now),
+                Action::Reopen { device } => {
+                    let result = match self.port(device) {
+                        Some(port) => port.reopen().map_err(|e| errno_of(&e)),
+                        None => Err(ENODEV),
+                    };
+                    self.observe(now, Observed::Reopened { device, result });
+                    self.machine.handle_reopen(device, result, now);
+                }
+                Action::QueryPort { device, port } => {
+                    let answer = match self.port(device) {
+                        Some(p) => p.port_state(port).map_err(|e| errno_of(&e)),
+                        None => Err(ENODEV),
+                    };
+                    self.observe(now, Observed::PortState { device, port, answer });
+                    self.machine.handle_port_state(device, port, answer, now);
+                }
+                Action::ReadAddress { device, port } => self.read_address(device, port, now),
+                Action::ReadLink { device, port } => {
+                    let answer = match self.port(device) {
+                        Some(p) => p.link(port).map_err(|e| errno_of(&e)),
+                        None => Err(ENODEV),
+                    };
+                    self.observe(now, Observed::Link { device, port, answer });
+                    self.machine.handle_link(device, port, answer, now);
+                }
+                Action::SetAvailable { rail, available } => self.selector.set_available(rail, available),
+                Action::Reseed { rail, rate } => self.selector.reseed(rail, rate),
+                Action::Notify(note) => {
+                    log_line::note(&self.machine, &note);
+                    self.notifier.send(note);
+                }
+                Action::Log(line) => log_line::log(&self.machine, &line),
+            }
+        }
+    }
+
+    /// The backend of device `device`, if it has one (a device the device
+    /// list named has none until it opens).
+    fn port(&mut self, device: u32) -> Option<&mut P> {
+        self.devices.get_mut(device as usize).and_then(|slot| slot.port.as_mut())
+    }
+
+    fn read_address(&mut self, device: u32, port: u8, now: Millis) {
+        let answer = match self.port(device) {
+            Some(p) => p.address(port),
+            None => Err(std::io::Error::from_raw_os_error(ENODEV.0)),
+        };
+        self.observe(now, Observed::Address { device, port, answer: answer.as_ref().map_err(errno_of) });
+        self.machine.handle_address(device, port, answer.as_ref().map_err(errno_of), now);
+        if let Ok(address) = answer {
+            self.addresses.insert(RailId { device, port }, address);
+        }
+    }
+
+    /// Opens the device the device list named, through the device source,
+    /// and tells the machine what happened.
+    fn open(&mut self, device: u32, now: Millis) {
+        let name = self.machine.device(device).map(|d| d.name.to_string()).unwrap_or_default();
+        let opened = match self.hotplug.as_mut() {
+            Some(hp) => hp.source.open(&name),
+            None => Err(std::io::Error::other("no device source to open it with")),
+        };
+        let idx = device as usize;
+        if self.devices.len() <= idx {
+            self.devices.resize_with(idx + 1, DeviceSlot::empty);
+        }
+        match opened {
+            Ok(dev) => {
+                let ports = dev.ports();
+                self.devices[idx] = DeviceSlot::new(dev);
+                self.observe(now, Observed::Attached { device, name: &name, ports: &ports });
+                self.machine.handle_opened(device, Ok(&ports), now);
+            }
+            Err(e) => {
+                let errno = errno_of(&e);
+                self.observe(now, Observed::OpenFailed { device, name: &name, errno });
+                self.machine.handle_opened(device, Err(errno), now);
+            }
+        }
+    }
+
+    fn close(&mut self, device: u32) {
+        let Some(slot) = self.devices.get_mut(device as usize) else { return };
+        if let Some(port) = slot.port.as_mut() {
+            port.close();
+        }
+        slot.pending = false;
+        slot.hung_up = false;
+        // Events counted by budget-limited passes belong to the closed fd.
+        slot.drained_in_progress = 0;
+    }
+
+    fn start_reading(&mut self, device: u32, now: Millis) {
+        let Some(slot) = self.devices.get_mut(device as usize) else { return };
+        let Some(port) = slot.port.as_ref() else { return };
+        let fd: RawFd = port.async_fd();
+        match self.poll.registry().register(&mut SourceFd(&fd), Token(device as usize), Interest::READABLE) {
+            Ok(()) => slot.reading = true,
+            Err(e) => {
+                // An input like any other: the observer sees it too.
+                let errno = errno_of(&e);
+                self.observe(now, Observed::ReadError { device, errno });
+                self.machine.handle_read_error(device, errno, now);
+            }
+        }
+    }
+
+    fn stop_reading(&mut self, device: u32) {
+        let Some(slot) = self.devices.get_mut(device as usize) else { return };
+        if std::mem::take(&mut slot.reading)
+            && let Some(port) = slot.port.as_ref()
+        {
+            let fd = port.async_fd();
+            // The fd may already be closed.
+            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+        }
+        slot.pending = false;
+    }
+}
