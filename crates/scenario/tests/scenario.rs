@@ -736,3 +736,28 @@ fn device_names_are_refused_with_the_reason() {
     let ok = format!("duration_ms = 10\n[[device]]\nname = \"{}\"\nports = [{{ port = 1 }}]\n", "x".repeat(63));
     assert!(Scenario::parse(&ok, FILE).is_ok());
 }
+
+/// Adding a setting means documenting it: every key a file may give is in
+/// the table of both the scenario format and the config file, with its
+/// range where it has one.
+#[test]
+fn every_setting_is_documented_in_both_file_formats() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for doc in ["docs/SCENARIOS.md", "docs/CONFIG.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).expect(doc);
+        for spec in railwatch_runtime::Config::settings() {
+            // SCENARIOS.md lists a section's keys under its own heading.
+            let key = match doc {
+                "docs/SCENARIOS.md" => spec.key.rsplit('.').next().unwrap_or(spec.key),
+                _ => spec.key,
+            };
+            let row = text
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{key}` ")) || l.starts_with(&format!("| `[{key}]` ")))
+                .unwrap_or_else(|| panic!("{doc} has no row for {}", spec.key));
+            if let railwatch_runtime::SettingKind::Count { max, .. } = spec.kind {
+                assert!(row.contains(&max.to_string()), "{doc}: the row of {} does not give its limit {max}", spec.key);
+            }
+        }
+    }
+}
