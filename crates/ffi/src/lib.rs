@@ -91,6 +91,7 @@ mod monitor;
 mod notify;
 mod sim;
 mod status;
+mod version;
 
 pub use config::{rw_config, rw_config_default, rw_damping};
 pub use gate::*;
@@ -99,3 +100,4 @@ pub use monitor::*;
 pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, rw_recovered_by};
 pub use sim::*;
 pub use status::{rw_last_error, rw_status, rw_status_name};
+pub use version::*;
