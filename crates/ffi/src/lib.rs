@@ -83,6 +83,9 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod args;
+// The benchmark's own exports (`rw_bench_*`), only in a library built for
+// it: `cargo xtask bench` turns the feature on.
+#[cfg(feature = "bench-exports")]
 mod bench;
 mod config;
 mod gate;
