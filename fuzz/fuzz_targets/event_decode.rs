@@ -2,18 +2,25 @@
 //!
 //! The bytes are read as a sequence of raw observations: an async event
 //! (`u32` code, element), a rail's port, a port-state code and a set of link
-//! attributes. For each one, every decoder and decision is run and checked
-//! against the rules in DESIGN.md, and a [`RailCell`] is driven through the
-//! decisions the way the monitor drives it, so the state machine's own
-//! invariants are checked on long random histories:
+//! attributes. For each one, every decoder and decision is run and checked,
+//! and a [`RailCell`] is driven through the decisions the way the monitor
+//! drives it, so the state machine is checked on long random histories.
 //!
-//! - codes round-trip (`EventKind`, `PortState`), unknown codes stay values;
+//! The oracle is docs/STATE-MACHINE.md, not the code it checks: its event,
+//! poll and transition tables written here as data (rows keyed by the raw
+//! codes the document gives), and the properties its prose states:
+//!
+//! - codes round-trip (`EventKind`, `PortState`), unknown codes stay values
+//!   and decide nothing, `classify` sorts the codes as the document lists
+//!   them;
 //! - an event for port N never touches a rail on another port, nothing
-//!   touches an inert rail, only the handled kinds decide anything;
+//!   touches an inert rail, active and paused rails decide alike;
 //! - link rates are the effective speed when present, else lane rate ×
 //!   lanes, else unknown — never a guess, never an overflow;
-//! - the generation never decreases, inert is left only by `attach`, and
-//!   the gate admits exactly the active rail with its generation.
+//! - every transition leads where the transitions table says, with its
+//!   outcome, generation and reason; a poll only records the port state
+//!   before deciding; the gate admits exactly the active rail with its
+//!   generation.
 
 #![no_main]
 
@@ -102,44 +109,190 @@ fn check_link(attrs: LinkAttrs, speed_wide: u32) {
     assert_eq!(decide_reseed(rate, Some(other)), (rate != other).then_some(rate));
 }
 
+// ---- The oracle: docs/STATE-MACHINE.md's tables, written as data --------
+//
+// From the document, not from `decide.rs` or `rail.rs`: rows keyed by the
+// raw codes the document gives, in its words, so a change to the code that
+// the document does not say (or the other way round) fails here.
+
+/// Which rails of the device an event row applies to.
+#[derive(Clone, Copy, Debug)]
+enum Applies {
+    /// "this port": only the rail whose port the element names.
+    ThisPort,
+    /// A device event: every rail of the device, whatever the element.
+    EveryRail,
+}
+
+/// "Event decisions": the raw code, the rails it applies to and the
+/// decision for a non-inert rail. Every other code, known or unknown,
+/// decides `Leave`.
+const EVENT_TABLE: [(u32, Applies, RailDecision); 8] = [
+    (10, Applies::ThisPort, RailDecision::Pause(PauseReason::PortErr)), // PORT_ERR
+    (9, Applies::ThisPort, RailDecision::Activate),                     // PORT_ACTIVE
+    (8, Applies::EveryRail, RailDecision::Detach(PauseReason::DeviceFatal)), // DEVICE_FATAL
+    (0, Applies::EveryRail, RailDecision::Restart),                     // CQ_ERR
+    (11, Applies::ThisPort, RailDecision::AddressChanged),              // LID_CHANGE
+    (18, Applies::ThisPort, RailDecision::AddressChanged),              // GID_CHANGE
+    (17, Applies::ThisPort, RailDecision::Recheck),                     // CLIENT_REREGISTER
+    (20, Applies::EveryRail, RailDecision::RefreshLink),                // DEVICE_SPEED_CHANGE
+];
+
+/// `classify`, as the document lists the codes: `Handled`, then
+/// `NotifyObject`, then `CountOnly`; every other code is `Unhandled`.
+const HANDLED: [u32; 8] = [0, 8, 9, 10, 11, 17, 18, 20];
+const NOTIFY_OBJECT: [u32; 4] = [1, 2, 3, 19];
+const COUNT_ONLY: [u32; 1] = [4];
+
+/// The names the document gives the codes of its tables.
+const NAMED: [(u32, EventKind); 13] = [
+    (0, EventKind::CqErr),
+    (1, EventKind::QpFatal),
+    (2, EventKind::QpReqErr),
+    (3, EventKind::QpAccessErr),
+    (4, EventKind::CommEst),
+    (8, EventKind::DeviceFatal),
+    (9, EventKind::PortActive),
+    (10, EventKind::PortErr),
+    (11, EventKind::LidChange),
+    (17, EventKind::ClientReregister),
+    (18, EventKind::GidChange),
+    (19, EventKind::WqFatal),
+    (20, EventKind::DeviceSpeedChange),
+];
+
+/// What the event table says an event with raw `code` and `element` does
+/// to the rail on `rail_port` in `state`.
+fn documented_event(code: u32, element: Element, rail_port: u8, state: RailState) -> RailDecision {
+    // "Nothing touches an inert rail: every event decides Leave for it."
+    if state == RailState::Inert {
+        return RailDecision::Leave;
+    }
+    match EVENT_TABLE.iter().find(|(c, ..)| *c == code) {
+        Some((_, Applies::ThisPort, d)) if element == Element::Port(u32::from(rail_port)) => *d,
+        Some((_, Applies::EveryRail, d)) => *d,
+        _ => RailDecision::Leave,
+    }
+}
+
+/// "Poll decisions", row by row (paused, active, inert), each with its two
+/// columns: the port reads exactly ACTIVE (4), any other state.
+const POLL_TABLE: [(RailState, [PollDecision; 2]); 3] = [
+    (RailState::Paused, [PollDecision::Activate, PollDecision::Wait]),
+    (RailState::Active, [PollDecision::Leave, PollDecision::Pause(PauseReason::PortNotActive)]),
+    (RailState::Inert, [PollDecision::Leave, PollDecision::Leave]),
+];
+
+fn documented_poll(port_code: u32, state: RailState) -> PollDecision {
+    let row = POLL_TABLE.iter().find(|(s, _)| *s == state).map(|(_, cols)| cols);
+    row.map_or(PollDecision::Leave, |cols| cols[usize::from(port_code != 4)])
+}
+
+/// The transitions of "Transitions and their outcomes".
+#[derive(Clone, Copy, Debug)]
+enum Transition {
+    Pause(PauseReason),
+    Resume,
+    Detach(PauseReason),
+    /// `attach` with the port's raw state code.
+    Attach(u32),
+    Bump,
+}
+
+/// What an outcome is, without `Refused`'s state (always the one it was in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Said {
+    Changed,
+    AlreadyThere,
+    Refused,
+}
+
+/// The transitions table: from active, from paused, from inert, the state
+/// it leads to, the outcome and how much the generation grows.
+fn documented_transition(t: Transition, from: RailState) -> (RailState, Said, u64) {
+    use RailState::{Active, Inert, Paused};
+    use Said::{AlreadyThere, Changed, Refused};
+    let row: [(RailState, Said, u64); 3] = match t {
+        Transition::Pause(_) => [(Paused, Changed, 0), (Paused, AlreadyThere, 0), (Inert, Refused, 0)],
+        Transition::Resume => [(Active, AlreadyThere, 0), (Active, Changed, 1), (Inert, Refused, 0)],
+        Transition::Detach(_) => [(Inert, Changed, 0), (Inert, Changed, 0), (Inert, AlreadyThere, 0)],
+        Transition::Attach(4) => [(Active, Refused, 0), (Paused, Refused, 0), (Active, Changed, 1)],
+        Transition::Attach(_) => [(Active, Refused, 0), (Paused, Refused, 0), (Paused, Changed, 1)],
+        Transition::Bump => [(Active, Changed, 1), (Paused, Changed, 1), (Inert, Refused, 0)],
+    };
+    row[match from {
+        Active => 0,
+        Paused => 1,
+        Inert => 2,
+    }]
+}
+
+/// The reason the rail has after `t` from a rail whose reason was
+/// `before`, when the outcome was `said`: the table's notes ("the first
+/// reason is kept", "reason none", "`port_not_active`").
+fn documented_reason(t: Transition, said: Said, before: PauseReason) -> PauseReason {
+    match (t, said) {
+        (Transition::Pause(r) | Transition::Detach(r), Said::Changed) => r,
+        (Transition::Resume | Transition::Attach(4), Said::Changed) => PauseReason::None,
+        (Transition::Attach(_), Said::Changed) => PauseReason::PortNotActive,
+        _ => before,
+    }
+}
+
+fn check_classify(code: u32, kind: EventKind) {
+    let documented = if HANDLED.contains(&code) {
+        EventClass::Handled
+    } else if NOTIFY_OBJECT.contains(&code) {
+        EventClass::NotifyObject
+    } else if COUNT_ONLY.contains(&code) {
+        EventClass::CountOnly
+    } else {
+        EventClass::Unhandled
+    };
+    assert_eq!(classify(kind), documented, "code {code}");
+    if let Some((_, named)) = NAMED.iter().find(|(c, _)| *c == code) {
+        assert_eq!(kind, *named, "code {code} is {named} in the document");
+    }
+}
+
 fn check_decide_event(ev: &AsyncEvent, kind: EventKind, rail_port: u8) {
-    let for_this_port = ev.port_num() == Some(u32::from(rail_port));
+    let code = kind.code();
+    check_classify(code, kind);
+    let mut non_inert = Vec::new();
     for state in STATES {
         let d = decide_event(ev, rail_port, state);
+        assert_eq!(
+            d,
+            documented_event(code, ev.element, rail_port, state),
+            "{kind} ({ev:?}) for rail {rail_port} in {state}"
+        );
+        // The properties the document's prose states, beside the table.
         if state == RailState::Inert {
             assert_eq!(d, RailDecision::Leave, "nothing touches an inert rail");
-            continue;
+        } else {
+            non_inert.push(d);
         }
         if classify(kind) != EventClass::Handled {
             assert_eq!(d, RailDecision::Leave, "{kind} is not acted on");
         }
-        if kind.scope() == Scope::Port && !for_this_port {
+        if kind.scope() == Scope::Port && ev.port_num() != Some(u32::from(rail_port)) {
             assert_eq!(d, RailDecision::Leave, "{kind} for another port touched rail {rail_port}");
         }
-        let expected = match kind {
-            EventKind::PortErr if for_this_port => RailDecision::Pause(PauseReason::PortErr),
-            EventKind::PortActive if for_this_port => RailDecision::Activate,
-            EventKind::LidChange | EventKind::GidChange if for_this_port => RailDecision::AddressChanged,
-            EventKind::ClientReregister if for_this_port => RailDecision::Recheck,
-            EventKind::DeviceFatal => RailDecision::Detach(PauseReason::DeviceFatal),
-            EventKind::CqErr => RailDecision::Restart,
-            EventKind::DeviceSpeedChange => RailDecision::RefreshLink,
-            _ => RailDecision::Leave,
-        };
-        assert_eq!(d, expected, "{kind} on port {:?} for rail {rail_port} in {state}", ev.port_num());
+        if matches!(kind, EventKind::Unknown(_)) {
+            assert_eq!(d, RailDecision::Leave, "an unknown code decided something");
+        }
     }
+    // One column for every non-inert rail: active and paused decide alike.
+    assert_eq!(non_inert[0], non_inert[1], "{kind}: active and paused rails decided differently");
 }
 
 fn check_decide_poll(ps: PortState) {
     for state in STATES {
-        let expected = match (state, ps.is_usable()) {
-            (RailState::Inert, _) => PollDecision::Leave,
-            (RailState::Paused, true) => PollDecision::Activate,
-            (RailState::Paused, false) => PollDecision::Wait,
-            (RailState::Active, true) => PollDecision::Leave,
-            (RailState::Active, false) => PollDecision::Pause(PauseReason::PortNotActive),
-        };
-        assert_eq!(decide_poll(ps, state), expected, "{ps} in {state}");
+        let d = decide_poll(ps, state);
+        assert_eq!(d, documented_poll(ps.code(), state), "{ps} in {state}");
+        // A poll never pauses a paused rail, never activates an active one.
+        assert!(!(state == RailState::Paused && matches!(d, PollDecision::Pause(_))));
+        assert!(!(state == RailState::Active && matches!(d, PollDecision::Activate | PollDecision::Wait)));
     }
 }
 
@@ -167,19 +320,33 @@ impl Rail {
         }
     }
 
-    /// Applies `f` and checks what any transition must keep.
-    fn step(&mut self, what: &str, f: impl FnOnce(&RailCell, Millis) -> Option<Outcome>) {
+    /// Applies `t` and checks it against the transitions table.
+    fn apply(&mut self, t: Transition) {
         let before = self.cell.load();
         self.now += 1;
-        let outcome = f(&self.cell, Millis(self.now));
+        let now = Millis(self.now);
+        let outcome = match t {
+            Transition::Pause(r) => self.cell.pause(r, now),
+            Transition::Resume => self.cell.resume(now),
+            Transition::Detach(r) => self.cell.detach(r, now),
+            Transition::Attach(code) => self.cell.attach(PortState::from_code(code), now),
+            Transition::Bump => self.cell.bump_generation(),
+        };
         let after = self.cell.load();
-        assert!(after.generation >= before.generation, "{what}: generation went back");
-        if outcome != Some(Outcome::Changed) && outcome.is_some() {
-            assert_eq!((after.state, after.generation), (before.state, before.generation), "{what}: {outcome:?}");
-        }
-        if before.state == RailState::Inert && after.state != RailState::Inert {
-            assert!(what == "attach", "{what} left inert");
-        }
+        let (to, said, grows) = documented_transition(t, before.state);
+        let got = match outcome {
+            Outcome::Changed => Said::Changed,
+            Outcome::AlreadyThere => Said::AlreadyThere,
+            Outcome::Refused { from } => {
+                assert_eq!(from, before.state, "{t:?}: refused from the wrong state");
+                Said::Refused
+            }
+        };
+        assert_eq!(got, said, "{t:?} from {}", before.state);
+        let state = if said == Said::Changed { to } else { before.state };
+        assert_eq!(after.state, state, "{t:?} from {}", before.state);
+        assert_eq!(after.generation, before.generation + grows, "{t:?} from {}: generation", before.state);
+        assert_eq!(after.reason, documented_reason(t, said, before.reason), "{t:?} from {}: reason", before.state);
         self.check_gate();
     }
 
@@ -187,51 +354,30 @@ impl Rail {
         let state = self.cell.load().state;
         match decide_event(ev, rail_port, state) {
             RailDecision::Leave => {}
-            RailDecision::Pause(reason) => self.step("pause", |c, t| Some(c.pause(reason, t))),
-            RailDecision::Activate => self.step("resume", |c, t| Some(c.resume(t))),
-            RailDecision::Detach(reason) => self.step("detach", |c, t| Some(c.detach(reason, t))),
-            RailDecision::Restart | RailDecision::AddressChanged => {
-                let g = self.cell.load().generation;
-                self.step("bump", |c, _| Some(c.bump_generation()));
-                assert_eq!(self.cell.load().generation, g + 1, "a bump on a live rail bumps");
-            }
+            RailDecision::Pause(reason) => self.apply(Transition::Pause(reason)),
+            RailDecision::Activate => self.apply(Transition::Resume),
+            RailDecision::Detach(reason) => self.apply(Transition::Detach(reason)),
+            RailDecision::Restart | RailDecision::AddressChanged => self.apply(Transition::Bump),
             // A port or link re-read: no state change by itself.
             RailDecision::RefreshLink | RailDecision::Recheck => {}
         }
     }
 
     fn on_poll(&mut self, ps: PortState) {
-        let state = self.cell.load().state;
-        if state == RailState::Inert {
+        let before = self.cell.load();
+        if before.state == RailState::Inert {
             return;
         }
-        self.step("observe", |c, _| {
-            c.observe_port(ps);
-            None
-        });
-        let seen = self.cell.load().last_port_state;
+        // "records the port state only, in any state".
+        self.cell.observe_port(ps);
+        let seen = self.cell.load();
         let stored = PortState::from_code(ps.code().min(0xFFFE));
-        assert_eq!(seen, Some(stored), "observe_port keeps what was read");
-        match decide_poll(ps, state) {
+        assert_eq!(seen.last_port_state, Some(stored), "observe_port keeps what was read");
+        assert_eq!((seen.state, seen.reason, seen.generation), (before.state, before.reason, before.generation));
+        match decide_poll(ps, before.state) {
             PollDecision::Leave | PollDecision::Wait => {}
-            PollDecision::Activate => {
-                self.step("resume", |c, t| Some(c.resume(t)));
-                assert_eq!(self.cell.load().state, RailState::Active);
-            }
-            PollDecision::Pause(reason) => {
-                self.step("pause", |c, t| Some(c.pause(reason, t)));
-                assert_eq!(self.cell.load().state, RailState::Paused);
-            }
-        }
-    }
-
-    fn attach(&mut self, ps: PortState) {
-        let before = self.cell.load();
-        self.step("attach", |c, t| Some(c.attach(ps, t)));
-        let after = self.cell.load();
-        if before.state == RailState::Inert {
-            let want = if ps.is_usable() { RailState::Active } else { RailState::Paused };
-            assert_eq!((after.state, after.generation), (want, before.generation + 1));
+            PollDecision::Activate => self.apply(Transition::Resume),
+            PollDecision::Pause(reason) => self.apply(Transition::Pause(reason)),
         }
     }
 }
@@ -261,7 +407,7 @@ fn one(u: &mut Unstructured<'_>, rail: &mut Rail) -> Result<()> {
     check_link(attrs, u.arbitrary()?);
 
     match u.arbitrary::<u8>()? % 4 {
-        0 => rail.attach(ps),
+        0 => rail.apply(Transition::Attach(ps.code())),
         1 => rail.on_poll(ps),
         _ => rail.on_event(&ev, rail_port),
     }

@@ -66,6 +66,9 @@ pub fn run() -> Result<(), String> {
     crate::deps::run()?;
     step("format", cargo().args(["fmt", "--all", "--check"]))?;
     step("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]))?;
+    // No function over 150 lines, no file over 700 lines of code.
+    eprintln!("==> size: lines of code and function lengths against the limits");
+    crate::size::run(&[])?;
     let (passed, failed) = tests()?;
     // The C API from C and C++ (shared and static library, valgrind).
     let (ffi_passed, ffi_failed) = crate::ffi::run(&[])?;

@@ -1,7 +1,9 @@
 //! `cargo xtask ffi`: the C API tested from C and C++.
 //!
 //! Builds `railwatch-ffi` with the `verbs` feature (`librailwatch.so` and
-//! `librailwatch.a`), compiles every `crates/ffi/tests/c/*.c` and
+//! `librailwatch.a`), checks that every `rw_` function the shared library
+//! exports is declared in `railwatch.h` (so no benchmark-only export
+//! ships), compiles every `crates/ffi/tests/c/*.c` and
 //! `crates/ffi/tests/cpp/*.cpp` twice, against the shared and the static
 //! library, into `target/ffi-tests/{dynamic,static}/`, and runs each with
 //! `LD_LIBRARY_PATH` starting at the fake `libibverbs.so.1` that
@@ -72,6 +74,7 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let opts = parse(args)?;
     let root = root();
     let (lib_dir, fake_dir) = build()?;
+    exports_are_the_header(&lib_dir, &root.join("crates/ffi/include/railwatch.h"))?;
     let sources = sources(&root)?;
     let out = crate::run::target_dir().join("ffi-tests");
     let include = root.join("crates/ffi/include");
@@ -252,6 +255,53 @@ fn build() -> Result<(PathBuf, PathBuf), String> {
     }
     eprintln!("==> ffi: library {}, fake libibverbs {}", lib_dir.display(), fake_dir.display());
     Ok((lib_dir, fake_dir))
+}
+
+/// Every `rw_` function `librailwatch.so` exports is declared in the
+/// header: nothing else ships (the benchmark's `rw_bench_*` are only in a
+/// library built with the `bench-exports` feature).
+fn exports_are_the_header(lib_dir: &Path, header: &Path) -> Result<(), String> {
+    let so = lib_dir.join("librailwatch.so");
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so)
+        .output()
+        .map_err(|e| format!("ffi: cannot run nm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("ffi: nm -D {} failed ({})", so.display(), out.status));
+    }
+    let text = std::fs::read_to_string(header).map_err(|e| format!("{}: {e}", header.display()))?;
+    let exported = exported_functions(&String::from_utf8_lossy(&out.stdout));
+    let undeclared: Vec<&str> = exported.iter().map(String::as_str).filter(|f| !declares(&text, f)).collect();
+    if !undeclared.is_empty() {
+        return Err(format!(
+            "ffi: {} exports what railwatch.h does not declare: {}",
+            so.display(),
+            undeclared.join(", ")
+        ));
+    }
+    eprintln!("==> ffi: the library exports {} rw_ functions, each declared in railwatch.h", exported.len());
+    Ok(())
+}
+
+/// The `rw_` functions (`T` symbols) of `nm -D --defined-only` output.
+fn exported_functions(nm: &str) -> Vec<String> {
+    nm.lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "T", name] if name.starts_with("rw_") => Some(name.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the header declares function `name`: a line outside comments
+/// with `name(` after a space or `*`, as cbindgen writes a prototype.
+fn declares(header: &str, name: &str) -> bool {
+    let call = format!("{name}(");
+    header
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(['/', '*']))
+        .any(|l| l.match_indices(&call).any(|(at, _)| l[..at].ends_with([' ', '*'])))
 }
 
 /// Whether cargo's `package_id` is the package `name`: spelled
@@ -507,6 +557,16 @@ mod tests {
         let art =
             r#"{"reason":"compiler-artifact","filenames":["/t/debug/librailwatch.so","/t/d\"q/librailwatch.a"],"x":1}"#;
         assert_eq!(json_strings(art, "filenames"), ["/t/debug/librailwatch.so", "/t/d\"q/librailwatch.a"]);
+    }
+
+    #[test]
+    fn reads_the_exports_against_the_header() {
+        let nm = "0000000000048900 T rw_version\n                 U malloc\n0000000000005d740 T rw_bench_feed_rust\n0000000000001000 T other\n0000000000002000 B rw_data\n";
+        assert_eq!(exported_functions(nm), ["rw_version", "rw_bench_feed_rust"]);
+        let header = "const char *rw_version(void);\nenum rw_status rw_version_numbers(uint32_t *major);\n// see rw_bench_feed_rust(), not declared\n";
+        assert!(declares(header, "rw_version"));
+        assert!(declares(header, "rw_version_numbers"));
+        assert!(!declares(header, "rw_bench_feed_rust"));
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //!   instants budget: never panics, never hangs, loses no output line.
 //! - `event_decode`: arbitrary codes and elements through `EventKind`,
 //!   `PortState`, `LinkAttrs` rate math, `decide_event`/`decide_poll` on
-//!   every state, and a `RailCell` driven by the decisions.
+//!   every state, and a `RailCell` driven by the decisions, all checked
+//!   against docs/STATE-MACHINE.md's event, poll and transition tables
+//!   (written in the target as data, not copied from the code they check)
+//!   and the properties its prose states.
 //!
 //! Stable toolchain: cargo-fuzz adds `-Zsanitizer=address` unless told
 //! otherwise, which only a nightly compiler accepts; with `--sanitizer none`

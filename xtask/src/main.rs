@@ -8,6 +8,7 @@
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
 //! - `soak`: ten million simulated events with faults and flaps, checked.
 //! - `props`: the machine's and the monitor's property tests, long.
+//! - `size`: lines of code, longest files and functions, against the limits.
 //! - `vmtest`: railwatch against the real kernel RDMA stack (Soft-RoCE) in a qemu VM.
 
 use std::process::ExitCode;
@@ -20,6 +21,7 @@ mod fuzz;
 mod props;
 mod run;
 mod scale;
+mod size;
 mod soak;
 mod vmtest;
 
@@ -32,11 +34,12 @@ fn main() -> ExitCode {
         Some("ffi") => ffi::run(&args[1..]).map(|_| ()),
         Some("scale") => scale::run(),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("size") => size::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("props") => props::run(&args[1..]),
         Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|ffi|bench|scale|fuzz|soak|props|vmtest>");
+            eprintln!("usage: cargo xtask <ci|deps|ffi|bench|scale|fuzz|soak|props|size|vmtest>");
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
             eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, under valgrind");
@@ -45,6 +48,9 @@ fn main() -> ExitCode {
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
             eprintln!("  soak  [--events N] [--seed S] 10,000,000 simulated events with faults and flaps, checked");
             eprintln!("  props [--cases N] the machine's and the monitor's property tests (default 100,000 cases)");
+            eprintln!(
+                "  size  [--before REV] [--json | --markdown] lines of code per crate, the longest file and function; fails over the limits"
+            );
             eprintln!("  vmtest [--timeout S] [CASE...] railwatch on Soft-RoCE (rdma_rxe) in a qemu VM, real kernel");
             return ExitCode::from(2);
         }

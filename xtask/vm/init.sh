@@ -1,6 +1,6 @@
 #!/bin/sh
 # The guest's /init (busybox sh, PID 1), put into the initramfs by
-# `cargo xtask vmtest` (xtask/src/vmtest.rs). It brings up Soft-RoCE on a
+# `cargo xtask vmtest` (xtask/src/vmtest/). It brings up Soft-RoCE on a
 # veth pair, runs the cases listed in /vm/cases.list (each
 # /vm/cases/NAME.sh, in a child shell) and powers off. Everything the host
 # checks goes to /dev/ttyS1 (a file on the host), one marker per line:

@@ -2,7 +2,9 @@
  * c_api_bench.c: the C API's two figures for docs/PERFORMANCE.md, each a
  * ratio against a baseline measured in the same process, round by round
  * (alternating which side goes first), the median of the per-round ratios.
- * Built -O2 against librailwatch.a and run by `cargo xtask bench`.
+ * Built -O2 against librailwatch.a and run by `cargo xtask bench`, which
+ * builds the library with the `bench-exports` feature (the rw_bench_*
+ * functions below; the shipped library has none).
  *
  *   gate: rw_gate_check_inline (an acquire load and a decode) vs a relaxed
  *         atomic load of the same words, per check, as a latency (a
@@ -24,7 +26,8 @@
 
 #include "railwatch.h"
 
-/* The Rust sides of the feed figures; not in the header. */
+/* The Rust sides of the feed figures; not in the header, only in a
+ * library built with the `bench-exports` feature. */
 extern uint64_t rw_bench_feed_rust(uint64_t flaps);
 extern uint64_t rw_bench_comm_est_rust(uint64_t count);
 

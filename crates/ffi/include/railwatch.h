@@ -54,6 +54,15 @@
 // The longest rail name `rw_rail_info.name` holds, NUL included.
 #define RW_RAIL_NAME_MAX 80
 
+// The header's major version: a library with another one is incompatible.
+#define RW_VERSION_MAJOR 0
+
+// The header's minor version: a library with a higher one adds to it.
+#define RW_VERSION_MINOR 1
+
+// The header's patch version.
+#define RW_VERSION_PATCH 0
+
 // What a call returned. `RW_OK` is 0; on anything else
 // [`rw_last_error`] says what happened, in words.
 typedef enum rw_status {
@@ -902,6 +911,14 @@ const char *rw_last_error(void);
 // value that is none); never NULL.
 const char *rw_status_name(int32_t status);
 
+// The library's version, `"MAJOR.MINOR.PATCH"` (`RW_VERSION` of the
+// header it was built with). A static string: never NULL, never freed.
+const char *rw_version(void);
+
+// The library's version as numbers, in `*major`, `*minor` and `*patch`.
+// `RW_ERR_NULL` if any of them is NULL (nothing is written then).
+enum rw_status rw_version_numbers(uint32_t *major, uint32_t *minor, uint32_t *patch);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
@@ -911,6 +928,12 @@ const char *rw_status_name(int32_t status);
 /* cbindgen puts this after the include guard: it has its own. */
 #ifndef RAILWATCH_H_INLINE
 #define RAILWATCH_H_INLINE
+
+/* The header's version as a string, "MAJOR.MINOR.PATCH", made of the
+ * RW_VERSION_* numbers: compare it with rw_version() at start-up. */
+#define RW_VERSION_STRINGIFY_(x) #x
+#define RW_VERSION_STRINGIFY(x) RW_VERSION_STRINGIFY_(x)
+#define RW_VERSION RW_VERSION_STRINGIFY(RW_VERSION_MAJOR) "." RW_VERSION_STRINGIFY(RW_VERSION_MINOR) "." RW_VERSION_STRINGIFY(RW_VERSION_PATCH)
 
 /* ---- The gate, inline: no call on the workers' hot path ----------------
  *

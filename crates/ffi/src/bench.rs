@@ -1,7 +1,8 @@
 //! The Rust side of the C API's benchmark (`cargo xtask bench`, row 9):
 //! the same flaps fed to the machine in Rust, so the C program can time
 //! both in one process, round by round. Not in the header (cbindgen.toml
-//! excludes it); the benchmark declares it itself.
+//! excludes it); the benchmark declares it itself. Only built with the
+//! `bench-exports` feature, so the shipped library exports none of it.
 
 use railwatch_core::{Action, AsyncEvent, Errno, EventKind, LinkAttrs, Machine, MachineConfig, Millis, PortState};
 

@@ -83,6 +83,9 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod args;
+// The benchmark's own exports (`rw_bench_*`), only in a library built for
+// it: `cargo xtask bench` turns the feature on.
+#[cfg(feature = "bench-exports")]
 mod bench;
 mod config;
 mod gate;
@@ -92,6 +95,7 @@ mod monitor;
 mod notify;
 mod sim;
 mod status;
+mod version;
 
 pub use config::{rw_config, rw_config_default, rw_damping};
 pub use gate::*;
@@ -101,3 +105,4 @@ pub use monitor::*;
 pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, rw_recovered_by};
 pub use sim::*;
 pub use status::{rw_last_error, rw_status, rw_status_name};
+pub use version::*;

@@ -60,14 +60,14 @@
 //! ## Testing without hardware
 //!
 //! build.rs compiles a fake `libibverbs.so.1` (fake/fake_ibverbs.c) into
-//! `OUT_DIR`. The hidden [`testing`] module locates it and re-runs a test
-//! binary under it with `LD_LIBRARY_PATH`, so tests go through the real FFI
-//! path: rdma-sys, this crate's raw reads, the dynamic linker's symbol
-//! versions. tests/monitor.rs runs the runtime's monitor over fake devices
+//! `OUT_DIR`. The hidden `testing` module (test support, not API) locates
+//! it and re-runs a test binary under it with `LD_LIBRARY_PATH`, so tests
+//! go through the real FFI path: rdma-sys, this crate's raw reads, the
+//! dynamic linker's symbol versions. tests/monitor.rs runs the runtime's monitor over fake devices
 //! end to end (pause, recovery by event and by the poll, the five drain
 //! cases, EIO fallback, removal and re-open); the `railwatch` CLI's
 //! tests/verbs_e2e.rs runs the binary under the fake with
-//! [`testing::command_under_fake`] and `FAKE_IBVERBS_*` variables.
+//! `testing::command_under_fake` and `FAKE_IBVERBS_*` variables.
 
 // Every unsafe block is an FFI call or a raw read and carries a `// SAFETY:`
 // comment (clippy::undocumented_unsafe_blocks is denied workspace-wide).
@@ -77,8 +77,9 @@
 mod device;
 mod error;
 mod ffi;
-#[doc(hidden)]
 mod host;
+// Test support for this workspace's tests, not API: hidden from the docs.
+#[doc(hidden)]
 pub mod testing;
 mod uevent;
 

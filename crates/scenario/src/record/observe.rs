@@ -1,0 +1,378 @@
+//! What each input the monitor fed its machine becomes in the recording:
+//! the replay's simulated devices ([`DeviceView`]: what their ports will
+//! answer), and the steps that change them, placed by the rules of
+//! `place.rs`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use railwatch_core::{AsyncEvent, Element, Errno, EventKind, LinkAttrs, ObjectHandle, PortAddress, PortState, Scope};
+use railwatch_sim_backend::PortSpec;
+
+use super::place::Change;
+use super::{MAX_NAMED_OBJECTS, OTHER_ADDRESS_INDEX, Recorder};
+use crate::scenario::{DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, StepEvent};
+
+/// One port as the replay's simulated device will answer it.
+#[derive(Debug, Default)]
+pub(super) struct PortView {
+    port: u8,
+    state: Option<PortState>,
+    link: Option<LinkAttrs>,
+    /// `None` until an address was read (or ever, on a device that cannot).
+    gids: Option<BTreeMap<u32, [u8; 16]>>,
+    /// The distinct non-GID parts of the address seen, in order.
+    others: Vec<u64>,
+    last_query: Option<u64>,
+}
+
+/// One device as the replay's simulator will have it.
+#[derive(Debug)]
+pub(super) struct DeviceView {
+    /// The name written to the file.
+    pub(super) name: String,
+    ports: Vec<PortView>,
+    /// Its `[[device]]` is written (after that, a first answer is a change).
+    pub(super) declared: bool,
+    /// In the host's list at the start; otherwise declared `present =
+    /// false` and plugged in when it appeared.
+    present: bool,
+    /// The simulated device is removed (after `remove`, until `restore`).
+    removed: bool,
+    last_reopen: Option<u64>,
+    /// When a `DEVICE_FATAL` last closed it, and when it was last opened
+    /// again: what the first queries after that saw changed in between.
+    closed_at: Option<u64>,
+    reopened_at: Option<u64>,
+    reads_addresses: Option<bool>,
+}
+
+impl DeviceView {
+    fn port(&mut self, port: u8) -> Option<&mut PortView> {
+        self.ports.iter_mut().find(|p| p.port == port)
+    }
+
+    /// The `[[device]]` for what the device's ports answered first (a port
+    /// never asked reads as declared by default: active, NDR 4x).
+    pub(super) fn declaration(&self) -> DeviceDecl {
+        let ports = self
+            .ports
+            .iter()
+            .map(|p| {
+                let default = PortSpec::active(p.port);
+                PortSpec::new(p.port, p.state.unwrap_or(default.state), p.link.unwrap_or(default.link))
+            })
+            .collect();
+        let gids = (self.reads_addresses == Some(true)).then(|| {
+            self.ports
+                .iter()
+                .flat_map(|p| {
+                    p.gids.iter().flatten().map(|(&index, &raw)| GidChange { port: p.port, index, gid: Some(raw) })
+                })
+                .collect()
+        });
+        DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present }
+    }
+}
+
+/// `fe80::N`, N counting the distinct GIDs seen.
+fn anonymous_gid(names: &mut HashMap<[u8; 16], u32>, raw: [u8; 16]) -> [u8; 16] {
+    let next = names.len() as u32 + 1;
+    let n = *names.entry(raw).or_insert(next);
+    let mut out = [0u8; 16];
+    out[0] = 0xfe;
+    out[1] = 0x80;
+    out[12..].copy_from_slice(&n.to_be_bytes());
+    out
+}
+
+impl Recorder {
+    pub(super) fn attached(&mut self, t: u64, device: u32, name: &str, ports: &[u8]) {
+        let idx = device as usize;
+        if idx < self.devices.len() {
+            // The same name came back (it had left the host's list).
+            self.devices[idx].removed = false;
+            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+            return;
+        }
+        if idx > self.devices.len() {
+            // The monitor numbers devices in order; a gap means attaches
+            // this recorder never saw.
+            self.comment(t, format!("device {idx} attached, but not the ones before it: not recorded"));
+            return;
+        }
+        // A device that appears after the start is declared absent at the
+        // start (`present = false`) and plugged in when it appeared.
+        // Before the first flush is the start: the monitor attaches the
+        // host's devices before its first wait.
+        let present = !self.flushed;
+        let shown = if self.anonymize { format!("dev{idx}") } else { name.to_owned() };
+        self.devices.push(DeviceView {
+            name: shown,
+            ports: ports.iter().map(|&port| PortView { port, ..PortView::default() }).collect(),
+            declared: false,
+            present,
+            removed: false,
+            last_reopen: None,
+            closed_at: None,
+            reopened_at: None,
+            reads_addresses: None,
+        });
+        if !present {
+            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+        }
+    }
+
+    fn live(&mut self, device: u32) -> Option<&mut DeviceView> {
+        self.devices.get_mut(device as usize)
+    }
+
+    /// Where a change a query of `device` saw at `t` goes
+    /// ([`Timeline::placed_for`](super::place::Timeline::placed_for)).
+    fn placed_for(&self, device: u32, previous: Option<u64>, t: u64) -> u64 {
+        let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
+        self.timeline.placed_for(reopen, previous, t)
+    }
+
+    fn push_step(&mut self, at: u64, device: u32, change: Change) {
+        if self.live(device).is_none() {
+            return;
+        }
+        self.timeline.push(at, device, change);
+    }
+
+    pub(super) fn comment(&mut self, t: u64, text: String) {
+        self.timeline.comment(t, text);
+    }
+
+    pub(super) fn fault_at(&mut self, device: u32, t: u64, fault: Fault) {
+        let Some(d) = self.live(device) else { return };
+        if matches!(fault, Fault::Remove) {
+            d.removed = true;
+        }
+        let at = self.timeline.fault_time(device, t);
+        let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
+        if wake {
+            self.comment(at, "a read failed: the event of the next step only wakes the reader (never read)".into());
+        }
+        self.push_step(at.max(self.timeline.floor()), device, Change::Fault { fault, wake });
+    }
+
+    /// Turns the read error this device recorded at `t` (if it did) into a
+    /// removal: the fd hung up, or its port queries fail too. Returns
+    /// whether there was one.
+    fn read_error_was_removal(&mut self, t: u64, device: u32) -> bool {
+        if !self.timeline.read_error_to_removal(device, t) {
+            return false;
+        }
+        if let Some(d) = self.live(device) {
+            d.removed = true;
+        }
+        true
+    }
+
+    pub(super) fn hung_up(&mut self, t: u64, device: u32) {
+        if !self.read_error_was_removal(t, device) {
+            self.fault_at(device, t, Fault::Remove);
+        }
+    }
+
+    pub(super) fn reopened(&mut self, t: u64, device: u32, result: Result<(), Errno>) {
+        let Some(d) = self.live(device) else { return };
+        let previous = d.last_reopen.replace(t);
+        let removed = d.removed;
+        if result.is_ok() && !removed {
+            d.reopened_at = Some(t);
+        }
+        match result {
+            Ok(()) if removed => {
+                let at = self.timeline.placed(previous, t);
+                if let Some(d) = self.live(device) {
+                    d.removed = false;
+                }
+                self.push_step(at, device, Change::Fault { fault: Fault::Restore, wake: false });
+            }
+            Err(errno) if !removed => {
+                // The simulator re-opens a living device; only a removed one
+                // refuses, and refuses until restored.
+                let at = self.timeline.placed(previous, t);
+                if let Some(d) = self.live(device) {
+                    d.removed = true;
+                }
+                self.push_step(at, device, Change::Fault { fault: Fault::Remove, wake: false });
+                self.comment(t, format!("the re-open failed with errno {}: replayed as a removal", errno.0));
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn event(&mut self, t: u64, device: u32, event: AsyncEvent) {
+        let Some(d) = self.live(device) else { return };
+        if event.kind() == EventKind::DeviceFatal {
+            d.closed_at = Some(t);
+        }
+        self.events += 1;
+        if self.events > MAX_TOTAL_EVENTS {
+            self.stop(format!("more than {MAX_TOTAL_EVENTS} events, the scenario limit"));
+            return;
+        }
+        // The element as a scenario can say it for the event's scope.
+        let declared =
+            |r: &mut Self, p: u32| u8::try_from(p).ok().and_then(|p| r.live(device).and_then(|d| d.port(p))).is_some();
+        let element = match (event.kind().scope(), event.element) {
+            (Scope::Port, Element::Port(p)) if declared(self, p) => Element::Port(p),
+            (Scope::Port, other) => {
+                self.comment(t, format!("event code {} for {other:?}, not a port of the device", event.code));
+                return;
+            }
+            (Scope::Device, _) => Element::None,
+            (Scope::Unknown, Element::Port(p)) if declared(self, p) => Element::Port(p),
+            (Scope::Unknown, Element::Port(_) | Element::None) => Element::None,
+            (_, Element::Object(h)) => Element::Object(ObjectHandle(self.object_number(h.0))),
+            // An object event without its object: the null handle.
+            (_, _) => Element::Object(ObjectHandle(0)),
+        };
+        let event = AsyncEvent { code: event.code, element };
+        // A burst of the same event in one instant: one step, `repeat`.
+        if self.timeline.repeat_burst(t, device, event) {
+            return;
+        }
+        self.push_step(t, device, Change::Event(StepEvent { event, repeat: 1 }));
+    }
+
+    /// An object handle (a pointer in the live process, meaningless in
+    /// another) numbered by first appearance, keeping which are equal, up
+    /// to a bound (the machine never compares handles; this only keeps the
+    /// file readable); past it, every new handle is one more number.
+    fn object_number(&mut self, handle: u64) -> u64 {
+        let next = self.objects.len() as u64 + 1;
+        match self.objects.get(&handle) {
+            _ if handle == 0 => 0,
+            Some(&n) => n,
+            None if self.objects.len() < MAX_NAMED_OBJECTS => *self.objects.entry(handle).or_insert(next),
+            None => next,
+        }
+    }
+
+    pub(super) fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>) {
+        let Some(d) = self.live(device) else { return };
+        let (removed, declared) = (d.removed, d.declared);
+        let Some(p) = d.port(port) else { return };
+        let previous = p.last_query.replace(t);
+        let state = match answer {
+            Ok(s) => s,
+            // The simulator answers ENODEV itself while removed.
+            Err(_) if removed => return,
+            Err(e) => {
+                // Reads and queries both fail: the device is gone.
+                if self.read_error_was_removal(t, device) {
+                    return;
+                }
+                // A live device whose query failed (the kernel's ENODEV
+                // after its netdev went): the machine reads it as "not
+                // ACTIVE", and so will the replay.
+                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as down", e.0));
+                PortState::Down
+            }
+        };
+        let Some(p) = self.live(device).and_then(|d| d.port(port)) else { return };
+        match p.state {
+            None if !declared => p.state = Some(state),
+            Some(known) if known == state => {}
+            _ => {
+                p.state = Some(state);
+                let at = self.placed_for(device, previous, t);
+                self.push_step(at, device, Change::PortState(PortStateChange { port, state }));
+            }
+        }
+    }
+
+    pub(super) fn link(&mut self, t: u64, device: u32, port: u8, answer: Result<LinkAttrs, Errno>) {
+        let Some(d) = self.live(device) else { return };
+        let declared = d.declared;
+        let Some(p) = d.port(port) else { return };
+        let previous = p.last_query.replace(t);
+        let Ok(link) = answer else { return };
+        let same = |a: &LinkAttrs, b: &LinkAttrs| {
+            a.speed_code() == b.speed_code()
+                && a.active_width == b.active_width
+                && a.effective_100mbps == b.effective_100mbps
+        };
+        match &p.link {
+            None if !declared => p.link = Some(link),
+            Some(known) if same(known, &link) => {}
+            _ => {
+                p.link = Some(link);
+                let at = self.placed_for(device, previous, t);
+                self.push_step(at, device, Change::Link(LinkChange { port, link }));
+            }
+        }
+    }
+
+    pub(super) fn address(&mut self, t: u64, device: u32, port: u8, answer: Result<&PortAddress, Errno>) {
+        let anonymize = self.anonymize;
+        let Some(d) = self.live(device) else { return };
+        let address = match answer {
+            Ok(a) => a,
+            Err(Errno::EOPNOTSUPP) => {
+                d.reads_addresses.get_or_insert(false);
+                return;
+            }
+            Err(e) => {
+                self.comment(t, format!("port {port}: an address read failed with errno {}", e.0));
+                return;
+            }
+        };
+        if d.reads_addresses == Some(false) || (d.declared && d.reads_addresses.is_none()) {
+            // Declared without addresses: the replay cannot start reading.
+            return;
+        }
+        d.reads_addresses = Some(true);
+        let declared = d.declared;
+        let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
+        let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
+        let Some(p) = d.port(port) else { return };
+        let previous = p.last_query.replace(t);
+        let other = match p.others.iter().position(|&o| o == rest) {
+            Some(i) => i,
+            None => {
+                p.others.push(rest);
+                p.others.len() - 1
+            }
+        };
+        if other > 0 {
+            let mut raw = [0u8; 16];
+            raw[0] = 0xfd;
+            raw[12..].copy_from_slice(&(other as u32).to_be_bytes());
+            table.insert(OTHER_ADDRESS_INDEX, raw);
+        }
+        if anonymize {
+            for raw in table.values_mut() {
+                *raw = anonymous_gid(&mut self.gid_names, *raw);
+            }
+        }
+        let Some(d) = self.live(device) else { return };
+        let Some(p) = d.port(port) else { return };
+        let Some(known) = p.gids.as_ref() else {
+            if !declared {
+                p.gids = Some(table);
+            }
+            return;
+        };
+        let mut changes: Vec<GidChange> = Vec::new();
+        for (&index, &raw) in &table {
+            if known.get(&index) != Some(&raw) {
+                changes.push(GidChange { port, index, gid: Some(raw) });
+            }
+        }
+        for &index in known.keys() {
+            if !table.contains_key(&index) {
+                changes.push(GidChange { port, index, gid: None });
+            }
+        }
+        p.gids = Some(table);
+        let at = self.placed_for(device, previous, t);
+        for g in changes {
+            self.push_step(at, device, Change::Gid(g));
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Where in time a recorded change goes, so that a replay sees it.
+//!
+//! A live monitor observes a change when it asks (a port query, a read of
+//! the event fd); the replay asks at its own times, which run on schedule
+//! where the live ones may wake a little late. So a change is never placed
+//! at the time it was seen but where the replay's asking will find it:
+//!
+//! - **A query's change.** A query saw a change at `t`; the port was last
+//!   asked at `p`. The change happened in between, and the replay must see
+//!   it at its own query. So the step is placed at `max(p + 1, t -
+//!   SLACK_MS)`: after the replay's previous query, no later than its next.
+//! - **After a re-open.** The first query of a port after its device was
+//!   opened again following a `DEVICE_FATAL` saw what changed while the
+//!   device was closed: the step goes just after the close, since the
+//!   replay re-opens at its own time (the backoff's jitter is drawn anew),
+//!   maybe earlier than the live one, and must see it too.
+//! - **A fault after the events of its drain.** A read error or a hang-up
+//!   noticed in the drain that read events at the same instant goes 1 ms
+//!   after them (in their step it would come first and drop or block
+//!   them).
+//! - **Never before what is written.** Steps are written once no later
+//!   observation can be placed before them ([`SLACK_MS`] behind the
+//!   clock); from then on, nothing is placed before that floor.
+//!
+//! The [`Timeline`] holds the changes placed and not written yet, in the
+//! small form the monitor's path can afford ([`Change`]).
+
+use railwatch_core::{AsyncEvent, Element};
+
+use super::WAKE_EVENT_CODE;
+use crate::scenario::{Fault, GidChange, LinkChange, PortStateChange, Step, StepEvent};
+
+/// How far before a query's time its change may be placed (see the module
+/// docs): more than a live wake-up is ever late, less than a tick.
+pub const SLACK_MS: u64 = 50;
+
+/// What one pending step changes. Small on purpose: the monitor's path
+/// pushes one per change it saw, and a burst of them must stay in cache
+/// (a `Step` is three times the size); the `Step` is built when written.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Change {
+    PortState(PortStateChange),
+    Link(LinkChange),
+    Gid(GidChange),
+    /// A fault; `wake`: with the event that only wakes the reader (a read
+    /// error is noticed on a wake-up).
+    Fault {
+        fault: Fault,
+        wake: bool,
+    },
+    Event(StepEvent),
+}
+
+/// A pending line of the recording.
+#[derive(Debug)]
+pub(super) enum Entry {
+    Step { device: u32, change: Change },
+    Comment(String),
+}
+
+impl Change {
+    /// The scenario step that makes this change on `device` at `at_ms`.
+    pub(super) fn step(self, at_ms: u64, device: u32, name: &str) -> Step {
+        let mut step = Step {
+            index: 0,
+            line: 0,
+            at_ms,
+            device: name.to_owned(),
+            device_index: device as usize,
+            port_state: None,
+            link: None,
+            fault: None,
+            event: None,
+            gid: None,
+        };
+        match self {
+            Change::PortState(c) => step.port_state = Some(c),
+            Change::Link(c) => step.link = Some(c),
+            Change::Gid(c) => step.gid = Some(c),
+            Change::Fault { fault, wake } => {
+                step.fault = Some(fault);
+                if wake {
+                    step.event = Some(StepEvent { event: AsyncEvent::new(WAKE_EVENT_CODE, Element::None), repeat: 1 });
+                }
+            }
+            Change::Event(e) => step.event = Some(e),
+        }
+        step
+    }
+}
+
+/// The changes placed and not written yet, and the floor below which
+/// nothing goes any more.
+#[derive(Debug, Default)]
+pub(super) struct Timeline {
+    pending: Vec<(u64, Entry)>,
+    /// Nothing from now on is placed before this.
+    floor: u64,
+}
+
+impl Timeline {
+    /// Where nothing may be placed before.
+    pub(super) fn floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// `max(previous + 1, t - SLACK_MS)`, never before what is written.
+    pub(super) fn placed(&self, previous: Option<u64>, t: u64) -> u64 {
+        self.placed_after(previous, t.saturating_sub(SLACK_MS), t)
+    }
+
+    /// `max(previous + 1, earliest)`, at most `t`, never before what is
+    /// written.
+    fn placed_after(&self, previous: Option<u64>, earliest: u64, t: u64) -> u64 {
+        previous.map_or(0, |p| p.saturating_add(1)).max(earliest).min(t).max(self.floor)
+    }
+
+    /// Where a change a query saw at `t` goes, the port asked last at
+    /// `previous`, its device last closed by a `DEVICE_FATAL` and opened
+    /// again at `reopen` (`(closed, reopened)`): as
+    /// [`placed`](Self::placed), unless this is the port's first query since
+    /// that re-open; then just after the close.
+    pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
+        match reopen {
+            Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
+                self.placed_after(previous, closed.saturating_add(1), t)
+            }
+            _ => self.placed(previous, t),
+        }
+    }
+
+    /// Where a fault on `device` noticed at `t` goes: after the events its
+    /// drain read in the same instant, never before what is written.
+    pub(super) fn fault_time(&self, device: u32, t: u64) -> u64 {
+        let after_events = self.pending.iter().any(|(at, e)| {
+            *at == t && matches!(e, Entry::Step { device: d, change: Change::Event(_) } if *d == device)
+        });
+        if after_events { t + 1 } else { t }
+    }
+
+    /// Places a step at `at`.
+    pub(super) fn push(&mut self, at: u64, device: u32, change: Change) {
+        self.pending.push((at, Entry::Step { device, change }));
+    }
+
+    /// Places a comment at `t`, or at the floor if that is later.
+    pub(super) fn comment(&mut self, t: u64, text: String) {
+        self.pending.push((t.max(self.floor), Entry::Comment(text.replace('\n', " "))));
+    }
+
+    /// Counts `event` once more when the last change placed is the same
+    /// event on `device` at `t` (a burst in one instant is one step with
+    /// `repeat`). Says whether it did.
+    pub(super) fn repeat_burst(&mut self, t: u64, device: u32, event: AsyncEvent) -> bool {
+        if let Some((at, Entry::Step { device: d, change: Change::Event(ev) })) = self.pending.last_mut()
+            && *at == t
+            && *d == device
+            && ev.event == event
+        {
+            ev.repeat += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Turns the last read error placed for `device` at `t` or later (if
+    /// there is one) into a removal: the fd hung up, or its port queries
+    /// fail too. Says whether there was one.
+    pub(super) fn read_error_to_removal(&mut self, device: u32, t: u64) -> bool {
+        let last = self.pending.iter_mut().rev().find_map(|(at, e)| match e {
+            Entry::Step { device: d, change }
+                if *d == device && matches!(change, Change::Fault { fault: Fault::Eio | Fault::Ebadf, .. }) =>
+            {
+                Some((*at, change))
+            }
+            _ => None,
+        });
+        let Some((_, change)) = last.filter(|(at, _)| *at >= t) else { return false };
+        // A removal hangs the fd up itself: no wake-up event.
+        *change = Change::Fault { fault: Fault::Remove, wake: false };
+        true
+    }
+
+    /// Takes what is placed before `cutoff`, in time order (equal times in
+    /// the order they were placed), and raises the floor to `cutoff`.
+    pub(super) fn take_due(&mut self, cutoff: u64) -> std::vec::Drain<'_, (u64, Entry)> {
+        // Stable: equal times keep the order they were observed in. In
+        // place, and drained in place: the buffer keeps its capacity.
+        self.pending.sort_by_key(|(at, _)| *at);
+        let due = self.pending.partition_point(|(at, _)| *at < cutoff);
+        self.floor = self.floor.max(cutoff);
+        self.pending.drain(..due)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railwatch_core::PortState;
+
+    /// What the monitor's path pushes stays small (docs/PERFORMANCE.md,
+    /// row 11): a burst of queued changes must fit in cache.
+    #[test]
+    fn a_queued_change_is_a_third_of_a_step_at_most() {
+        let queued = std::mem::size_of::<(u64, Entry)>();
+        assert!(queued <= 64, "{queued} bytes");
+        assert!(queued * 3 <= std::mem::size_of::<Step>(), "{queued} vs {}", std::mem::size_of::<Step>());
+        eprintln!("a queued change: {queued} bytes; a Step: {} bytes", std::mem::size_of::<Step>());
+    }
+
+    fn down(port: u8) -> Change {
+        Change::PortState(PortStateChange { port, state: PortState::Down })
+    }
+
+    #[test]
+    fn a_query_s_change_goes_after_the_previous_query_and_within_the_slack() {
+        let tl = Timeline::default();
+        assert_eq!(tl.placed(Some(900), 1000), 1000 - SLACK_MS);
+        assert_eq!(tl.placed(Some(990), 1000), 991);
+        assert_eq!(tl.placed(None, 10), 0);
+        assert_eq!(tl.placed(Some(1000), 1000), 1000, "never after the query that saw it");
+        // The first query after a re-open: just after the close.
+        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 201);
+        assert_eq!(tl.placed_for(Some((200, 800)), Some(850), 1000), 1000 - SLACK_MS);
+        assert_eq!(tl.placed_for(Some((900, 800)), Some(100), 1000), 1000 - SLACK_MS);
+    }
+
+    #[test]
+    fn nothing_goes_before_what_is_written() {
+        let mut tl = Timeline::default();
+        tl.push(500, 0, down(1));
+        tl.push(100, 0, down(2));
+        tl.push(700, 0, down(3));
+        let due: Vec<u64> = tl.take_due(600).map(|(at, _)| at).collect();
+        assert_eq!(due, [100, 500]);
+        assert_eq!(tl.floor(), 600);
+        assert_eq!(tl.placed(Some(10), 650), 600);
+        tl.comment(5, "late\nnews".into());
+        let rest: Vec<(u64, bool)> =
+            tl.take_due(u64::MAX).map(|(at, e)| (at, matches!(e, Entry::Comment(_)))).collect();
+        assert_eq!(rest, [(600, true), (700, false)]);
+    }
+
+    #[test]
+    fn a_fault_goes_after_its_drain_s_events_and_a_read_error_can_become_a_removal() {
+        let mut tl = Timeline::default();
+        let ev = AsyncEvent::new(10, Element::Port(1));
+        tl.push(300, 0, Change::Event(StepEvent { event: ev, repeat: 1 }));
+        assert!(tl.repeat_burst(300, 0, ev));
+        assert!(!tl.repeat_burst(301, 0, ev));
+        assert_eq!((tl.fault_time(0, 300), tl.fault_time(1, 300), tl.fault_time(0, 299)), (301, 300, 299));
+        tl.push(301, 0, Change::Fault { fault: Fault::Eio, wake: true });
+        assert!(!tl.read_error_to_removal(0, 302), "placed before the query that failed");
+        assert!(tl.read_error_to_removal(0, 301));
+        let faults: Vec<_> = tl
+            .take_due(u64::MAX)
+            .filter_map(|(_, e)| match e {
+                Entry::Step { change: Change::Fault { fault, wake }, .. } => Some((fault, wake)),
+                Entry::Step { change: Change::Event(e), .. } => {
+                    assert_eq!(e.repeat, 2);
+                    None
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(faults, [(Fault::Remove, false)]);
+    }
+}

@@ -1,0 +1,97 @@
+//! What the guest runs besides busybox: host programs copied as they are
+//! ([`HOST_TOOLS`], in the cached base image) and the programs under test,
+//! built for each run ([`PROGRAMS`], in the run's overlay).
+//!
+//! A new guest-side tool is one entry in one of the two tables: a host
+//! program (a Debian package's binary: also add the package to the host
+//! list in `host.rs`) in [`HOST_TOOLS`], or something built here (a
+//! workspace binary or example, a C or C++ program built by a function of
+//! this file) in [`PROGRAMS`]. Either way its shared libraries (`ldd`) go
+//! into the base image, and the case scripts run it by its guest path.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use super::json;
+use crate::run::{cargo, step, target_dir};
+
+/// Host programs copied into the guest at their own paths.
+/// `stdbuf` and its preload library line-buffer `ibv_asyncwatch` for the
+/// gate_latency case.
+pub const HOST_TOOLS: [&str; 6] = [
+    "/usr/sbin/ip",
+    "/usr/bin/rdma",
+    "/usr/bin/ibv_devinfo",
+    "/usr/bin/ibv_asyncwatch",
+    "/usr/bin/stdbuf",
+    "/usr/libexec/coreutils/libstdbuf.so",
+];
+
+/// The rxe provider's driver file for libibverbs.
+pub const RXE_DRIVER: &str = "/etc/libibverbs.d/rxe.driver";
+/// The guest's shell and most of its commands (`--list` names the applets).
+pub const BUSYBOX: &str = "/bin/busybox";
+
+/// A program built on the host for each run and copied, without its debug
+/// info, into the overlay.
+pub struct Program {
+    /// Where it goes in the guest (no leading `/`); the case scripts run it
+    /// from there. Its file name also names the stripped copy in `run/`.
+    pub guest: &'static str,
+    /// Builds it; returns the file to copy.
+    pub build: fn() -> Result<PathBuf, String>,
+}
+
+/// The programs under test, built in this order.
+pub const PROGRAMS: &[Program] = &[
+    Program { guest: "usr/local/bin/railwatch", build: railwatch },
+    Program { guest: "usr/local/bin/gate_latency", build: gate_latency },
+    Program { guest: "usr/local/bin/verbs-system-tests", build: system_tests },
+];
+
+/// A built program: its guest path and the host file.
+pub struct Built {
+    /// [`Program::guest`].
+    pub guest: &'static str,
+    /// The file the build left.
+    pub host: PathBuf,
+}
+
+/// Builds every program of [`PROGRAMS`].
+pub fn build() -> Result<Vec<Built>, String> {
+    PROGRAMS.iter().map(|p| Ok(Built { guest: p.guest, host: (p.build)()? })).collect()
+}
+
+/// railwatch with the `verbs` feature (debug: the cases check behaviour).
+fn railwatch() -> Result<PathBuf, String> {
+    step("build railwatch (verbs)", cargo().args(["build", "-p", "railwatch", "--features", "verbs"]))?;
+    Ok(target_dir().join("debug/railwatch"))
+}
+
+/// `crates/verbs-backend/examples/gate_latency.rs`, optimised: it measures.
+fn gate_latency() -> Result<PathBuf, String> {
+    step(
+        "build the gate_latency probe (release)",
+        cargo().args(["build", "--release", "-p", "railwatch-verbs-backend", "--example", "gate_latency"]),
+    )?;
+    Ok(target_dir().join("release/examples/gate_latency"))
+}
+
+/// The verbs backend's `tests/system.rs` binary, as cargo names it.
+fn system_tests() -> Result<PathBuf, String> {
+    let mut cmd = cargo();
+    cmd.args(["test", "-p", "railwatch-verbs-backend", "--test", "system", "--no-run", "--message-format=json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    eprintln!("==> build the verbs backend's system tests: {cmd:?}");
+    let out = cmd.output().map_err(|e| format!("cargo test --no-run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("building the system tests failed ({})", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"name\":\"system\""))
+        .find_map(|l| json::raw(l, "executable").filter(|e| *e != "null"))
+        .map(PathBuf::from)
+        .ok_or_else(|| "vmtest: cargo named no executable for the system test".to_string())
+}
