@@ -32,8 +32,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use railwatch_core::{LinkRate, Millis, RailId, RailState, RecoveredBy};
+use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Cause, Happening, Notification, Snapshot};
-use railwatch_scenario::driver::Names;
 
 /// Upper bounds of `railwatch_rail_unavailable_seconds`'s buckets: 1 ms to
 /// 1 h (and `+Inf`).

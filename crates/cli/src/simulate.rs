@@ -6,7 +6,8 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use railwatch_report::Timeline;
-use railwatch_scenario::driver::{self, Record, RunOptions};
+use railwatch_runtime::lines::{Line, Record};
+use railwatch_scenario::driver::{self, RunOptions};
 use railwatch_scenario::scenario::Scenario;
 
 use crate::output::{self, Style};
@@ -107,7 +108,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
             match record {
                 Record::Tick(t) => report.push_tick(t),
                 _ => {
-                    if let Some(line) = output::json_record(names, &record) {
+                    if let Some(line) = Line::of(names, &record).and_then(|l| serde_json::to_value(l).ok()) {
                         report.push(line);
                     }
                 }
@@ -116,12 +117,12 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         if write_failed.is_some() {
             return;
         }
-        let line = match style {
-            Style::Json => output::json_record(names, &record).map(|v| v.to_string()),
-            Style::Human { color } => output::human_record(names, &record, color),
+        let written = match style {
+            Style::Json => Line::of(names, &record).map(|line| output::write_json(&mut out, &line)),
+            Style::Human { color } => output::human_record(names, &record, color).map(|line| writeln!(out, "{line}")),
         };
-        if let Some(line) = line {
-            if let Err(e) = writeln!(out, "{line}") {
+        if let Some(written) = written {
+            if let Err(e) = written {
                 write_failed = Some(e);
             }
             if args.realtime {
@@ -138,7 +139,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         }
     };
     let printed = match style {
-        Style::Json => writeln!(out, "{}", output::json_summary(&summary)),
+        Style::Json => output::write_json(&mut out, &summary.line()),
         Style::Human { color } => output::human_summary(&mut out, &summary, color),
     };
     if let (Some(r), Some(path)) = (&recording, args.rec.record.as_deref()) {
@@ -152,7 +153,9 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         }
     }
     if let (Some(mut report), Some(path)) = (report, args.html.as_deref()) {
-        report.push(output::json_summary(&summary));
+        if let Ok(line) = serde_json::to_value(summary.line()) {
+            report.push(line);
+        }
         let _ = out.flush();
         if let Err(e) = railwatch_cli::outfile::write_atomically(path, &railwatch_report::render_html(&report)) {
             eprintln!("railwatch: cannot write the HTML report {}: {e}", path.display());

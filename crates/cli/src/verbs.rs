@@ -15,8 +15,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use railwatch_core::{Happening, LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
+use railwatch_runtime::json::{AddressJson, RailJson};
+use railwatch_runtime::lines::Record;
+use railwatch_runtime::lines::{Line, Names};
 use railwatch_runtime::{BandwidthSelector, Clock, DeviceSource, Monitor, Snapshot, SystemClock};
-use railwatch_scenario::driver::{Names, Record, RunSummary};
 use railwatch_verbs_backend::{HostDevices, VerbsDevice, VerbsError, errno_of, list_devices};
 use serde_json::{Value, json};
 
@@ -160,7 +162,7 @@ impl Row {
             "width": self.width_name(),
             "width_code": self.link.active_width,
             "effective_gbps": self.link.effective_100mbps.filter(|&s| s != 0).map(|s| s as f64 / 10.0),
-            "address": self.address.as_ref().map(output::address_json),
+            "address": self.address.as_ref().map(AddressJson::of),
         })
     }
 
@@ -545,26 +547,21 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     let mut out = io::stdout().lock();
     let mut print = |table: &Names, note: &railwatch_runtime::Notification, address: Option<&PortAddress>| {
         let record = Record::Note(note);
-        let line = match style {
-            Style::Json => output::json_record(table, &record).map(|mut v| {
-                // An address line carries the new address.
-                if let Some(a) = address {
-                    v["address"] = output::address_json(a);
-                }
-                v.to_string()
-            }),
-            Style::Human { color } => output::human_record(table, &record, color).map(|line| match address {
-                Some(a) => {
-                    let gids: Vec<String> =
-                        a.gids.iter().map(|g| format!("[{}] {g} {}", g.index, g.kind.name())).collect();
-                    format!("{line}: {}", gids.join(", "))
-                }
-                None => line,
-            }),
-        };
-        match line {
-            Some(line) => writeln!(out, "{line}"),
-            None => Ok(()),
+        match style {
+            // An address line carries the new address.
+            Style::Json => Line::of(table, &record)
+                .map_or(Ok(()), |line| output::write_json(&mut out, &line.with_address(address))),
+            Style::Human { color } => match output::human_record(table, &record, color) {
+                Some(line) => match address {
+                    Some(a) => {
+                        let gids: Vec<String> =
+                            a.gids.iter().map(|g| format!("[{}] {g} {}", g.index, g.kind.name())).collect();
+                        writeln!(out, "{line}: {}", gids.join(", "))
+                    }
+                    None => writeln!(out, "{line}"),
+                },
+                None => Ok(()),
+            },
         }
     };
     if let Style::Human { .. } = style {
@@ -762,14 +759,7 @@ fn events_read(snapshot: &Snapshot) -> u64 {
 /// counted from outside) and no `expectations`.
 fn summary_json(snapshot: &Snapshot) -> Value {
     let read = events_read(snapshot);
-    let as_run = RunSummary {
-        snapshot: snapshot.clone(),
-        events_queued: read,
-        events_read: read,
-        events_acked: read,
-        expectations: Vec::new(),
-    };
-    let rails = output::json_summary(&as_run)["rails"].clone();
+    let rails: Vec<RailJson<'_>> = snapshot.rails.iter().map(RailJson::brief).collect();
     let devices: Vec<Value> = snapshot
         .devices
         .iter()
