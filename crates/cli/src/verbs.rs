@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use railwatch_core::{Happening, LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
-use railwatch_runtime::json::{AddressJson, RailJson};
+use railwatch_runtime::json::AddressJson;
 use railwatch_runtime::lines::Record;
 use railwatch_runtime::lines::{Line, Names};
 use railwatch_runtime::{BandwidthSelector, Clock, DeviceSource, Monitor, Snapshot, SystemClock};
@@ -467,7 +467,7 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
             Style::Human { .. } => writeln!(io::stdout(), "{NO_DEVICES}"),
             Style::Json => {
                 eprintln!("railwatch: {NO_DEVICES}");
-                writeln!(io::stdout(), "{}", summary_json(&empty_snapshot()))
+                output::write_json(&mut io::stdout(), &Line::watch_summary(&empty_snapshot()))
             }
         };
         return printed.map_or_else(|e| write_failed(&e), |()| ExitCode::SUCCESS);
@@ -724,7 +724,7 @@ pub fn watch(args: WatchArgs, settings: Settings) -> ExitCode {
     // The text file's last write, with the final values.
     drop(textfile);
     let printed = match style {
-        Style::Json => writeln!(io::stdout(), "{}", summary_json(&snapshot)),
+        Style::Json => output::write_json(&mut io::stdout(), &Line::watch_summary(&snapshot)),
         Style::Human { color } => human_summary(&mut io::stdout(), &snapshot, color),
     };
     if let Err(e) = printed {
@@ -751,29 +751,6 @@ fn empty_snapshot() -> Snapshot {
 /// returns, so this is also the number acknowledged.
 fn events_read(snapshot: &Snapshot) -> u64 {
     snapshot.devices.iter().map(|d| d.counters.events).sum()
-}
-
-/// The closing `summary` line of `watch --json`: the rails exactly as
-/// `simulate` prints them, then the event totals and each device's
-/// counters. There is no `events_queued` (the kernel's queue cannot be
-/// counted from outside) and no `expectations`.
-fn summary_json(snapshot: &Snapshot) -> Value {
-    let read = events_read(snapshot);
-    let rails: Vec<RailJson<'_>> = snapshot.rails.iter().map(RailJson::brief).collect();
-    let devices: Vec<Value> = snapshot
-        .devices
-        .iter()
-        .map(|d| {
-            let c = &d.counters;
-            json!({"device": d.name, "mode": d.mode.name(), "events": c.events, "comm_est": c.comm_est,
-                "unhandled": c.unhandled, "gets": c.gets, "interrupted": c.interrupted,
-                "read_errors": c.read_errors, "port_queries": c.port_queries,
-                "reopen_attempts": c.reopen_attempts, "reopens": c.reopens})
-        })
-        .collect();
-    json!({"t_ms": snapshot.t.0, "kind": "summary", "rails": rails, "events_read": read, "events_acked": read,
-        "devices": devices, "ticks": snapshot.ticks, "wakeups": snapshot.wakeups,
-        "notifications_dropped": snapshot.notifications_dropped})
 }
 
 fn human_summary(out: &mut impl Write, snapshot: &Snapshot, color: bool) -> io::Result<()> {
