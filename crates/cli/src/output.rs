@@ -33,6 +33,17 @@ pub fn escaped(text: &str) -> String {
     text.chars().map(|c| if unsafe_char(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
+/// Reports a write error of `status` or `watch`: a closed pipe (`| head`)
+/// ends quietly with 0, anything else is exit 2.
+#[cfg(feature = "verbs")]
+pub fn write_failed(e: &io::Error) -> std::process::ExitCode {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        return std::process::ExitCode::SUCCESS;
+    }
+    eprintln!("railwatch: writing output failed: {e}");
+    std::process::ExitCode::from(2)
+}
+
 /// Writes `value` as one JSON line.
 pub fn write_json(out: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
     serde_json::to_writer(&mut *out, value).map_err(io::Error::from)?;
