@@ -5,7 +5,7 @@
 //! A [`Watch`] is started ([`start`]: the outputs that can fail on bad
 //! input first, then the devices, the monitor, the recording), turned until
 //! a deadline or a signal ([`turn`]: one wake-up, its notifications handed
-//! to the [outputs](outputs) at once), reloaded on SIGHUP ([`reload`]), and
+//! to the [`outputs`] at once), reloaded on SIGHUP ([`reload`]), and
 //! finished with the summary.
 //!
 //! Exit codes: 0 after a normal end (deadline or signal; also when there is
