@@ -5,9 +5,8 @@
 use std::io::{self, Write};
 
 use railwatch_core::LinkRate;
-use railwatch_runtime::lines::{ExpectResult, Names, Record};
+use railwatch_runtime::lines::{Names, Record};
 use railwatch_runtime::{Cause, Happening, Notification};
-use railwatch_scenario::driver::RunSummary;
 use serde::Serialize;
 
 /// How to print.
@@ -50,15 +49,19 @@ pub fn write_json(out: &mut impl Write, value: &impl Serialize) -> io::Result<()
     out.write_all(b"\n")
 }
 
-struct Paint {
-    color: bool,
+/// ANSI colours, or none.
+pub struct Paint {
+    /// Use ANSI colours.
+    pub color: bool,
 }
 
 impl Paint {
-    fn wrap(&self, code: &str, text: &str) -> String {
+    /// `text` in colour `code`.
+    pub fn wrap(&self, code: &str, text: &str) -> String {
         if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
     }
-    fn state(&self, name: &str) -> String {
+    /// A rail state's name in its colour (only the bare name is coloured).
+    pub fn state(&self, name: &str) -> String {
         match name {
             "active" => self.wrap("32", name),
             "paused" => self.wrap("33", name),
@@ -143,40 +146,4 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
         Record::Tick(_) => return None,
     };
     Some(format!("{}  {:<12} {}", time(t), escaped(&subject), what))
-}
-
-/// The closing table for people.
-pub fn human_summary(out: &mut impl Write, summary: &RunSummary, color: bool) -> io::Result<()> {
-    let p = Paint { color };
-    writeln!(out)?;
-    writeln!(out, "RAIL         STATE    AVAILABLE        GB/S GENERATION  RECOVERED BY")?;
-    for r in &summary.snapshot.rails {
-        let state = format!("{:<8}", r.state.name());
-        writeln!(
-            out,
-            "{:<12} {} {:<10} {:>10} {:>10}  {}",
-            escaped(&r.name),
-            p.state(&state),
-            if r.available { "yes" } else { "no" },
-            r.rate.and_then(|r| r.as_gbps()).map_or("-".into(), |g| g.to_string()),
-            r.generation,
-            r.recovered_by.map_or("-", |b| b.name()),
-        )?;
-    }
-    writeln!(
-        out,
-        "\nevents queued {}, read {}, acked {}; expectations {} held, {} failed",
-        summary.events_queued,
-        summary.events_read,
-        summary.events_acked,
-        summary.passed(),
-        summary.failed()
-    )
-}
-
-/// Prints the failed expectations on stderr.
-pub fn report_failures(failures: &[&ExpectResult]) {
-    for e in failures {
-        eprintln!("railwatch: expectation failed at {} ms on {}: {}", e.at_ms, escaped(&e.rail), escaped(&e.detail));
-    }
 }

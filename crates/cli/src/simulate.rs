@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use railwatch_core::Millis;
 use railwatch_report::Timeline;
-use railwatch_runtime::lines::{Line, Names, Record};
+use railwatch_runtime::lines::{ExpectResult, Line, Names, Record};
 use railwatch_scenario::driver::{self, RunOptions, RunSummary};
 use railwatch_scenario::scenario::Scenario;
 
@@ -145,7 +145,7 @@ impl Outputs {
     fn finish(mut self, summary: &RunSummary, args: &SimulateArgs) -> Result<(), ExitCode> {
         let printed = match self.style {
             Style::Json => output::write_json(&mut self.out, &summary.line()),
-            Style::Human { color } => output::human_summary(&mut self.out, summary, color),
+            Style::Human { color } => human_summary(&mut self.out, summary, color),
         };
         if let (Some(r), Some(path)) = (&self.recording, args.rec.record.as_deref()) {
             let finished = match self.recording_failed.take() {
@@ -170,6 +170,47 @@ impl Outputs {
             Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(refuse(format_args!("writing output failed: {e}"))),
             _ => Ok(()),
         }
+    }
+}
+
+/// The closing table for people.
+fn human_summary(out: &mut impl Write, summary: &RunSummary, color: bool) -> io::Result<()> {
+    let p = output::Paint { color };
+    writeln!(out)?;
+    writeln!(out, "RAIL         STATE    AVAILABLE        GB/S GENERATION  RECOVERED BY")?;
+    for r in &summary.snapshot.rails {
+        let state = format!("{:<8}", r.state.name());
+        writeln!(
+            out,
+            "{:<12} {} {:<10} {:>10} {:>10}  {}",
+            output::escaped(&r.name),
+            p.state(&state),
+            if r.available { "yes" } else { "no" },
+            r.rate.and_then(|r| r.as_gbps()).map_or("-".into(), |g| g.to_string()),
+            r.generation,
+            r.recovered_by.map_or("-", |b| b.name()),
+        )?;
+    }
+    writeln!(
+        out,
+        "\nevents queued {}, read {}, acked {}; expectations {} held, {} failed",
+        summary.events_queued,
+        summary.events_read,
+        summary.events_acked,
+        summary.passed(),
+        summary.failed()
+    )
+}
+
+/// Prints the failed expectations on stderr.
+fn report_failures(failures: &[&ExpectResult]) {
+    for e in failures {
+        eprintln!(
+            "railwatch: expectation failed at {} ms on {}: {}",
+            e.at_ms,
+            output::escaped(&e.rail),
+            output::escaped(&e.detail)
+        );
     }
 }
 
@@ -208,7 +249,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     if failures.is_empty() {
         ExitCode::SUCCESS
     } else {
-        output::report_failures(&failures);
+        report_failures(&failures);
         ExitCode::from(1)
     }
 }
