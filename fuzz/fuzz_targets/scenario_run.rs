@@ -18,8 +18,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use railwatch_runtime::Happening;
+use railwatch_runtime::lines::Record;
 use railwatch_scenario::Scenario;
-use railwatch_scenario::driver::{self, Record, RunOptions};
+use railwatch_scenario::driver::{self, RunOptions};
 
 const MAX_EVENTS: u64 = 100_000;
 const MAX_INSTANTS: u64 = 200_000;

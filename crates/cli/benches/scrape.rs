@@ -16,8 +16,8 @@ use std::time::Duration;
 mod common;
 
 use railwatch_cli::metrics::{Metrics, Server};
+use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Config, Monitor, NoSelector, SystemClock};
-use railwatch_scenario::driver::Names;
 use railwatch_sim_backend::{PortSpec, SimDevice};
 
 const PAIRS: usize = 4;

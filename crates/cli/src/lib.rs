@@ -10,7 +10,6 @@
 //! assert!(text.contains("railwatch_build_info"));
 //! ```
 
-pub mod http;
 pub mod metrics;
 pub mod outfile;
 pub mod record;

@@ -30,13 +30,17 @@ macro_rules! println {
 mod builtin;
 mod config;
 #[cfg(feature = "verbs")]
+mod devices;
+#[cfg(feature = "verbs")]
 use railwatch_cli::metrics;
 mod output;
 #[cfg(feature = "verbs")]
 mod sdnotify;
 mod simulate;
 #[cfg(feature = "verbs")]
-mod verbs;
+mod status;
+#[cfg(feature = "verbs")]
+mod watch;
 
 /// Keep RDMA NIC ports ("rails") usable: drain async events correctly,
 /// recover rails whose PORT_ACTIVE was lost, and show why a rail is down.
@@ -270,10 +274,10 @@ fn status(_args: StatusArgs) -> ExitCode {
 
 #[cfg(feature = "verbs")]
 fn run_watch(args: WatchArgs, settings: config::Settings) -> ExitCode {
-    verbs::watch(args, settings)
+    watch::run(args, settings)
 }
 
 #[cfg(feature = "verbs")]
 fn status(args: StatusArgs) -> ExitCode {
-    verbs::status(args)
+    status::run(args)
 }

@@ -1,12 +1,13 @@
 //! The two renderings of a run: JSON lines (the contract in DESIGN.md and
-//! docs/JSON.md, parsed by tools) and an aligned timeline for people.
+//! docs/JSON.md, parsed by tools; its records are railwatch-runtime's
+//! `lines`) and an aligned timeline for people.
 
 use std::io::{self, Write};
 
-use railwatch_core::{EventKind, LinkRate, Scope};
+use railwatch_core::LinkRate;
+use railwatch_runtime::lines::{Names, Record};
 use railwatch_runtime::{Cause, Happening, Notification};
-use railwatch_scenario::driver::{ExpectResult, Names, Record, RunSummary};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 /// How to print.
 #[derive(Debug, Clone, Copy)]
@@ -20,16 +21,6 @@ pub enum Style {
     },
 }
 
-/// The subject of an `event` line: its rail for a port event (a known
-/// port-scoped code) whose port has one, else its device. An unknown code's
-/// element is not trusted to be a port.
-fn event_rail(names: &Names, device: u32, port: Option<u32>, kind: EventKind) -> Option<&str> {
-    if kind.scope() != Scope::Port {
-        return None;
-    }
-    port.and_then(|p| u8::try_from(p).ok()).and_then(|p| names.rail_of(device, p))
-}
-
 /// `text` safe for a terminal: control characters (escape sequences
 /// included) and the bidirectional controls that reorder a line are shown
 /// escaped, never sent raw.
@@ -41,99 +32,36 @@ pub fn escaped(text: &str) -> String {
     text.chars().map(|c| if unsafe_char(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
-fn gbps(rate: Option<LinkRate>) -> Value {
-    rate.and_then(|r| r.as_gbps()).map_or(Value::Null, |g| json!(g))
-}
-
-fn cause_fields(cause: &Cause) -> (&'static str, String) {
-    match cause {
-        Cause::Reason(r) => ("reason", r.name().to_string()),
-        Cause::By(by) => ("by", by.name().to_string()),
-        Cause::Bump(kind) => ("reason", kind.name().to_string()),
+/// Reports a write error of `status` or `watch`: a closed pipe (`| head`)
+/// ends quietly with 0, anything else is exit 2.
+#[cfg(feature = "verbs")]
+pub fn write_failed(e: &io::Error) -> std::process::ExitCode {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        return std::process::ExitCode::SUCCESS;
     }
+    eprintln!("railwatch: writing output failed: {e}");
+    std::process::ExitCode::from(2)
 }
 
-/// The JSON object for one record, or `None` for happenings the schema
-/// does not carry (object errors are already `event` lines).
-pub fn json_record(names: &Names, record: &Record<'_>) -> Option<Value> {
-    Some(match record {
-        Record::Note(Notification { t, what }) => {
-            let t_ms = t.0;
-            match what {
-                Happening::Event { device, port, kind } => {
-                    let mut v = json!({"t_ms": t_ms, "kind": "event", "event": kind.name(), "code": kind.code()});
-                    match event_rail(names, *device, *port, *kind) {
-                        Some(rail) => v["rail"] = json!(rail),
-                        None => v["device"] = json!(names.device(*device)),
-                    }
-                    v
-                }
-                Happening::Transition { rail, from, to, cause, generation } => {
-                    let (key, value) = cause_fields(cause);
-                    let mut v = json!({"t_ms": t_ms, "kind": "transition", "rail": names.rail(*rail),
-                        "from": from.name(), "to": to.name(), "generation": generation});
-                    v[key] = json!(value);
-                    v
-                }
-                Happening::Reseed { rail, from, to } => json!({"t_ms": t_ms, "kind": "reseed",
-                    "rail": names.rail(*rail), "from_gbps": gbps(*from), "to_gbps": gbps(Some(*to))}),
-                Happening::Available { rail, available } => json!({"t_ms": t_ms, "kind": "available",
-                    "rail": names.rail(*rail), "available": available}),
-                Happening::Drain { device, events, errno } => {
-                    let mut v = json!({"t_ms": t_ms, "kind": "drain", "device": names.device(*device),
-                        "events": events, "result": if errno.is_some() { "error" } else { "drained" }});
-                    if let Some(e) = errno {
-                        v["errno"] = json!(e);
-                    }
-                    v
-                }
-                Happening::AddressChanged { rail, generation } => json!({"t_ms": t_ms, "kind": "address",
-                    "rail": names.rail(*rail), "generation": generation}),
-                Happening::ObjectError { .. } => return None,
-            }
-        }
-        Record::Expect(e) => json!({"t_ms": e.at_ms, "kind": "expect", "at_ms": e.at_ms, "rail": e.rail,
-            "passed": e.passed, "detail": e.detail}),
-        Record::Tick(_) => return None,
-    })
+/// Writes `value` as one JSON line.
+pub fn write_json(out: &mut impl Write, value: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, value).map_err(io::Error::from)?;
+    out.write_all(b"\n")
 }
 
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-/// A port's address as JSON: `link_layer`, `lid`, `netdev`, `gids`
-/// (`[{index, gid, type}]`).
-pub fn address_json(address: &railwatch_core::PortAddress) -> Value {
-    let gids: Vec<Value> =
-        address.gids.iter().map(|g| json!({"index": g.index, "gid": g.to_string(), "type": g.kind.name()})).collect();
-    json!({"link_layer": address.link_layer.map(|l| l.name()), "lid": address.lid,
-        "netdev": address.netdev, "gids": gids})
-}
-
-/// The closing `summary` object.
-pub fn json_summary(summary: &RunSummary) -> Value {
-    let rails: Vec<Value> = summary
-        .snapshot
-        .rails
-        .iter()
-        .map(|r| {
-            json!({"rail": r.name, "state": r.state.name(), "available": r.available,
-                "bandwidth_gbps": gbps(r.rate), "generation": r.generation})
-        })
-        .collect();
-    json!({"t_ms": summary.snapshot.t.0, "kind": "summary", "rails": rails,
-        "events_queued": summary.events_queued, "events_read": summary.events_read,
-        "events_acked": summary.events_acked,
-        "expectations": {"passed": summary.passed(), "failed": summary.failed()}})
-}
-
-struct Paint {
-    color: bool,
+/// ANSI colours, or none.
+pub struct Paint {
+    /// Use ANSI colours.
+    pub color: bool,
 }
 
 impl Paint {
-    fn wrap(&self, code: &str, text: &str) -> String {
+    /// `text` in colour `code`.
+    pub fn wrap(&self, code: &str, text: &str) -> String {
         if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
     }
-    fn state(&self, name: &str) -> String {
+    /// A rail state's name in its colour (only the bare name is coloured).
+    pub fn state(&self, name: &str) -> String {
         match name {
             "active" => self.wrap("32", name),
             "paused" => self.wrap("33", name),
@@ -164,7 +92,7 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
         Record::Note(Notification { t, what }) => {
             let (subject, text) = match what {
                 Happening::Event { device, port, kind } => {
-                    let subject = match event_rail(names, *device, *port, *kind) {
+                    let subject = match names.event_rail(*device, *port, *kind) {
                         Some(rail) => rail.to_string(),
                         None => names.device(*device).to_string(),
                     };
@@ -218,40 +146,4 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
         Record::Tick(_) => return None,
     };
     Some(format!("{}  {:<12} {}", time(t), escaped(&subject), what))
-}
-
-/// The closing table for people.
-pub fn human_summary(out: &mut impl Write, summary: &RunSummary, color: bool) -> io::Result<()> {
-    let p = Paint { color };
-    writeln!(out)?;
-    writeln!(out, "RAIL         STATE    AVAILABLE        GB/S GENERATION  RECOVERED BY")?;
-    for r in &summary.snapshot.rails {
-        let state = format!("{:<8}", r.state.name());
-        writeln!(
-            out,
-            "{:<12} {} {:<10} {:>10} {:>10}  {}",
-            escaped(&r.name),
-            p.state(&state),
-            if r.available { "yes" } else { "no" },
-            r.rate.and_then(|r| r.as_gbps()).map_or("-".into(), |g| g.to_string()),
-            r.generation,
-            r.recovered_by.map_or("-", |b| b.name()),
-        )?;
-    }
-    writeln!(
-        out,
-        "\nevents queued {}, read {}, acked {}; expectations {} held, {} failed",
-        summary.events_queued,
-        summary.events_read,
-        summary.events_acked,
-        summary.passed(),
-        summary.failed()
-    )
-}
-
-/// Prints the failed expectations on stderr.
-pub fn report_failures(failures: &[&ExpectResult]) {
-    for e in failures {
-        eprintln!("railwatch: expectation failed at {} ms on {}: {}", e.at_ms, escaped(&e.rail), escaped(&e.detail));
-    }
 }

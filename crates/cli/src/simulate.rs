@@ -1,12 +1,15 @@
 //! `railwatch simulate`: load a scenario, refuse it whole if it is bad, run
 //! the real monitor against simulated devices, check its expectations; with
-//! `--html FILE`, also write the run as one page (crates/report).
+//! `--html FILE`, also write the run as one page (crates/report), with
+//! `--record FILE` as a recording (docs/RECORDING.md).
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use railwatch_core::Millis;
 use railwatch_report::Timeline;
-use railwatch_scenario::driver::{self, Record, RunOptions};
+use railwatch_runtime::lines::{ExpectResult, Line, Names, Record};
+use railwatch_scenario::driver::{self, RunOptions, RunSummary};
 use railwatch_scenario::scenario::Scenario;
 
 use crate::output::{self, Style};
@@ -25,146 +28,215 @@ fn load(args: &SimulateArgs) -> Result<Scenario, String> {
     Scenario::parse(b.text, &format!("builtin:{}", b.name)).map_err(|e| e.to_string())
 }
 
-/// Runs the command; see the crate docs for the exit codes.
-pub fn run(args: SimulateArgs) -> ExitCode {
-    let scenario = match load(&args) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("railwatch: {e}");
-            return ExitCode::from(2);
+/// Refuses bad input: exit 2, said on stderr.
+fn refuse(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("railwatch: {message}");
+    ExitCode::from(2)
+}
+
+/// Where a run goes as it happens: stdout, and the HTML report and the
+/// recording when asked for.
+struct Outputs {
+    style: Style,
+    realtime: bool,
+    out: io::BufWriter<io::StdoutLock<'static>>,
+    /// The first write to stdout that failed; nothing more is printed.
+    write_failed: Option<io::Error>,
+    /// Only with --html: the run's JSON lines and tick times (bounded:
+    /// `Timeline::push` cuts a run too long to hold).
+    report: Option<Timeline>,
+    recording: Option<Recording>,
+    recording_failed: Option<io::Error>,
+    flushed_at: Option<Millis>,
+}
+
+impl Outputs {
+    /// Checks the output files before the run, not after it, and starts
+    /// the recording.
+    fn start(args: &SimulateArgs, scenario: &Scenario, opts: &RunOptions) -> Result<Outputs, ExitCode> {
+        let out = io::BufWriter::new(io::stdout().lock());
+        let report = args.html.as_ref().map(|_| Timeline {
+            title: scenario.name.clone(),
+            duration_ms: scenario.duration_ms,
+            ..Timeline::default()
+        });
+        if let Some(html) = &args.html {
+            if let Err(e) = railwatch_cli::outfile::writable(html) {
+                return Err(refuse(format_args!("cannot write the HTML report {}: {e}", html.display())));
+            }
         }
-    };
-    let style = if args.json { Style::Json } else { Style::Human { color: use_color() } };
-    let opts = RunOptions { realtime: args.realtime, tick_ms: args.tick_ms, max_instants: None };
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
-    let mut write_failed: Option<io::Error> = None;
-    // Only with --html: the run's JSON lines and tick times (bounded:
-    // `Timeline::push` cuts a run too long to hold).
-    let mut report = args.html.as_ref().map(|_| Timeline {
-        title: scenario.name.clone(),
-        duration_ms: scenario.duration_ms,
-        ..Timeline::default()
-    });
-    // The output files are checked before the run, not after it.
-    if let Some(html) = &args.html {
-        if let Err(e) = railwatch_cli::outfile::writable(html) {
-            eprintln!("railwatch: cannot write the HTML report {}: {e}", html.display());
-            return ExitCode::from(2);
-        }
-    }
-    // Neither output may replace the scenario it runs, nor the other.
-    let files = [
-        ("the scenario", args.file.as_deref()),
-        ("--html", args.html.as_deref()),
-        ("--record", args.rec.record.as_deref()),
-    ];
-    if let Err(e) = railwatch_cli::outfile::distinct(&files) {
-        eprintln!("railwatch: {e}");
-        return ExitCode::from(2);
-    }
-    let recording = match &args.rec.record {
-        None => None,
-        Some(path) => {
-            let config = railwatch_scenario::driver::config(&scenario, &opts);
-            let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
-            match Recording::create(
-                path,
-                &config,
-                args.rec.record_anonymize,
-                "railwatch simulate --record",
-                description,
-            ) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    eprintln!("railwatch: cannot write the recording {}: {e}", path.display());
-                    return ExitCode::from(2);
+        // Neither output may replace the scenario it runs, nor the other.
+        let files = [
+            ("the scenario", args.file.as_deref()),
+            ("--html", args.html.as_deref()),
+            ("--record", args.rec.record.as_deref()),
+        ];
+        railwatch_cli::outfile::distinct(&files).map_err(refuse)?;
+        let recording = match &args.rec.record {
+            None => None,
+            Some(path) => {
+                let config = driver::config(scenario, opts);
+                let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
+                let by = "railwatch simulate --record";
+                match Recording::create(path, &config, args.rec.record_anonymize, by, description) {
+                    Ok(r) => Some(r),
+                    Err(e) => return Err(refuse(format_args!("cannot write the recording {}: {e}", path.display()))),
                 }
             }
-        }
-    };
-    if let Style::Human { .. } = style {
-        let _ = writeln!(
-            out,
-            "scenario {} ({} ms of {} time)",
-            output::escaped(&scenario.name),
-            scenario.duration_ms,
-            if args.realtime { "real" } else { "virtual" }
-        );
+        };
+        let style = if args.json { Style::Json } else { Style::Human { color: use_color() } };
+        let (realtime, write_failed, recording_failed, flushed_at) = (args.realtime, None, None, None);
+        Ok(Outputs { style, realtime, out, write_failed, report, recording, recording_failed, flushed_at })
     }
-    let mut recording_failed: Option<io::Error> = None;
-    let mut flushed_at = None;
-    let observer = recording.as_ref().map(Recording::observer);
-    let result = driver::run_observed(&scenario, &opts, observer, |names, record: Record<'_>| {
-        if let (Some(r), Record::Note(note)) = (&recording, &record) {
+
+    /// The human header line.
+    fn header(&mut self, scenario: &Scenario) {
+        if let Style::Human { .. } = self.style {
+            let _ = writeln!(
+                self.out,
+                "scenario {} ({} ms of {} time)",
+                output::escaped(&scenario.name),
+                scenario.duration_ms,
+                if self.realtime { "real" } else { "virtual" }
+            );
+        }
+    }
+
+    /// One record of the run, as it happens.
+    fn record(&mut self, names: &Names, record: Record<'_>) {
+        if let (Some(r), Record::Note(note)) = (&self.recording, &record) {
             // Written as virtual time moves, as `watch` writes as real time does.
-            if flushed_at != Some(note.t) && recording_failed.is_none() {
-                flushed_at = Some(note.t);
-                recording_failed = r.flush(note.t).err();
+            if self.flushed_at != Some(note.t) && self.recording_failed.is_none() {
+                self.flushed_at = Some(note.t);
+                self.recording_failed = r.flush(note.t).err();
             }
         }
-        if let Some(report) = report.as_mut() {
+        if let Some(report) = self.report.as_mut() {
             match record {
                 Record::Tick(t) => report.push_tick(t),
                 _ => {
-                    if let Some(line) = output::json_record(names, &record) {
+                    if let Some(line) = Line::of(names, &record).and_then(|l| serde_json::to_value(l).ok()) {
                         report.push(line);
                     }
                 }
             }
         }
-        if write_failed.is_some() {
+        if self.write_failed.is_some() {
             return;
         }
-        let line = match style {
-            Style::Json => output::json_record(names, &record).map(|v| v.to_string()),
-            Style::Human { color } => output::human_record(names, &record, color),
-        };
-        if let Some(line) = line {
-            if let Err(e) = writeln!(out, "{line}") {
-                write_failed = Some(e);
+        let written = match self.style {
+            Style::Json => Line::of(names, &record).map(|line| output::write_json(&mut self.out, &line)),
+            Style::Human { color } => {
+                output::human_record(names, &record, color).map(|line| writeln!(self.out, "{line}"))
             }
-            if args.realtime {
-                let _ = out.flush();
+        };
+        if let Some(written) = written {
+            if let Err(e) = written {
+                self.write_failed = Some(e);
+            }
+            if self.realtime {
+                let _ = self.out.flush();
             }
         }
-    });
+    }
+
+    /// The end: the summary printed, the recording finished, the report
+    /// written. `Err` with the exit status when one of them failed.
+    fn finish(mut self, summary: &RunSummary, args: &SimulateArgs) -> Result<(), ExitCode> {
+        let printed = match self.style {
+            Style::Json => output::write_json(&mut self.out, &summary.line()),
+            Style::Human { color } => human_summary(&mut self.out, summary, color),
+        };
+        if let (Some(r), Some(path)) = (&self.recording, args.rec.record.as_deref()) {
+            let finished = match self.recording_failed.take() {
+                Some(e) => Err(e),
+                None => r.finish(summary.snapshot.t, &summary.snapshot),
+            };
+            if let Err(e) = finished {
+                return Err(refuse(format_args!("writing the recording {} failed: {e}", path.display())));
+            }
+        }
+        if let (Some(mut report), Some(path)) = (self.report.take(), args.html.as_deref()) {
+            if let Ok(line) = serde_json::to_value(summary.line()) {
+                report.push(line);
+            }
+            let _ = self.out.flush();
+            if let Err(e) = railwatch_cli::outfile::write_atomically(path, &railwatch_report::render_html(&report)) {
+                return Err(refuse(format_args!("cannot write the HTML report {}: {e}", path.display())));
+            }
+        }
+        match printed.and(self.out.flush()) {
+            // A closed pipe (`| head`) is not the scenario's failure.
+            Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(refuse(format_args!("writing output failed: {e}"))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The closing table for people.
+fn human_summary(out: &mut impl Write, summary: &RunSummary, color: bool) -> io::Result<()> {
+    let p = output::Paint { color };
+    writeln!(out)?;
+    writeln!(out, "RAIL         STATE    AVAILABLE        GB/S GENERATION  RECOVERED BY")?;
+    for r in &summary.snapshot.rails {
+        let state = format!("{:<8}", r.state.name());
+        writeln!(
+            out,
+            "{:<12} {} {:<10} {:>10} {:>10}  {}",
+            output::escaped(&r.name),
+            p.state(&state),
+            if r.available { "yes" } else { "no" },
+            r.rate.and_then(|r| r.as_gbps()).map_or("-".into(), |g| g.to_string()),
+            r.generation,
+            r.recovered_by.map_or("-", |b| b.name()),
+        )?;
+    }
+    writeln!(
+        out,
+        "\nevents queued {}, read {}, acked {}; expectations {} held, {} failed",
+        summary.events_queued,
+        summary.events_read,
+        summary.events_acked,
+        summary.passed(),
+        summary.failed()
+    )
+}
+
+/// Prints the failed expectations on stderr.
+fn report_failures(failures: &[&ExpectResult]) {
+    for e in failures {
+        eprintln!(
+            "railwatch: expectation failed at {} ms on {}: {}",
+            e.at_ms,
+            output::escaped(&e.rail),
+            output::escaped(&e.detail)
+        );
+    }
+}
+
+/// Runs the command; see the crate docs for the exit codes.
+pub fn run(args: SimulateArgs) -> ExitCode {
+    let scenario = match load(&args) {
+        Ok(s) => s,
+        Err(e) => return refuse(e),
+    };
+    let opts = RunOptions { realtime: args.realtime, tick_ms: args.tick_ms, max_instants: None };
+    let mut outputs = match Outputs::start(&args, &scenario, &opts) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    outputs.header(&scenario);
+    let observer = outputs.recording.as_ref().map(Recording::observer);
+    let result = driver::run_observed(&scenario, &opts, observer, |names, record| outputs.record(names, record));
     let summary = match result {
         Ok(s) => s,
         Err(e) => {
-            let _ = out.flush();
-            eprintln!("railwatch: the simulation could not run: {e}");
-            return ExitCode::from(2);
+            let _ = outputs.out.flush();
+            return refuse(format_args!("the simulation could not run: {e}"));
         }
     };
-    let printed = match style {
-        Style::Json => writeln!(out, "{}", output::json_summary(&summary)),
-        Style::Human { color } => output::human_summary(&mut out, &summary, color),
-    };
-    if let (Some(r), Some(path)) = (&recording, args.rec.record.as_deref()) {
-        let finished = match recording_failed.take() {
-            Some(e) => Err(e),
-            None => r.finish(summary.snapshot.t, &summary.snapshot),
-        };
-        if let Err(e) = finished {
-            eprintln!("railwatch: writing the recording {} failed: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    }
-    if let (Some(mut report), Some(path)) = (report, args.html.as_deref()) {
-        report.push(output::json_summary(&summary));
-        let _ = out.flush();
-        if let Err(e) = railwatch_cli::outfile::write_atomically(path, &railwatch_report::render_html(&report)) {
-            eprintln!("railwatch: cannot write the HTML report {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    }
-    if let Err(e) = printed.and(out.flush()) {
-        // A closed pipe (`| head`) is not the scenario's failure.
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            eprintln!("railwatch: writing output failed: {e}");
-            return ExitCode::from(2);
-        }
+    if let Err(code) = outputs.finish(&summary, &args) {
+        return code;
     }
     let dropped = summary.snapshot.notifications_dropped;
     if dropped > 0 {
@@ -177,7 +249,7 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     if failures.is_empty() {
         ExitCode::SUCCESS
     } else {
-        output::report_failures(&failures);
+        report_failures(&failures);
         ExitCode::from(1)
     }
 }

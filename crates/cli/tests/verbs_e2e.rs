@@ -224,11 +224,34 @@ mod with_verbs {
         assert_eq!(of_kind(&lines, "summary").len(), 1);
         let rails = summary["rails"].as_array().unwrap();
         assert_eq!(rails.len(), 2);
+        // The snapshot's encoding (docs/JSON.md, "Snapshot"): simulate's
+        // five fields first, then the rest.
+        let fields: Vec<&str> = rails[0].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
-            rails[0],
-            serde_json::json!({"rail": "mlx5_0/1", "state": "active", "available": true,
-                "bandwidth_gbps": 400.0, "generation": 2})
+            fields,
+            [
+                "rail",
+                "state",
+                "available",
+                "bandwidth_gbps",
+                "generation",
+                "device",
+                "port",
+                "reason",
+                "port_state",
+                "recovered_by",
+                "since_ms",
+                "address"
+            ]
         );
+        let brief = serde_json::json!({"rail": "mlx5_0/1", "state": "active", "available": true,
+            "bandwidth_gbps": 400.0, "generation": 2, "recovered_by": "poll"});
+        for (key, want) in brief.as_object().unwrap() {
+            assert_eq!(&rails[0][key], want, "{key}: {}", rails[0]);
+        }
+        assert_eq!((rails[0]["device"].as_str(), rails[0]["port"].as_u64()), (Some("mlx5_0"), Some(1)));
+        assert_eq!((rails[0]["reason"].as_str(), rails[0]["port_state"].as_str()), (Some("none"), Some("active")));
+        assert_eq!(rails[0]["address"]["link_layer"], "infiniband");
         assert_eq!(rails[1]["generation"], 2);
         assert_eq!((summary["events_read"].as_u64(), summary["events_acked"].as_u64()), (Some(5), Some(5)));
         assert!(summary.get("events_queued").is_none() && summary.get("expectations").is_none());

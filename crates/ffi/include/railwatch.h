@@ -836,8 +836,9 @@ enum rw_status rw_monitor_snapshot(const struct rw_monitor *monitor,
                                    size_t capacity,
                                    size_t *count);
 
-// The latest snapshot as JSON (rails and devices) into `*json`, a string
-// to release with `rw_string_free`.
+// The latest snapshot as JSON into `*json`, a string to release with
+// `rw_string_free`: one object, its fields documented in docs/JSON.md
+// ("Snapshot"), the same encoding as `railwatch watch`'s summary.
 enum rw_status rw_monitor_snapshot_json(const struct rw_monitor *monitor, char **json);
 
 // Releases a string this library returned; NULL is ignored.

@@ -505,8 +505,9 @@ pub extern "C" fn rw_monitor_snapshot(
     })
 }
 
-/// The latest snapshot as JSON (rails and devices) into `*json`, a string
-/// to release with `rw_string_free`.
+/// The latest snapshot as JSON into `*json`, a string to release with
+/// `rw_string_free`: one object, its fields documented in docs/JSON.md
+/// ("Snapshot"), the same encoding as `railwatch watch`'s summary.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_snapshot_json(monitor: *const rw_monitor, json: *mut *mut c_char) -> rw_status {
     guard(|| {
@@ -515,48 +516,13 @@ pub extern "C" fn rw_monitor_snapshot_json(monitor: *const rw_monitor, json: *mu
         if json.is_null() {
             return Err(crate::status::null("json"));
         }
-        let text = snapshot_json(&published(m)?).to_string();
+        let snapshot = published(m)?;
+        let text = serde_json::to_string(&railwatch_runtime::json::SnapshotJson::of(&snapshot))
+            .map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
         let c = CString::new(text).map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
         // SAFETY: checked non-null; the caller passes a writable pointer.
         unsafe { put(json, c.into_raw(), "json") }
     })
-}
-
-fn snapshot_json(s: &Snapshot) -> serde_json::Value {
-    use serde_json::json;
-    let rails: Vec<_> = s
-        .rails
-        .iter()
-        .map(|r| {
-            json!({
-                "rail": r.name,
-                "device": r.id.device,
-                "port": r.id.port,
-                "state": r.state.name(),
-                "reason": r.reason.name(),
-                "port_state": r.last_port_state.map(|p| p.ibv_str()),
-                "generation": r.generation,
-                "available": r.available,
-                "rate_gbps": r.rate.and_then(|x| x.as_gbps()),
-                "recovered_by": r.recovered_by.map(|b| b.name()),
-                "since_ms": r.since.0,
-            })
-        })
-        .collect();
-    let devices: Vec<_> = s
-        .devices
-        .iter()
-        .map(|d| {
-            json!({
-                "device": d.name,
-                "mode": d.mode.name(),
-                "events": d.counters.events,
-                "gets": d.counters.gets,
-                "read_errors": d.counters.read_errors,
-            })
-        })
-        .collect();
-    json!({ "t_ms": s.t.0, "rails": rails, "devices": devices, "wakeups": s.wakeups, "ticks": s.ticks })
 }
 
 /// Releases a string this library returned; NULL is ignored.

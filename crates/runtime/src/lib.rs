@@ -43,6 +43,9 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! What front ends print is defined here too, once: [`json`] encodes a
+//! snapshot, [`lines`] is the JSON lines vocabulary of docs/JSON.md.
+//!
 //! `crates/runtime/examples/engine.rs` is a complete engine-side example
 //! against simulated devices that flap.
 
@@ -51,6 +54,7 @@ mod config;
 mod device;
 mod drain;
 mod hotplug;
+pub mod lines;
 mod monitor;
 mod notify;
 mod observe;
@@ -66,6 +70,7 @@ pub use hotplug::{DeviceSource, Rescan};
 pub use monitor::{Monitor, NewMonitorError};
 pub use observe::{Observed, Observer};
 pub use selector::BandwidthSelector;
+pub use snapshot::json;
 pub use snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
 pub use spawn::MonitorHandle;
 

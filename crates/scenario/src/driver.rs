@@ -15,15 +15,17 @@
 //! that never recovers costs a handful of ticks, not millions.
 //!
 //! Every notification reaches the sink: the driver subscribes without a
-//! bound and empties the channel after every poll.
+//! bound and empties the channel after every poll. The sink speaks
+//! railwatch-runtime's `lines` ([`Names`], [`Record`], [`ExpectResult`]),
+//! as `railwatch watch` does.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use railwatch_core::{LinkRate, Millis, RailId};
-use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, Observer, RailSnapshot, Snapshot};
+use railwatch_core::{LinkRate, Millis};
+use railwatch_runtime::lines::{Body, ExpectResult, Line, Names, Record, Verdicts};
+use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, Observer, RailSnapshot, Snapshot, json};
 
 use railwatch_sim_backend::{SimClock, SimDevice, SimHandle, SimHost};
 
@@ -39,80 +41,6 @@ pub struct RunOptions {
     /// Stop with an error after this many instants (a fuzzer's budget);
     /// `None`: no limit (the scenario's own limits bound the run).
     pub max_instants: Option<u64>,
-}
-
-/// The verdict on one `[[expect]]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpectResult {
-    /// When it was checked.
-    pub at_ms: u64,
-    /// The rail (`"mlx5_0/1"`).
-    pub rail: String,
-    /// Whether every field held.
-    pub passed: bool,
-    /// What was expected and what was found.
-    pub detail: String,
-}
-
-/// Names for the ids in notifications.
-#[derive(Debug, Clone, Default)]
-pub struct Names {
-    devices: Vec<String>,
-    rails: BTreeMap<RailId, String>,
-}
-
-impl Names {
-    /// A table from device names (index = device id) and rail names, for a
-    /// monitor built outside the driver (`railwatch watch`).
-    pub fn new(devices: Vec<String>, rails: impl IntoIterator<Item = (RailId, String)>) -> Names {
-        Names { devices, rails: rails.into_iter().collect() }
-    }
-
-    /// Every device and rail the monitor has now.
-    fn of<P, S, C>(monitor: &Monitor<P, S, C>) -> Names
-    where
-        P: railwatch_core::VerbsPort,
-        S: railwatch_core::Selector,
-        C: railwatch_runtime::Clock,
-    {
-        Names {
-            devices: (0..).map_while(|d| monitor.device_name(d)).map(str::to_string).collect(),
-            rails: monitor.rails().into_iter().collect(),
-        }
-    }
-
-    /// How many rails it names.
-    pub fn rails_len(&self) -> usize {
-        self.rails.len()
-    }
-
-    /// The name of device `device`.
-    pub fn device(&self, device: u32) -> &str {
-        self.devices.get(device as usize).map_or("?", String::as_str)
-    }
-
-    /// The name of `rail` (`"mlx5_0/1"`).
-    pub fn rail(&self, rail: RailId) -> &str {
-        self.rails.get(&rail).map_or("?", String::as_str)
-    }
-
-    /// The rail on `port` of `device`, if the monitor has one.
-    pub fn rail_of(&self, device: u32, port: u8) -> Option<&str> {
-        self.rails.get(&RailId { device, port }).map(String::as_str)
-    }
-}
-
-/// One line of a run's timeline.
-#[derive(Debug, Clone, Copy)]
-pub enum Record<'a> {
-    /// Something the monitor did or saw.
-    Note(&'a Notification),
-    /// An expectation was checked.
-    Expect(&'a ExpectResult),
-    /// The recovery tick ran at this virtual time (it polled the ports of
-    /// the rails that were out). Not a line of the JSON contract: the
-    /// report draws it as faint marks.
-    Tick(u64),
 }
 
 /// How a run ended.
@@ -139,6 +67,19 @@ impl RunSummary {
     /// Expectations that failed.
     pub fn failed(&self) -> usize {
         self.expectations.len() - self.passed()
+    }
+
+    /// The closing `summary` line (docs/JSON.md): the rails in brief, the
+    /// event totals, the verdicts.
+    pub fn line(&self) -> Line<'_> {
+        let body = Body::RunSummary {
+            rails: self.snapshot.rails.iter().map(json::RailJson::brief).collect(),
+            events_queued: self.events_queued,
+            events_read: self.events_read,
+            events_acked: self.events_acked,
+            expectations: Verdicts { passed: self.passed(), failed: self.failed() },
+        };
+        Line::new(self.snapshot.t.0, body)
     }
 }
 

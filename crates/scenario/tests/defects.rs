@@ -4,6 +4,7 @@
 //! expectations are the corrected behaviour; the numbers in the names are
 //! the defect list of the machine issue.
 
+use railwatch_runtime::lines::Record;
 use railwatch_scenario::driver::{self, RunOptions};
 use railwatch_scenario::{Scenario, ScenarioError};
 
@@ -231,7 +232,7 @@ port = 1
     let scenario = Scenario::parse(&text, "gids.toml").unwrap_or_else(|e| panic!("{e}"));
     let mut changes = Vec::new();
     driver::run(&scenario, &RunOptions::default(), |_, record| {
-        if let driver::Record::Note(n) = record {
+        if let Record::Note(n) = record {
             if let railwatch_runtime::Happening::AddressChanged { generation, .. } = n.what {
                 changes.push((n.t.0, generation));
             }
@@ -302,7 +303,7 @@ port_state = { port = 2, state = "down" }
     let mut changes = Vec::new();
     let mut paused = None;
     driver::run(&scenario, &RunOptions::default(), |names, record| {
-        if let driver::Record::Note(n) = record {
+        if let Record::Note(n) = record {
             match n.what {
                 railwatch_runtime::Happening::AddressChanged { generation, .. } => changes.push((n.t.0, generation)),
                 railwatch_runtime::Happening::Transition { rail, to: railwatch_core::RailState::Paused, .. }
@@ -345,7 +346,6 @@ fn a_file_cut_off_after_a_key_says_so() {
 #[test]
 fn an_unplug_and_a_plug_in_one_instant_are_a_new_device() {
     use railwatch_runtime::{Cause, Happening};
-    use railwatch_scenario::driver::Record;
     for plug_at in [1000, 1001] {
         let text = format!(
             "duration_ms = 3000\n{ONE_PORT}\n[[step]]\nat_ms = 1000\ndevice = \"mlx5_0\"\nfault = \"unplug\"\n\n\

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use railwatch_core::Millis;
+use railwatch_runtime::lines::{Names, Record};
 use railwatch_runtime::{Cause, Happening};
 use railwatch_scenario::Scenario;
-use railwatch_scenario::driver::{self, Names, Record, RunOptions};
+use railwatch_scenario::driver::{self, RunOptions};
 use railwatch_scenario::record::{RecordOptions, Recorder};
 
 fn builtins() -> Vec<PathBuf> {

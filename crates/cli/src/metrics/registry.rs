@@ -1,30 +1,12 @@
-//! `railwatch watch`'s metrics (docs/METRICS.md): a prometheus-client
-//! registry, updated by the watch loop from the monitor's notifications and
-//! snapshots, served on `/metrics` by a small HTTP server on its own thread
-//! (`--metrics-listen`) and written for node_exporter's textfile collector
-//! by another (`--textfile`).
-//!
-//! The metrics are atomics (a family's label map and a histogram's buckets
-//! sit behind short in-memory locks), so the watch loop never waits on a
-//! scrape: encoding runs on the serving threads, into a `String`, and the
-//! socket or file is written only after it is done. Labels `device` and
-//! `port` are node_exporter's, so series join with `node_infiniband_*`.
-//!
-//! This module needs no libibverbs; the watch loop that feeds it does.
-
-#![cfg_attr(not(feature = "verbs"), allow(dead_code))]
+//! The registry: every metric `watch` exports (docs/METRICS.md), updated by
+//! the watch loop from the monitor's notifications and snapshots. Labels
+//! `device` and `port` are node_exporter's, so series join with
+//! `node_infiniband_*`.
 
 use std::collections::{HashMap, HashSet};
-use std::io;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::{EncodeLabelSet, prometheus_text, text};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -32,27 +14,15 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use railwatch_core::{LinkRate, Millis, RailId, RailState, RecoveredBy};
+use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Cause, Happening, Notification, Snapshot};
-use railwatch_scenario::driver::Names;
+
+use super::export::{Batches, Exporter};
 
 /// Upper bounds of `railwatch_rail_unavailable_seconds`'s buckets: 1 ms to
 /// 1 h (and `+Inf`).
 pub const UNAVAILABLE_BUCKETS: [f64; 16] =
     [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
-
-/// The `Content-Type` of the OpenMetrics text format.
-pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// The `Content-Type` of the Prometheus text format (0.0.4).
-pub const PROMETHEUS_CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
-
-/// How often, at most, the text file is rewritten.
-pub const TEXTFILE_EVERY: Duration = Duration::from_secs(1);
-
-/// The text file is rewritten at least this often even when nothing
-/// changed, so its mtime (node_exporter's `node_textfile_mtime_seconds`)
-/// says the agent is alive.
-pub const TEXTFILE_REFRESH: Duration = Duration::from_secs(60);
 
 /// A rail: node_exporter's labels for an InfiniBand port.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -93,100 +63,12 @@ fn unavailable_histogram() -> Histogram {
     Histogram::new(UNAVAILABLE_BUCKETS)
 }
 
-/// Which text format to encode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// The Prometheus text format, version 0.0.4 (the default).
-    Prometheus,
-    /// OpenMetrics 1.0 text (ends with `# EOF`).
-    OpenMetrics,
-}
-
-impl Format {
-    /// The format a request's `Accept` header asks for: OpenMetrics when it
-    /// lists `application/openmetrics-text` (with a non-zero `q`), else the
-    /// Prometheus text format.
-    pub fn from_accept(accept: Option<&str>) -> Format {
-        let wants_openmetrics = accept.is_some_and(|accept| {
-            accept.split(',').any(|range| {
-                let mut parts = range.split(';').map(str::trim);
-                let media = parts.next().unwrap_or("");
-                let refused = parts.any(|p| {
-                    p.split_once('=')
-                        .is_some_and(|(k, v)| k.trim() == "q" && v.trim().parse::<f64>().is_ok_and(|q| q <= 0.0))
-                });
-                media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
-            })
-        });
-        if wants_openmetrics { Format::OpenMetrics } else { Format::Prometheus }
-    }
-
-    /// Its `Content-Type`.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Format::Prometheus => PROMETHEUS_CONTENT_TYPE,
-            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
-        }
-    }
-}
-
-/// The registry, shared with the threads that encode it.
-#[derive(Clone)]
-pub struct Exporter {
-    registry: Arc<Registry>,
-    updates: Arc<AtomicU64>,
-}
-
-/// How many times an encoding that overlapped a batch of updates is tried
-/// (batches take microseconds and come at most a few thousand times a
-/// second, so a scrape is answered within milliseconds whatever happens).
-const ENCODE_TRIES: usize = 50;
-
-impl Exporter {
-    /// The metrics as text in `format`: one that no batch of updates
-    /// overlapped (the watch loop's updates are counted, odd while one is
-    /// under way), so a rail's series agree with each other; tried up to
-    /// 50 times if one did, and the last try returned if they
-    /// keep overlapping. The watch loop never waits on it.
-    pub fn encode(&self, format: Format) -> String {
-        let mut out = String::new();
-        for _ in 0..ENCODE_TRIES {
-            let before = self.updates.load(Ordering::Acquire);
-            if before % 2 == 1 {
-                thread::sleep(Duration::from_micros(200));
-                continue;
-            }
-            out = self.encode_once(format);
-            if self.updates.load(Ordering::Acquire) == before {
-                return out;
-            }
-            thread::yield_now();
-        }
-        if out.is_empty() { self.encode_once(format) } else { out }
-    }
-
-    fn encode_once(&self, format: Format) -> String {
-        let mut out = String::with_capacity(4096);
-        let done = match format {
-            Format::Prometheus => prometheus_text::encode(&mut out, &self.registry),
-            Format::OpenMetrics => text::encode(&mut out, &self.registry),
-        };
-        // Writing to a String cannot fail; the encoder's own errors are
-        // bugs, and the text so far is still the best answer.
-        if let Err(e) = done {
-            log::error!("encoding the metrics failed: {e}");
-        }
-        out
-    }
-}
-
-/// Every metric `watch` exports, and what the watch loop remembers to
 /// update them (rails' unavailable times, devices' last counter totals).
 /// Owned by the watch loop; the serving threads hold an [`Exporter`].
 pub struct Metrics {
     registry: Arc<Registry>,
-    /// Batches of updates begun plus ended: odd while one is under way.
-    updates: Arc<AtomicU64>,
+    /// Its batches of updates, counted for the encoders.
+    batches: Arc<Batches>,
     /// Devices no longer watched (excluded on reload): no series of theirs
     /// is set until they are watched again.
     unwatched: HashSet<String>,
@@ -323,7 +205,7 @@ impl Metrics {
         );
         Metrics {
             registry: Arc::new(registry),
-            updates: Arc::new(AtomicU64::new(0)),
+            batches: Arc::new(Batches::default()),
             unwatched: HashSet::new(),
             rail_available,
             rail_state,
@@ -343,7 +225,7 @@ impl Metrics {
 
     /// A handle for a serving thread.
     pub fn exporter(&self) -> Exporter {
-        Exporter { registry: Arc::clone(&self.registry), updates: Arc::clone(&self.updates) }
+        Exporter::new(Arc::clone(&self.registry), Arc::clone(&self.batches))
     }
 
     /// `device` is no longer watched (excluded on reload): its rails'
@@ -372,9 +254,9 @@ impl Metrics {
     /// Runs `update` (notes and a snapshot fed together) as one batch: an
     /// encoding that overlaps it is made again (see [`Exporter::encode`]).
     pub fn batch<T>(&mut self, update: impl FnOnce(&mut Metrics) -> T) -> T {
-        self.updates.fetch_add(1, Ordering::AcqRel);
+        self.batches.begin();
         let result = update(self);
-        self.updates.fetch_add(1, Ordering::AcqRel);
+        self.batches.end();
         result
     }
 
@@ -494,139 +376,17 @@ impl Metrics {
     }
 }
 
-// ---- serving ---------------------------------------------------------------
-
-/// The `/metrics` endpoint: the bounded server of [`crate::http`], its
-/// threads answering from the registry.
-pub struct Server {
-    _http: crate::http::Server,
-}
-
-/// A refusal to listen: the address and why.
-#[derive(Debug)]
-pub struct BindError {
-    /// The address asked for.
-    pub addr: SocketAddr,
-    /// What the bind said.
-    pub message: String,
-}
-
-impl std::fmt::Display for BindError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot serve metrics on {}: {}", self.addr, self.message)
-    }
-}
-
-impl std::error::Error for BindError {}
-
-/// Answers one request: `/metrics` in the format asked for, 404 for any
-/// other path, 405 for a method other than GET or HEAD.
-fn respond(exporter: &Exporter, request: &crate::http::Request) -> crate::http::Response {
-    use crate::http::{Response, plain};
-    if request.path != "/metrics" {
-        plain(404, "not found: metrics are at /metrics\n")
-    } else if !matches!(request.method.as_str(), "GET" | "HEAD") {
-        let mut r = plain(405, "only GET and HEAD\n");
-        r.headers.push(("Allow", "GET, HEAD".to_owned()));
-        r
-    } else {
-        let format = Format::from_accept(request.accept.as_deref());
-        // The encoder runs here, into memory; the socket is written after.
-        Response {
-            status: 200,
-            headers: vec![("Content-Type", format.content_type().to_owned())],
-            body: exporter.encode(format),
-        }
-    }
-}
-
-impl Server {
-    /// Listens on `addr` and answers on threads of its own.
-    pub fn start(addr: SocketAddr, exporter: Exporter) -> Result<Server, BindError> {
-        let http = crate::http::Server::start(addr, move |request| respond(&exporter, request))
-            .map_err(|e| BindError { addr, message: e.to_string() })?;
-        Ok(Server { _http: http })
-    }
-}
-
-// ---- the text file -----------------------------------------------------------
-
-/// Writes `text` to `path` (a regular file) through a temporary file in
-/// the same directory, renamed into place, so node_exporter never reads
-/// half a file. The temporary name does not end in `.prom`, so the
-/// collector ignores it.
-pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
-    crate::outfile::write_atomically(path, text)
-}
-
-/// Writes the text file from a thread of its own: at most once per
-/// [`TEXTFILE_EVERY`] when the metrics changed (and every
-/// [`TEXTFILE_REFRESH`] regardless), and once more when stopped.
-pub struct TextfileWriter {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl TextfileWriter {
-    /// Writes the file once now (so a path that cannot be written is an
-    /// error before anything is watched), then starts the thread.
-    pub fn start(path: PathBuf, exporter: Exporter) -> io::Result<TextfileWriter> {
-        let mut last = exporter.encode(Format::Prometheus);
-        write_atomically(&path, &last)?;
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = thread::Builder::new().name("railwatch-textfile".to_owned()).spawn(move || {
-            let mut written_at = Instant::now();
-            let mut failing = false;
-            loop {
-                let last_round = match stopped.recv_timeout(TEXTFILE_EVERY) {
-                    Err(RecvTimeoutError::Timeout) => false,
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
-                };
-                let text = exporter.encode(Format::Prometheus);
-                if last_round || text != last || written_at.elapsed() >= TEXTFILE_REFRESH {
-                    match write_atomically(&path, &text) {
-                        Ok(()) => {
-                            if failing {
-                                log::warn!("writing the metrics to {} works again", path.display());
-                            }
-                            failing = false;
-                            last = text;
-                            written_at = Instant::now();
-                        }
-                        Err(e) if !failing => {
-                            log::warn!("cannot write the metrics to {}: {e}", path.display());
-                            failing = true;
-                        }
-                        Err(_) => {}
-                    }
-                }
-                if last_round {
-                    return;
-                }
-            }
-        })?;
-        Ok(TextfileWriter { stop: Some(stop), thread: Some(thread) })
-    }
-}
-
-impl Drop for TextfileWriter {
-    /// Writes the file a last time and waits for the thread.
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+    use std::thread;
+    use std::time::Duration;
+
     use railwatch_core::{EventKind, PauseReason, PortState};
     use railwatch_runtime::{DeviceCounters, DeviceSnapshot, RailSnapshot};
 
     use super::*;
+    use crate::metrics::Format;
 
     fn names() -> Names {
         Names::new(vec!["mlx5_0".to_owned()], [(RailId { device: 0, port: 1 }, "mlx5_0/1".to_owned())])
@@ -885,34 +645,5 @@ mod tests {
         // The time it was out is not an outage.
         let text = m.exporter().encode(Format::Prometheus);
         assert!(!text.contains("railwatch_rail_unavailable_seconds_count"), "{text}");
-    }
-
-    #[test]
-    fn accept_headers_choose_the_format() {
-        assert_eq!(Format::from_accept(None), Format::Prometheus);
-        assert_eq!(Format::from_accept(Some("text/plain")), Format::Prometheus);
-        assert_eq!(Format::from_accept(Some("*/*")), Format::Prometheus);
-        assert_eq!(
-            Format::from_accept(Some(
-                "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
-            )),
-            Format::OpenMetrics
-        );
-        assert_eq!(Format::from_accept(Some("application/openmetrics-text; q=0")), Format::Prometheus);
-        assert_eq!(Format::from_accept(Some("text/plain, application/OpenMetrics-Text")), Format::OpenMetrics);
-        assert!(Format::OpenMetrics.content_type().starts_with("application/openmetrics-text"));
-        assert!(Format::Prometheus.content_type().starts_with("text/plain; version=0.0.4"));
-    }
-
-    #[test]
-    fn the_text_file_is_replaced_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("railwatch.prom");
-        write_atomically(&path, "a 1\n").unwrap();
-        write_atomically(&path, "a 2\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 2\n");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, ["railwatch.prom"]);
-        assert!(write_atomically(&dir.path().join("missing/railwatch.prom"), "a 1\n").is_err());
     }
 }

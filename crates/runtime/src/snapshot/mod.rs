@@ -1,4 +1,7 @@
-//! A point-in-time copy of every rail and counter.
+//! A point-in-time copy of every rail and counter, and (`json`) its one
+//! JSON encoding.
+
+pub mod json;
 
 use railwatch_core::{
     DeviceMode, LinkRate, Millis, PauseReason, PortAddress, PortState, RailId, RailState, RecoveredBy,

@@ -1,0 +1,61 @@
+//! `--metrics-listen ADDR:PORT`: the `/metrics` endpoint, answered from
+//! the registry on threads of its own by the bounded server of [`http`].
+
+pub mod http;
+
+use std::net::SocketAddr;
+
+use super::export::{Exporter, Format};
+
+/// The `/metrics` endpoint: the bounded server of [`http`], its threads
+/// answering from the registry.
+pub struct Server {
+    _http: http::Server,
+}
+
+/// A refusal to listen: the address and why.
+#[derive(Debug)]
+pub struct BindError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// What the bind said.
+    pub message: String,
+}
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot serve metrics on {}: {}", self.addr, self.message)
+    }
+}
+
+impl std::error::Error for BindError {}
+
+/// Answers one request: `/metrics` in the format asked for, 404 for any
+/// other path, 405 for a method other than GET or HEAD.
+fn respond(exporter: &Exporter, request: &http::Request) -> http::Response {
+    use http::{Response, plain};
+    if request.path != "/metrics" {
+        plain(404, "not found: metrics are at /metrics\n")
+    } else if !matches!(request.method.as_str(), "GET" | "HEAD") {
+        let mut r = plain(405, "only GET and HEAD\n");
+        r.headers.push(("Allow", "GET, HEAD".to_owned()));
+        r
+    } else {
+        let format = Format::from_accept(request.accept.as_deref());
+        // The encoder runs here, into memory; the socket is written after.
+        Response {
+            status: 200,
+            headers: vec![("Content-Type", format.content_type().to_owned())],
+            body: exporter.encode(format),
+        }
+    }
+}
+
+impl Server {
+    /// Listens on `addr` and answers on threads of its own.
+    pub fn start(addr: SocketAddr, exporter: Exporter) -> Result<Server, BindError> {
+        let http = http::Server::start(addr, move |request| respond(&exporter, request))
+            .map_err(|e| BindError { addr, message: e.to_string() })?;
+        Ok(Server { _http: http })
+    }
+}

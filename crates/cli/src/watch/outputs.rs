@@ -1,0 +1,187 @@
+//! Everything `watch` tells the world besides its exit status: the lines
+//! on stdout ([`Printer`]), the metrics (the registry, the `/metrics`
+//! endpoint and the text file), the recording, and systemd. One turn of
+//! the loop hands them what it saw in one call, [`Outputs::publish`].
+
+use std::io;
+use std::path::Path;
+use std::process::ExitCode;
+
+use railwatch_core::{Happening, Millis, PortAddress, RailId};
+use railwatch_runtime::lines::Names;
+use railwatch_runtime::{Config, Notification, Snapshot};
+
+use super::print::Printer;
+use crate::RecordArgs;
+use crate::config::Settings;
+use crate::metrics::{Metrics, Server, TextfileWriter};
+use crate::sdnotify::{Notifier, rails_status};
+use railwatch_cli::record::{self, Recording};
+
+/// The metrics and where they go.
+pub struct MetricsOut {
+    /// The registry the loop updates.
+    pub registry: Metrics,
+    _server: Option<Server>,
+    textfile: Option<TextfileWriter>,
+}
+
+impl MetricsOut {
+    /// The metrics, when the settings ask for them: the endpoint bound and
+    /// the text file written once. A failure is bad input (exit 2), said
+    /// before any device is opened.
+    pub fn start(settings: &Settings) -> Result<Option<MetricsOut>, ExitCode> {
+        let wanted = &settings.metrics;
+        if wanted.listen.is_none() && wanted.textfile.is_none() {
+            return Ok(None);
+        }
+        let registry = Metrics::new(env!("CARGO_PKG_VERSION"));
+        let server = match wanted.listen.map(|addr| Server::start(addr, registry.exporter())).transpose() {
+            Ok(server) => server,
+            Err(e) => {
+                eprintln!("railwatch: {e}");
+                return Err(ExitCode::from(2));
+            }
+        };
+        let mut out = MetricsOut { registry, _server: server, textfile: None };
+        if let Some(path) = &wanted.textfile {
+            if let Err(e) = out.write_textfile(path) {
+                eprintln!("railwatch: cannot write the metrics text file {}: {e}", path.display());
+                return Err(ExitCode::from(2));
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Writes the text file at `path` from now on (written once now); the
+    /// writer it replaces writes its file a last time first.
+    pub fn write_textfile(&mut self, path: &Path) -> io::Result<()> {
+        self.textfile = Some(TextfileWriter::start(path.to_path_buf(), self.registry.exporter())?);
+        Ok(())
+    }
+
+    /// Stops writing the text file (after a last write).
+    pub fn stop_textfile(&mut self) {
+        self.textfile = None;
+    }
+}
+
+/// Where `watch` says what happens.
+pub struct Outputs {
+    /// stdout.
+    pub printer: Printer,
+    /// The metrics, if asked for.
+    pub metrics: Option<MetricsOut>,
+    /// The recording, if asked for (and not failed).
+    pub recording: Option<Recording>,
+    /// systemd, when run by it.
+    pub notifier: Notifier,
+    /// READY was sent.
+    ready: bool,
+}
+
+/// `available/total rails available`, counting the rails of the devices
+/// attached now (not the inert rails of devices that left).
+fn availability(snapshot: &Snapshot) -> String {
+    let attached = snapshot.rails.iter().filter(|r| r.state.name() != "inert");
+    let (mut available, mut total) = (0, 0);
+    for r in attached {
+        total += 1;
+        available += usize::from(r.available);
+    }
+    rails_status(available, total)
+}
+
+impl Outputs {
+    /// The outputs, systemd found from the environment.
+    pub fn new(printer: Printer, metrics: Option<MetricsOut>, recording: Option<Recording>) -> Outputs {
+        Outputs { printer, metrics, recording, notifier: Notifier::from_env(), ready: false }
+    }
+
+    /// Whether [`publish`](Self::publish) needs a snapshot each turn.
+    pub fn wants_snapshot(&self) -> bool {
+        self.metrics.is_some() || self.notifier.active()
+    }
+
+    /// Hands out one turn's notifications (and `snapshot`, if
+    /// [`wants_snapshot`](Self::wants_snapshot)): the metrics as one batch
+    /// (a scrape sees all of it or none of it), a line each, then READY
+    /// (the first time: every device attached and its first notifications
+    /// out) and the status line. `address` reads a rail's new address for
+    /// an address line. A line that cannot be written ends the turn with
+    /// the error.
+    pub fn publish<'m>(
+        &mut self,
+        names: &Names,
+        notes: &[Notification],
+        snapshot: Option<&Snapshot>,
+        address: impl Fn(RailId) -> Option<&'m PortAddress>,
+    ) -> io::Result<()> {
+        if let Some(m) = &mut self.metrics {
+            m.registry.batch(|m| {
+                for note in notes {
+                    m.note(names, note);
+                }
+                if let Some(snapshot) = snapshot {
+                    m.update(snapshot);
+                }
+            });
+        }
+        for note in notes {
+            let new = match note.what {
+                Happening::AddressChanged { rail, .. } => address(rail),
+                _ => None,
+            };
+            self.printer.note(names, note, new)?;
+        }
+        if let Some(snapshot) = snapshot {
+            if !self.ready {
+                self.notifier.ready();
+                self.ready = true;
+            }
+            self.notifier.status(availability(snapshot));
+        }
+        self.notifier.tick();
+        Ok(())
+    }
+
+    /// Writes the recording's settled part. A failure stops the recording
+    /// (watching matters more; said in the log) and is returned.
+    pub fn flush_recording(&mut self, now: Millis) -> io::Result<()> {
+        let Some(r) = &self.recording else { return Ok(()) };
+        if let Err(e) = r.flush(now) {
+            log::error!("writing the recording failed ({e}); recording stopped, watching goes on");
+            self.recording = None;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The end: the recording finished, the metrics' final values set and
+    /// the text file's last write made, before the summary is printed.
+    pub fn finish(&mut self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
+        let finished = self.recording.as_ref().map_or(Ok(()), |r| r.finish(now, snapshot));
+        if let Some(m) = &mut self.metrics {
+            m.registry.batch(|m| m.update(snapshot));
+            m.stop_textfile();
+        }
+        finished
+    }
+}
+
+/// Starts `watch --record FILE`, keeping an earlier recording there as
+/// `FILE.old`. A file that cannot be written is bad input (exit 2).
+pub fn start_recording(rec: &RecordArgs, config: &Config) -> Result<Option<Recording>, ExitCode> {
+    let Some(path) = &rec.record else { return Ok(None) };
+    let started = record::keep_previous(path).and_then(|kept| {
+        if let Some(old) = kept {
+            log::warn!("the previous recording in {} is kept as {}", path.display(), old.display());
+        }
+        let description = record::host_description(rec.record_anonymize);
+        Recording::create(path, config, rec.record_anonymize, "railwatch watch --record", description)
+    });
+    started.map(Some).map_err(|e| {
+        eprintln!("railwatch: cannot write the recording {}: {e}", path.display());
+        ExitCode::from(2)
+    })
+}

@@ -1,0 +1,417 @@
+//! The output vocabulary every front end speaks (`railwatch simulate` and
+//! `railwatch watch`, and what reads them): the table that names the ids
+//! in notifications ([`Names`]), one timeline entry ([`Record`]) and the
+//! JSON line records of docs/JSON.md ([`Line`]).
+//!
+//! The lines are serde views, serialized in field order; a rail's or a
+//! snapshot's fields come from [`crate::snapshot::json`], so each field has
+//! one name everywhere.
+
+use std::collections::BTreeMap;
+
+use railwatch_core::{Cause, EventKind, Happening, Notification, PortAddress, RailId, Scope};
+use serde::Serialize;
+
+use crate::snapshot::json::{AddressJson, RailJson, SnapshotBody, gbps};
+use crate::{Clock, Monitor, Snapshot};
+
+/// Names for the ids in notifications: device index → name, rail id →
+/// `"mlx5_0/1"`.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    devices: Vec<String>,
+    rails: BTreeMap<RailId, String>,
+}
+
+impl Names {
+    /// A table from device names (index = device id) and rail names.
+    pub fn new(devices: Vec<String>, rails: impl IntoIterator<Item = (RailId, String)>) -> Names {
+        Names { devices, rails: rails.into_iter().collect() }
+    }
+
+    /// Every device and rail `monitor` has now.
+    pub fn of<P, S, C>(monitor: &Monitor<P, S, C>) -> Names
+    where
+        P: railwatch_core::VerbsPort,
+        S: railwatch_core::Selector,
+        C: Clock,
+    {
+        Names {
+            devices: (0..).map_while(|d| monitor.device_name(d)).map(str::to_string).collect(),
+            rails: monitor.rails().into_iter().collect(),
+        }
+    }
+
+    /// How many rails it names.
+    pub fn rails_len(&self) -> usize {
+        self.rails.len()
+    }
+
+    /// The name of device `device`.
+    pub fn device(&self, device: u32) -> &str {
+        self.devices.get(device as usize).map_or("?", String::as_str)
+    }
+
+    /// The name of `rail` (`"mlx5_0/1"`).
+    pub fn rail(&self, rail: RailId) -> &str {
+        self.rails.get(&rail).map_or("?", String::as_str)
+    }
+
+    /// The rail on `port` of `device`, if there is one.
+    pub fn rail_of(&self, device: u32, port: u8) -> Option<&str> {
+        self.rails.get(&RailId { device, port }).map(String::as_str)
+    }
+
+    /// The subject of an `event` line: its rail for a port event (a known
+    /// port-scoped code) whose port has one, else `None` (its device). An
+    /// unknown code's element is not trusted to be a port.
+    pub fn event_rail(&self, device: u32, port: Option<u32>, kind: EventKind) -> Option<&str> {
+        if kind.scope() != Scope::Port {
+            return None;
+        }
+        port.and_then(|p| u8::try_from(p).ok()).and_then(|p| self.rail_of(device, p))
+    }
+}
+
+/// The verdict on one expectation of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectResult {
+    /// When it was checked.
+    pub at_ms: u64,
+    /// The rail (`"mlx5_0/1"`).
+    pub rail: String,
+    /// Whether every field held.
+    pub passed: bool,
+    /// What was expected and what was found.
+    pub detail: String,
+}
+
+/// One entry of a run's timeline.
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    /// Something the monitor did or saw.
+    Note(&'a Notification),
+    /// An expectation was checked.
+    Expect(&'a ExpectResult),
+    /// The recovery tick ran at this time (it polled the ports of the
+    /// rails that were out). Not a line of the JSON contract: the HTML
+    /// report draws it as faint marks.
+    Tick(u64),
+}
+
+/// One JSON line: `t_ms`, `kind`, then the fields of its kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct Line<'a> {
+    t_ms: u64,
+    kind: &'static str,
+    #[serde(flatten)]
+    body: Body<'a>,
+}
+
+/// The fields of a line after `t_ms` and `kind`, by kind (docs/JSON.md).
+/// Optional fields are left out when `None`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Body<'a> {
+    /// `event`: an async event was read and acknowledged.
+    Event {
+        /// Its snake_case name.
+        event: &'static str,
+        /// Its raw code.
+        code: u32,
+        /// Its rail, for a port event whose port has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rail: Option<&'a str>,
+        /// Its device, otherwise.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        device: Option<&'a str>,
+    },
+    /// `transition`: a rail's state word changed.
+    Transition {
+        /// The rail.
+        rail: &'a str,
+        /// The state before.
+        from: &'static str,
+        /// The state after.
+        to: &'static str,
+        /// The generation after.
+        generation: u64,
+        /// For pauses, detaches and generation bumps: why.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'static str>,
+        /// For activations: how.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<&'static str>,
+    },
+    /// `reseed`: the selector's bandwidth for a rail was set.
+    Reseed {
+        /// The rail.
+        rail: &'a str,
+        /// The previous rate.
+        from_gbps: Option<f64>,
+        /// The new rate.
+        to_gbps: Option<f64>,
+    },
+    /// `available`: the selector was told a rail may (not) be picked.
+    Available {
+        /// The rail.
+        rail: &'a str,
+        /// Its availability now.
+        available: bool,
+    },
+    /// `drain`: a device's event queue was drained.
+    Drain {
+        /// The device.
+        device: &'a str,
+        /// Events read by this drain.
+        events: usize,
+        /// `drained` or `error`.
+        result: &'static str,
+        /// With `error`: the errno.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        errno: Option<i32>,
+    },
+    /// `address`: a rail's address changed.
+    Address {
+        /// The rail.
+        rail: &'a str,
+        /// Its generation now.
+        generation: u64,
+        /// The new address, where the front end reads it (`watch`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        address: Option<AddressJson<'a>>,
+    },
+    /// `expect`: an expectation was checked.
+    Expect {
+        /// When it was checked.
+        at_ms: u64,
+        /// The rail.
+        rail: &'a str,
+        /// Whether every field held.
+        passed: bool,
+        /// What was expected, or what differed.
+        detail: &'a str,
+    },
+    /// `summary` of a scenario run: its rails in brief, the event totals
+    /// of its devices and its expectations' verdicts.
+    RunSummary {
+        /// Every rail, in brief.
+        rails: Vec<RailJson<'a>>,
+        /// Events the scenario queued.
+        events_queued: u64,
+        /// Events read.
+        events_read: u64,
+        /// Events acknowledged.
+        events_acked: u64,
+        /// How many expectations held and failed.
+        expectations: Verdicts,
+    },
+    /// `summary` of a live run: the final snapshot.
+    WatchSummary(SnapshotBody<'a>),
+}
+
+/// Expectations that held and failed.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Verdicts {
+    /// Held.
+    pub passed: usize,
+    /// Failed.
+    pub failed: usize,
+}
+
+impl Body<'_> {
+    /// The line's `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Body::Event { .. } => "event",
+            Body::Transition { .. } => "transition",
+            Body::Reseed { .. } => "reseed",
+            Body::Available { .. } => "available",
+            Body::Drain { .. } => "drain",
+            Body::Address { .. } => "address",
+            Body::Expect { .. } => "expect",
+            Body::RunSummary { .. } | Body::WatchSummary(_) => "summary",
+        }
+    }
+}
+
+impl<'a> Line<'a> {
+    /// The line at `t_ms` with `body`.
+    pub fn new(t_ms: u64, body: Body<'a>) -> Line<'a> {
+        Line { t_ms, kind: body.kind(), body }
+    }
+
+    /// The line for `record`, or `None` for what the contract does not
+    /// carry (object errors, already `event` lines, and ticks).
+    pub fn of(names: &'a Names, record: &Record<'a>) -> Option<Line<'a>> {
+        match *record {
+            Record::Note(note) => Line::of_note(names, note),
+            Record::Expect(e) => Some(Line::new(
+                e.at_ms,
+                Body::Expect { at_ms: e.at_ms, rail: &e.rail, passed: e.passed, detail: &e.detail },
+            )),
+            Record::Tick(_) => None,
+        }
+    }
+
+    fn of_note(names: &'a Names, note: &Notification) -> Option<Line<'a>> {
+        let body = match note.what {
+            Happening::Event { device, port, kind } => {
+                let rail = names.event_rail(device, port, kind);
+                let device = rail.is_none().then(|| names.device(device));
+                Body::Event { event: kind.name(), code: kind.code(), rail, device }
+            }
+            Happening::Transition { rail, from, to, cause, generation } => {
+                let (reason, by) = match cause {
+                    Cause::Reason(r) => (Some(r.name()), None),
+                    Cause::By(by) => (None, Some(by.name())),
+                    Cause::Bump(kind) => (Some(kind.name()), None),
+                };
+                Body::Transition { rail: names.rail(rail), from: from.name(), to: to.name(), generation, reason, by }
+            }
+            Happening::Reseed { rail, from, to } => {
+                Body::Reseed { rail: names.rail(rail), from_gbps: gbps(from), to_gbps: gbps(Some(to)) }
+            }
+            Happening::Available { rail, available } => Body::Available { rail: names.rail(rail), available },
+            Happening::Drain { device, events, errno } => Body::Drain {
+                device: names.device(device),
+                events,
+                result: if errno.is_some() { "error" } else { "drained" },
+                errno,
+            },
+            Happening::AddressChanged { rail, generation } => {
+                Body::Address { rail: names.rail(rail), generation, address: None }
+            }
+            Happening::ObjectError { .. } => return None,
+        };
+        Some(Line::new(note.t.0, body))
+    }
+
+    /// An `address` line with the new address added (what `watch` reads);
+    /// any other line as it is.
+    pub fn with_address(mut self, new: Option<&'a PortAddress>) -> Line<'a> {
+        if let Body::Address { address, .. } = &mut self.body {
+            *address = new.map(AddressJson::of);
+        }
+        self
+    }
+
+    /// The closing line of a live run: `snapshot`, whole.
+    pub fn watch_summary(snapshot: &'a Snapshot) -> Line<'a> {
+        Line::new(snapshot.t.0, Body::WatchSummary(SnapshotBody::of(snapshot)))
+    }
+
+    /// Its time.
+    pub fn t_ms(&self) -> u64 {
+        self.t_ms
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Its fields.
+    pub fn body(&self) -> &Body<'a> {
+        &self.body
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use railwatch_core::{EventKind, Gid, GidType, LinkLayer, LinkRate, Millis, PauseReason, RailState, RecoveredBy};
+
+    use super::*;
+
+    fn names() -> Names {
+        Names::new(vec!["mlx5_0".to_owned()], [(RailId { device: 0, port: 1 }, "mlx5_0/1".to_owned())])
+    }
+
+    fn line(what: Happening) -> String {
+        let names = names();
+        let note = Notification { t: Millis(7), what };
+        Line::of(&names, &Record::Note(&note)).map_or_else(|| "none".into(), |l| serde_json::to_string(&l).unwrap())
+    }
+
+    const RAIL: RailId = RailId { device: 0, port: 1 };
+
+    #[test]
+    fn each_kind_has_its_fields_in_the_documented_order() {
+        let pause = Happening::Transition {
+            rail: RAIL,
+            from: RailState::Active,
+            to: RailState::Paused,
+            cause: Cause::Reason(PauseReason::PortErr),
+            generation: 1,
+        };
+        assert_eq!(
+            line(pause),
+            r#"{"t_ms":7,"kind":"transition","rail":"mlx5_0/1","from":"active","to":"paused","generation":1,"reason":"port_err"}"#
+        );
+        let back = Happening::Transition {
+            rail: RAIL,
+            from: RailState::Paused,
+            to: RailState::Active,
+            cause: Cause::By(RecoveredBy::Poll),
+            generation: 2,
+        };
+        assert!(line(back).ends_with(r#""generation":2,"by":"poll"}"#), "{}", line(back));
+        let port_event = Happening::Event { device: 0, port: Some(1), kind: EventKind::PortErr };
+        assert_eq!(line(port_event), r#"{"t_ms":7,"kind":"event","event":"port_err","code":10,"rail":"mlx5_0/1"}"#);
+        // A device event, and a port event on a port without a rail, name
+        // the device.
+        let fatal = Happening::Event { device: 0, port: None, kind: EventKind::DeviceFatal };
+        assert!(line(fatal).ends_with(r#""device":"mlx5_0"}"#), "{}", line(fatal));
+        let no_rail = Happening::Event { device: 0, port: Some(2), kind: EventKind::PortErr };
+        assert!(line(no_rail).ends_with(r#""code":10,"device":"mlx5_0"}"#), "{}", line(no_rail));
+        let seed = Happening::Reseed { rail: RAIL, from: None, to: LinkRate::gbps(400) };
+        assert_eq!(line(seed), r#"{"t_ms":7,"kind":"reseed","rail":"mlx5_0/1","from_gbps":null,"to_gbps":400.0}"#);
+        let failed = Happening::Drain { device: 0, events: 3, errno: Some(5) };
+        assert_eq!(
+            line(failed),
+            r#"{"t_ms":7,"kind":"drain","device":"mlx5_0","events":3,"result":"error","errno":5}"#
+        );
+        let drained = Happening::Drain { device: 0, events: 3, errno: None };
+        assert!(line(drained).ends_with(r#""result":"drained"}"#));
+        let object = Happening::ObjectError { device: 0, kind: EventKind::QpFatal, handle: None };
+        assert_eq!(line(object), "none", "object errors are already event lines");
+    }
+
+    #[test]
+    fn an_address_line_carries_the_address_only_when_given() {
+        let names = names();
+        let note = Notification { t: Millis(3), what: Happening::AddressChanged { rail: RAIL, generation: 4 } };
+        let plain = Line::of(&names, &Record::Note(&note)).unwrap();
+        assert_eq!(
+            serde_json::to_string(&plain).unwrap(),
+            r#"{"t_ms":3,"kind":"address","rail":"mlx5_0/1","generation":4}"#
+        );
+        let address = PortAddress {
+            link_layer: Some(LinkLayer::Ethernet),
+            lid: 0,
+            gids: vec![Gid {
+                index: 1,
+                raw: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                kind: GidType::RoceV2,
+            }],
+            netdev: Some("eth0".into()),
+        };
+        let with = plain.with_address(Some(&address));
+        assert_eq!(
+            serde_json::to_string(&with).unwrap(),
+            r#"{"t_ms":3,"kind":"address","rail":"mlx5_0/1","generation":4,"address":{"link_layer":"ethernet","lid":0,"netdev":"eth0","gids":[{"index":1,"gid":"fe80::1","type":"roce_v2"}]}}"#
+        );
+    }
+
+    #[test]
+    fn expectations_are_lines_and_ticks_are_not() {
+        let names = names();
+        let verdict = ExpectResult { at_ms: 9, rail: "mlx5_0/1".into(), passed: false, detail: "state x".into() };
+        let expect = Line::of(&names, &Record::Expect(&verdict)).unwrap();
+        assert_eq!(
+            serde_json::to_string(&expect).unwrap(),
+            r#"{"t_ms":9,"kind":"expect","at_ms":9,"rail":"mlx5_0/1","passed":false,"detail":"state x"}"#
+        );
+        assert!(Line::of(&names, &Record::Tick(9)).is_none());
+    }
+}
