@@ -621,8 +621,36 @@ fn setting_json(spec: &Setting, v: SettingValue) -> Json {
         SettingValue::Float(x) => json!(x),
         SettingValue::Bool(false) if matches!(spec.kind, SettingKind::OptionalMillis { .. }) => Json::Null,
         SettingValue::Bool(b) => json!(b),
+        SettingValue::Choice(name) => json!(name),
         SettingValue::Table | SettingValue::Other(_) => Json::Null,
     }
+}
+
+/// The rows as one object, a table's keys (`damping.reuse`,
+/// `metrics.listen`) nested under it: a section that is off is `null`.
+fn nested(rows: &[(&'static str, Json)]) -> Json {
+    let mut values = serde_json::Map::new();
+    for (key, value) in rows {
+        match key.split_once('.') {
+            Some((table, sub)) => {
+                let entry = values.entry(table.to_owned()).or_insert_with(|| Json::Object(Default::default()));
+                if let Json::Object(m) = entry {
+                    m.insert(sub.to_owned(), value.clone());
+                }
+            }
+            None if Config::setting(key).is_some_and(|s| s.kind == SettingKind::Section) => {
+                let on = value == &Json::Bool(true);
+                let entry = values.entry((*key).to_owned()).or_insert_with(|| Json::Object(Default::default()));
+                if !on {
+                    *entry = Json::Null;
+                }
+            }
+            None => {
+                values.insert((*key).to_owned(), value.clone());
+            }
+        }
+    }
+    Json::Object(values)
 }
 
 /// `--check`: prints the effective settings (a table, or one JSON object)
@@ -631,25 +659,8 @@ pub fn print_check(settings: &Settings, json_out: bool) -> ExitCode {
     let rows = effective(settings);
     let mut out = io::stdout().lock();
     let written = if json_out {
-        let mut values = serde_json::Map::new();
-        let mut damping = serde_json::Map::new();
-        let mut metrics = serde_json::Map::new();
-        let mut from = serde_json::Map::new();
-        for (key, value) in &rows {
-            from.insert((*key).to_owned(), json!(origin_text(settings, key)));
-            if let Some(sub) = key.strip_prefix("damping.") {
-                damping.insert(sub.to_owned(), value.clone());
-            } else if let Some(sub) = key.strip_prefix("metrics.") {
-                metrics.insert(sub.to_owned(), value.clone());
-            } else if *key != "damping" {
-                values.insert((*key).to_owned(), value.clone());
-            }
-        }
-        let damping = if settings.config.machine.damping.is_some() { Json::Object(damping) } else { Json::Null };
-        values.insert("damping".to_owned(), damping);
-        values.insert("metrics".to_owned(), Json::Object(metrics));
         let line = json!({"kind": "config", "valid": true, "file": settings.file,
-            "settings": values, "from": from,
+            "settings": nested(&rows), "from": rows.iter().map(|(k, _)| ((*k).to_owned(), json!(origin_text(settings, k)))).collect::<serde_json::Map<_, _>>(),
             "metrics_served": settings.metrics.listen.is_some() || settings.metrics.textfile.is_some()});
         writeln!(out, "{line}")
     } else {

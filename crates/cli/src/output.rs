@@ -103,9 +103,14 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
                         Cause::Reason(r) => format!("because {r}"),
                         Cause::By(by) => format!("by {}", by.name()),
                         Cause::Bump(kind) => format!("{kind}: endpoints are stale"),
+                        Cause::SilentFlap => {
+                            "silent flap (a flap counter rose, no PORT_ERR): endpoints are stale".into()
+                        }
                     };
                     let arrow = match (from == to, cause) {
-                        (true, Cause::Bump(_)) => format!("{} (generation bump)", p.state(from.name())),
+                        (true, Cause::Bump(_) | Cause::SilentFlap) => {
+                            format!("{} (generation bump)", p.state(from.name()))
+                        }
                         (true, _) => format!("still {}", p.state(from.name())),
                         (false, _) => format!("{} → {}", p.state(from.name()), p.state(to.name())),
                     };
@@ -133,6 +138,23 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
                     names.rail(*rail).to_string(),
                     format!("address changed (GID table, LID or netdev), generation {generation}"),
                 ),
+                Happening::PeerFailing { rail, peer } => (
+                    names.rail(*rail).to_string(),
+                    format!(
+                        "transfers through peer {peer} fail against the local path, through no other: kept in service"
+                    ),
+                ),
+                Happening::Probation { rail, on } => (
+                    names.rail(*rail).to_string(),
+                    if *on {
+                        "on probation (re-admitted by trial)".into()
+                    } else {
+                        "off probation: a transfer succeeded".into()
+                    },
+                ),
+                Happening::GidIndex { rail, index } => {
+                    (names.rail(*rail).to_string(), format!("endpoints use GID index {index}"))
+                }
                 Happening::ObjectError { kind, handle, .. } => {
                     return Some(format!("{}  object error {kind} on {handle:?}", time(t.0)));
                 }

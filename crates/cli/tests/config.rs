@@ -145,6 +145,9 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
         v["settings"],
         json!({
             "tick_ms": 250, "audit_ms": 60000, "settle_ms": 500, "drain_budget": 64, "notify_capacity": 4096,
+            "data_path": {"failures": 8, "window_ms": 10000, "min_peers": 2, "backoff_initial_ms": 1000,
+                "backoff_max_ms": 60000},
+            "silent_flaps": true, "require_address": "none",
             "explain_every_ms": 10000, "reopen_initial_ms": 2000, "reopen_max_ms": 120000,
             "reopen_jitter_pct": 10, "include": ["mlx5_0", "mlx5_1"], "exclude": ["mlx5_1"],
             "damping": {"penalty_per_flap": 1000.0, "suppress": 3000.5, "reuse": 800.0,
@@ -222,7 +225,7 @@ fn a_wrong_type_is_named_with_its_line() {
     );
     refused("tick_ms = 1.5\n", 1, "tick_ms", "not a float");
     refused("[damping]\nsuppress = \"high\"\n", 2, "damping.suppress", "must be a number, not a string");
-    refused("damping = 5\n", 1, "damping", "must be a table, not an integer");
+    refused("damping = 5\n", 1, "damping", "must be a table (or false to turn it off), not an integer");
     refused("include = \"mlx5_0\"\n", 1, "include", "must be a list of device names");
     refused("exclude = [\"mlx5_0\", 3]\n", 1, "exclude", "item 2 must be a device name (a string), not an integer");
     refused("[metrics]\nlisten = 9464\n", 2, "metrics.listen", "must be a string \"ADDR:PORT\", not an integer");

@@ -241,7 +241,15 @@ mod with_verbs {
                 "port_state",
                 "recovered_by",
                 "since_ms",
-                "address"
+                "address",
+                "probation",
+                "breaker_until_ms",
+                "gid_index",
+                "link_downed",
+                "carrier_changes",
+                "carrier_down",
+                "silent_flaps",
+                "transfers"
             ]
         );
         let brief = serde_json::json!({"rail": "mlx5_0/1", "state": "active", "available": true,

@@ -131,6 +131,70 @@ impl PortAddress {
     }
 }
 
+/// What a rail needs in its GID table before it may carry traffic
+/// (`require_address`): a RoCE port reads ACTIVE before it has a routable
+/// address, and an engine that connects on the wrong GID never recovers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AddressRequirement {
+    /// Nothing (the default): the port's state alone decides.
+    #[default]
+    None,
+    /// Any GID at all.
+    Any,
+    /// A RoCE v2 GID (link-local included).
+    RoceV2,
+    /// A RoCE v2 GID that is an IPv4-mapped address (`::ffff:a.b.c.d`):
+    /// what engines that route by IPv4 connect on.
+    RoceV2Ipv4,
+    /// An InfiniBand address: a LID assigned on an InfiniBand port.
+    Ib,
+}
+
+impl AddressRequirement {
+    /// Every requirement, in the order of [`name`](Self::name)'s values.
+    pub const ALL: [AddressRequirement; 5] = [
+        AddressRequirement::None,
+        AddressRequirement::Any,
+        AddressRequirement::RoceV2,
+        AddressRequirement::RoceV2Ipv4,
+        AddressRequirement::Ib,
+    ];
+
+    /// The setting's value (`"roce_v2_ipv4"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            AddressRequirement::None => "none",
+            AddressRequirement::Any => "any",
+            AddressRequirement::RoceV2 => "roce_v2",
+            AddressRequirement::RoceV2Ipv4 => "roce_v2_ipv4",
+            AddressRequirement::Ib => "ib",
+        }
+    }
+
+    /// The GID index an engine should build endpoints on, when `address`
+    /// meets the requirement: the lowest index of the kind asked for (0
+    /// for `ib`); `None` when it does not. `none` is met by any address
+    /// and names no index.
+    pub fn gid_index(self, address: &PortAddress) -> Option<Option<u32>> {
+        let first = |ok: &dyn Fn(&Gid) -> bool| address.gids.iter().filter(|g| ok(g)).map(|g| g.index).min();
+        match self {
+            AddressRequirement::None => Some(None),
+            AddressRequirement::Any => first(&|_| true).map(Some),
+            AddressRequirement::RoceV2 => first(&|g| g.kind == GidType::RoceV2).map(Some),
+            AddressRequirement::RoceV2Ipv4 => first(&|g| g.kind == GidType::RoceV2 && is_ipv4_mapped(&g.raw)).map(Some),
+            AddressRequirement::Ib => {
+                let ib = matches!(address.link_layer, Some(LinkLayer::InfiniBand | LinkLayer::Unspecified));
+                (ib && address.lid != 0).then_some(Some(0))
+            }
+        }
+    }
+}
+
+/// `::ffff:a.b.c.d`.
+fn is_ipv4_mapped(raw: &[u8; 16]) -> bool {
+    raw[..10].iter().all(|&b| b == 0) && raw[10] == 0xff && raw[11] == 0xff
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +223,32 @@ mod tests {
         for b in [moved, added, other_dev, other_lid] {
             assert_ne!(a.fingerprint(), b.fingerprint(), "{b:?}");
         }
+    }
+
+    #[test]
+    fn requirements_pick_the_lowest_index_of_their_kind() {
+        let mut v4 = [0u8; 16];
+        v4[10] = 0xff;
+        v4[11] = 0xff;
+        v4[12..].copy_from_slice(&[10, 1, 1, 1]);
+        let roce = PortAddress {
+            link_layer: Some(LinkLayer::Ethernet),
+            lid: 0,
+            gids: vec![gid(0, 1), Gid { index: 3, raw: v4, kind: GidType::RoceV2 }],
+            netdev: Some("veth0".into()),
+        };
+        assert_eq!(AddressRequirement::None.gid_index(&roce), Some(None));
+        assert_eq!(AddressRequirement::Any.gid_index(&roce), Some(Some(0)));
+        assert_eq!(AddressRequirement::RoceV2.gid_index(&roce), Some(Some(0)));
+        assert_eq!(AddressRequirement::RoceV2Ipv4.gid_index(&roce), Some(Some(3)));
+        assert_eq!(AddressRequirement::Ib.gid_index(&roce), None);
+        let link_local_only = PortAddress { gids: vec![gid(0, 1)], ..roce.clone() };
+        assert_eq!(AddressRequirement::RoceV2Ipv4.gid_index(&link_local_only), None);
+        let empty = PortAddress { gids: vec![], ..roce };
+        assert_eq!(AddressRequirement::Any.gid_index(&empty), None);
+        let ib = PortAddress { link_layer: Some(LinkLayer::InfiniBand), lid: 7, gids: vec![], netdev: None };
+        assert_eq!(AddressRequirement::Ib.gid_index(&ib), Some(Some(0)));
+        assert_eq!(AddressRequirement::Ib.gid_index(&PortAddress { lid: 0, ..ib }), None);
     }
 
     #[test]

@@ -47,6 +47,8 @@
 #![cfg_attr(not(test), deny(missing_docs))]
 
 mod address;
+mod breaker;
+mod counters;
 mod damping;
 mod decide;
 mod device_name;
@@ -58,15 +60,18 @@ mod rail;
 mod settings;
 mod sync;
 mod time;
+mod wc;
 
-pub use address::{Gid, GidType, LinkLayer, PortAddress};
+pub use address::{AddressRequirement, Gid, GidType, LinkLayer, PortAddress};
+pub use breaker::{DataPathConfig, MAX_MIN_PEERS};
+pub use counters::PortCounters;
 pub use damping::{DampingConfig, FlapPenalty};
 pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
 pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use machine::{
-    Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Happening, ListChange, Log, Machine, Notification,
-    RailView, RecoveredBy,
+    Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, Machine,
+    Notification, RailView, RecoveredBy, TransferReport,
 };
 pub use port::{
     LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name, width_by_code,
@@ -76,3 +81,4 @@ pub use ports::{DeviceSource, NoSelector, RailId, Selector, VerbsPort};
 pub use rail::{Gate, Outcome, PauseReason, RailCell, RailState, RailWord, Rejection, Ticket, layout as word_layout};
 pub use settings::{ConfigError, MachineConfig, Problem, Setting, SettingKind, SettingValue};
 pub use time::{Clock, MAX_DELAY_MS, Millis};
+pub use wc::{WC_STATUSES, WcClass, WcStatus, classify_wc, wc_name, wc_status};

@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::RawFd;
 
 use crate::address::PortAddress;
+use crate::counters::PortCounters;
 use crate::event::AsyncEvent;
 use crate::port::{LinkAttrs, LinkRate, PortState};
 
@@ -49,6 +50,15 @@ pub trait VerbsPort {
     /// `Unsupported`: the machine then treats every `LID_CHANGE` /
     /// `GID_CHANGE` as an address change.
     fn address(&mut self, port: u8) -> io::Result<PortAddress> {
+        let _ = port;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Reads the port's flap counters (`link_downed`; for an Ethernet link
+    /// layer the netdev's `carrier_changes` and `carrier_down_count`). The
+    /// default says `Unsupported`: the machine then stops asking for the
+    /// port (silent flaps are not looked for on it).
+    fn flap_counters(&mut self, port: u8) -> io::Result<PortCounters> {
         let _ = port;
         Err(io::ErrorKind::Unsupported.into())
     }

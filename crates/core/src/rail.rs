@@ -89,10 +89,20 @@ pub enum PauseReason {
     Damped,
     /// Waiting out the settle delay after the port read ACTIVE.
     Settling,
+    /// The data-path breaker is open: transfers failed against the local
+    /// path through enough distinct peers; a trial after a backoff.
+    DataPath,
+    /// The port reads ACTIVE but has no address of the kind
+    /// `require_address` asks for.
+    NoAddress,
+    /// An *active* rail re-admitted by trial after the data-path breaker:
+    /// on probation until a transfer succeeds (the gate admits it).
+    Probation,
 }
 
 impl PauseReason {
-    const ALL: [PauseReason; 8] = [
+    /// Every reason, in code order.
+    pub const ALL: [PauseReason; 11] = [
         PauseReason::None,
         PauseReason::PortErr,
         PauseReason::PortNotActive,
@@ -101,6 +111,9 @@ impl PauseReason {
         PauseReason::NotOpened,
         PauseReason::Damped,
         PauseReason::Settling,
+        PauseReason::DataPath,
+        PauseReason::NoAddress,
+        PauseReason::Probation,
     ];
 
     const fn bits(self) -> u64 {
@@ -113,7 +126,17 @@ impl PauseReason {
             PauseReason::NotOpened => 5,
             PauseReason::Damped => 6,
             PauseReason::Settling => 7,
+            PauseReason::DataPath => 8,
+            PauseReason::NoAddress => 9,
+            PauseReason::Probation => 10,
         }
+    }
+
+    /// A reason that holds a rail whose port reads ACTIVE (settling,
+    /// damped, the data-path breaker, no address): the port going down
+    /// replaces it with what the port says.
+    pub const fn is_hold(self) -> bool {
+        matches!(self, PauseReason::Settling | PauseReason::Damped | PauseReason::DataPath | PauseReason::NoAddress)
     }
 
     /// The reason's code in the word (see [`layout`]).
@@ -136,6 +159,9 @@ impl PauseReason {
             PauseReason::NotOpened => "not_opened",
             PauseReason::Damped => "damped",
             PauseReason::Settling => "settling",
+            PauseReason::DataPath => "data_path",
+            PauseReason::NoAddress => "no_address",
+            PauseReason::Probation => "probation",
         }
     }
 }
@@ -370,6 +396,18 @@ impl RailCell {
         })
     }
 
+    /// Puts an active rail on probation (`on`) or takes it off: the reason
+    /// of an active word is `probation` or `none`. Refused unless active;
+    /// `AlreadyThere` if it already is so.
+    pub fn set_probation(&self, on: bool) -> Outcome {
+        let reason = if on { PauseReason::Probation } else { PauseReason::None };
+        self.transition(None, |w| match w.state {
+            RailState::Active if w.reason == reason => Err(Outcome::AlreadyThere),
+            RailState::Active => Ok(RailWord { reason, ..w }),
+            from => Err(Outcome::Refused { from }),
+        })
+    }
+
     /// Changes the reason of a paused rail (e.g. `port_err` → `damped`).
     /// Refused unless paused; `AlreadyThere` if the reason is the same.
     pub fn set_reason(&self, reason: PauseReason) -> Outcome {
@@ -402,6 +440,9 @@ impl RailCell {
 pub struct Ticket {
     /// The rail's generation at admission.
     pub generation: u64,
+    /// Admitted on probation: re-admitted by trial after the data-path
+    /// breaker, until a transfer on it succeeds.
+    pub probation: bool,
 }
 
 /// Why the gate refused.
@@ -441,7 +482,8 @@ impl Gate {
         // the full decode is for a refusal (decoding first cost ~6x a bare
         // load, docs/PERFORMANCE.md).
         if raw & STATE_MASK == RailState::Active.bits() {
-            Ok(Ticket { generation: (raw >> GEN_SHIFT) & GEN_MASK })
+            let probation = (raw >> REASON_SHIFT) & REASON_MASK == PauseReason::Probation.bits();
+            Ok(Ticket { generation: (raw >> GEN_SHIFT) & GEN_MASK, probation })
         } else {
             Err(self.reject(raw))
         }
@@ -583,7 +625,7 @@ mod tests {
         assert_eq!((r.state, r.reason, r.last_port_state), (RailState::Inert, PauseReason::NotOpened, None));
         assert_eq!(r.to_string(), "rail inert (not_opened) since 0ms, port last seen never");
         let _ = cell.attach(PortState::Active, Millis(1));
-        assert_eq!(gate.check(), Ok(Ticket { generation: 1 }));
+        assert_eq!(gate.check(), Ok(Ticket { generation: 1, probation: false }));
         let _ = cell.pause(PauseReason::PortErr, Millis(7));
         cell.observe_port(PortState::Down);
         let r = gate.clone().check().unwrap_err();
@@ -592,7 +634,7 @@ mod tests {
             (RailState::Paused, PauseReason::PortErr, Millis(7), Some(PortState::Down))
         );
         let _ = cell.resume(Millis(9));
-        assert_eq!(gate.check(), Ok(Ticket { generation: 2 }));
+        assert_eq!(gate.check(), Ok(Ticket { generation: 2, probation: false }));
     }
 
     #[test]

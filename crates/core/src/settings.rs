@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use crate::address::AddressRequirement;
+use crate::breaker::{DataPathConfig, MAX_MIN_PEERS};
 use crate::damping::DampingConfig;
 use crate::time::MAX_DELAY_MS;
 
@@ -48,6 +50,19 @@ pub struct MachineConfig {
     /// Flap damping (default off): a rail that flaps too often stays paused
     /// (`damped`) until its penalty decays.
     pub damping: Option<DampingConfig>,
+    /// The data-path breaker (default on): transfer failures against the
+    /// local path, reported by the engine through enough distinct peers,
+    /// take a rail out (`data_path`) until a trial after a backoff.
+    /// `None`: reports are counted, never acted on.
+    pub data_path: Option<DataPathConfig>,
+    /// A rise of the port's `link_downed` or the netdev's carrier counters
+    /// with no PORT_ERR seen is a silent flap: the generation moves and
+    /// damping is charged (default on).
+    pub silent_flaps: bool,
+    /// What a rail needs in its GID table before it is made available
+    /// (default `none`): a port that reads ACTIVE without it stays paused
+    /// (`no_address`).
+    pub require_address: AddressRequirement,
 }
 
 impl Default for MachineConfig {
@@ -62,6 +77,9 @@ impl Default for MachineConfig {
             seed: None,
             settle_ms: 0,
             damping: None,
+            data_path: Some(DataPathConfig::default()),
+            silent_flaps: true,
+            require_address: AddressRequirement::None,
         }
     }
 }
@@ -92,8 +110,13 @@ pub enum SettingKind {
     Percent,
     /// A finite number above zero.
     Positive,
-    /// A table of settings that is on when present (`[damping]`); its keys
-    /// are `NAME.key`.
+    /// On or off.
+    Flag,
+    /// One of these names.
+    Choice(&'static [&'static str]),
+    /// A table of settings (`[damping]`): on when written as a table or
+    /// `true`, off with `false`; absent, its default. Its keys are
+    /// `NAME.key`.
     Section,
 }
 
@@ -105,7 +128,9 @@ impl SettingKind {
             SettingKind::Millis { .. } | SettingKind::OptionalMillis { .. } => "a whole number of milliseconds",
             SettingKind::Count { .. } | SettingKind::Percent => "a whole number",
             SettingKind::Positive => "a number",
-            SettingKind::Section => "a table",
+            SettingKind::Flag => "true or false",
+            SettingKind::Choice(_) => "a name",
+            SettingKind::Section => "a table (or false to turn it off)",
         }
     }
 
@@ -117,7 +142,9 @@ impl SettingKind {
             SettingKind::Count { min, max } => format!("{min}..={max}"),
             SettingKind::Percent => "0..=100".to_owned(),
             SettingKind::Positive => "> 0".to_owned(),
-            SettingKind::Section => "a table; off when absent".to_owned(),
+            SettingKind::Flag => "true or false".to_owned(),
+            SettingKind::Choice(names) => names.join(", "),
+            SettingKind::Section => "a table, or false".to_owned(),
         }
     }
 }
@@ -144,8 +171,11 @@ pub enum SettingValue {
     Integer(i64),
     /// A number with a fraction.
     Float(f64),
-    /// On or off (a section, or an optional period: `false` turns it off).
+    /// On or off (a flag, a section, or an optional period: `false` turns
+    /// it off).
     Bool(bool),
+    /// One of a choice setting's names (from [`Setting::choice`]).
+    Choice(&'static str),
     /// A table (a section written out: on).
     Table,
     /// Anything else, by the name of its type ("a string"), to be refused.
@@ -159,6 +189,7 @@ impl fmt::Display for SettingValue {
             // `{:?}`: 1e308 stays short, 1.0 keeps its point.
             SettingValue::Float(x) => write!(f, "{x:?}"),
             SettingValue::Bool(b) => write!(f, "{b}"),
+            SettingValue::Choice(name) => write!(f, "{name:?}"),
             SettingValue::Table => f.write_str("a table"),
             SettingValue::Other(what) => f.write_str(what),
         }
@@ -171,6 +202,7 @@ fn found(value: &SettingValue) -> &'static str {
         SettingValue::Integer(_) => "an integer",
         SettingValue::Float(_) => "a float",
         SettingValue::Bool(_) => "a boolean",
+        SettingValue::Choice(_) => "a string",
         SettingValue::Table => "a table",
         SettingValue::Other(what) => what,
     }
@@ -245,6 +277,11 @@ pub enum Problem {
         /// The hold, in seconds.
         seconds: f64,
     },
+    /// Not one of a choice setting's names.
+    NotAChoice {
+        /// The names it may be.
+        names: &'static [&'static str],
+    },
 }
 
 impl fmt::Display for Problem {
@@ -265,6 +302,7 @@ impl fmt::Display for Problem {
             Problem::OutOfOrder { value, relation, other, other_value } => {
                 write!(f, "must be positive and {relation} {other} ({other_value:?}), not {value:?}")
             }
+            Problem::NotAChoice { names } => write!(f, "must be one of {}", names.join(", ")),
             Problem::HoldTooLong { seconds } => write!(
                 f,
                 "a capped penalty would hold a rail for {seconds:.0} s (half_life_ms × log2(max_penalty / reuse)); \
@@ -284,10 +322,25 @@ fn refuse(key: &'static str, problem: Problem) -> Result<(), ConfigError> {
 enum Slot<'a> {
     Millis(&'a mut u64),
     OptionalMillis(&'a mut Option<u64>),
+    Count(&'a mut u64),
     Percent(&'a mut u32),
     Positive(&'a mut f64),
+    Flag(&'a mut bool),
+    Address(&'a mut AddressRequirement),
     Damping(&'a mut Option<DampingConfig>),
+    DataPath(&'a mut Option<DataPathConfig>),
 }
+
+/// The names `require_address` takes.
+const ADDRESS_NAMES: [&str; 5] = {
+    let mut names = [""; 5];
+    let mut i = 0;
+    while i < 5 {
+        names[i] = AddressRequirement::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 impl MachineConfig {
     /// Every setting a file or flag may give (not `seed`), in the order
@@ -306,6 +359,22 @@ impl MachineConfig {
         setting("damping.reuse", SettingKind::Positive, "a held rail is released below this"),
         setting("damping.half_life_ms", SettingKind::Millis { min: 1 }, "the penalty halves this often"),
         setting("damping.max_penalty", SettingKind::Positive, "the penalty's ceiling"),
+        setting("data_path", SettingKind::Section, "the data-path breaker; on unless false"),
+        setting(
+            "data_path.failures",
+            SettingKind::Count { min: 1, max: 1_000_000 },
+            "local-path failures within the window that open it",
+        ),
+        setting("data_path.window_ms", SettingKind::Millis { min: 1 }, "the window they must fall in"),
+        setting(
+            "data_path.min_peers",
+            SettingKind::Count { min: 1, max: MAX_MIN_PEERS as u64 },
+            "the distinct peers they must come through",
+        ),
+        setting("data_path.backoff_initial_ms", SettingKind::Millis { min: 1 }, "the first wait before a trial"),
+        setting("data_path.backoff_max_ms", SettingKind::Millis { min: 1 }, "the longest wait before a trial"),
+        setting("silent_flaps", SettingKind::Flag, "a counter rise with no PORT_ERR bumps the generation"),
+        setting("require_address", SettingKind::Choice(&ADDRESS_NAMES), "a GID a rail needs before it is used"),
     ];
 
     /// The setting called `key`, if there is one.
@@ -327,6 +396,9 @@ impl MachineConfig {
             seed: _,
             settle_ms,
             damping,
+            data_path,
+            silent_flaps,
+            require_address,
         } = self;
         let slot = match key {
             "tick_ms" => Slot::Millis(tick_ms),
@@ -337,18 +409,10 @@ impl MachineConfig {
             "reopen_max_ms" => Slot::Millis(reopen_max_ms),
             "reopen_jitter_pct" => Slot::Percent(reopen_jitter_pct),
             "damping" => Slot::Damping(damping),
-            _ => {
-                let sub = key.strip_prefix("damping.")?;
-                let d = damping.get_or_insert_with(DampingConfig::default);
-                match sub {
-                    "penalty_per_flap" => Slot::Positive(&mut d.penalty_per_flap),
-                    "suppress" => Slot::Positive(&mut d.suppress),
-                    "reuse" => Slot::Positive(&mut d.reuse),
-                    "half_life_ms" => Slot::Millis(&mut d.half_life_ms),
-                    "max_penalty" => Slot::Positive(&mut d.max_penalty),
-                    _ => return None,
-                }
-            }
+            "data_path" => Slot::DataPath(data_path),
+            "silent_flaps" => Slot::Flag(silent_flaps),
+            "require_address" => Slot::Address(require_address),
+            _ => return section_slot(key, damping, data_path),
         };
         Some(slot)
     }
@@ -364,19 +428,24 @@ impl MachineConfig {
         assign(spec, slot, value)
     }
 
-    /// The value of `key`, if it is a setting (a `damping.` key only while
-    /// damping is on).
+    /// The value of `key`, if it is a setting (a section's key only while
+    /// the section is on).
     pub fn get(&self, key: &str) -> Option<SettingValue> {
-        if key.starts_with("damping.") && self.damping.is_none() {
+        if (key.starts_with("damping.") && self.damping.is_none())
+            || (key.starts_with("data_path.") && self.data_path.is_none())
+        {
             return None;
         }
         let mut copy = self.clone();
         let value = match copy.slot(key)? {
-            Slot::Millis(v) => SettingValue::Integer(whole(*v)),
+            Slot::Millis(v) | Slot::Count(v) => SettingValue::Integer(whole(*v)),
             Slot::OptionalMillis(v) => v.map_or(SettingValue::Bool(false), |ms| SettingValue::Integer(whole(ms))),
             Slot::Percent(v) => SettingValue::Integer(i64::from(*v)),
             Slot::Positive(v) => SettingValue::Float(*v),
+            Slot::Flag(v) => SettingValue::Bool(*v),
+            Slot::Address(v) => SettingValue::Choice(v.name()),
             Slot::Damping(d) => SettingValue::Bool(d.is_some()),
+            Slot::DataPath(d) => SettingValue::Bool(d.is_some()),
         };
         Some(value)
     }
@@ -399,11 +468,54 @@ impl MachineConfig {
                 },
             );
         }
-        match &self.damping {
-            Some(d) => d.validate(),
-            None => Ok(()),
+        if let Some(d) = &self.damping {
+            d.validate()?;
         }
+        if let Some(d) = &self.data_path
+            && d.backoff_max_ms < d.backoff_initial_ms
+        {
+            return refuse(
+                "data_path.backoff_max_ms",
+                Problem::BelowOther {
+                    value: d.backoff_max_ms,
+                    other: "data_path.backoff_initial_ms",
+                    other_value: d.backoff_initial_ms,
+                },
+            );
+        }
+        Ok(())
     }
+}
+
+/// Where a section's key (`damping.reuse`, `data_path.window_ms`) lives; it
+/// turns its section on (with the defaults) when it was off: writing one of
+/// its keys means it.
+fn section_slot<'a>(
+    key: &str,
+    damping: &'a mut Option<DampingConfig>,
+    data_path: &'a mut Option<DataPathConfig>,
+) -> Option<Slot<'a>> {
+    if let Some(sub) = key.strip_prefix("damping.") {
+        let d = damping.get_or_insert_with(DampingConfig::default);
+        return Some(match sub {
+            "penalty_per_flap" => Slot::Positive(&mut d.penalty_per_flap),
+            "suppress" => Slot::Positive(&mut d.suppress),
+            "reuse" => Slot::Positive(&mut d.reuse),
+            "half_life_ms" => Slot::Millis(&mut d.half_life_ms),
+            "max_penalty" => Slot::Positive(&mut d.max_penalty),
+            _ => return None,
+        });
+    }
+    let sub = key.strip_prefix("data_path.")?;
+    let d = data_path.get_or_insert_with(DataPathConfig::default);
+    Some(match sub {
+        "failures" => Slot::Count(&mut d.failures),
+        "window_ms" => Slot::Millis(&mut d.window_ms),
+        "min_peers" => Slot::Count(&mut d.min_peers),
+        "backoff_initial_ms" => Slot::Millis(&mut d.backoff_initial_ms),
+        "backoff_max_ms" => Slot::Millis(&mut d.backoff_max_ms),
+        _ => return None,
+    })
 }
 
 fn whole(v: u64) -> i64 {
@@ -420,6 +532,18 @@ impl Setting {
                 u64::try_from(i).map_err(|_| ConfigError { key, problem: Problem::Negative(i) })
             }
             other => Err(self.wrong_type(&other)),
+        }
+    }
+
+    /// `text` as this choice setting's value, refusing a name it does not
+    /// take (front ends read names as text).
+    pub fn choice(&self, text: &str) -> Result<SettingValue, ConfigError> {
+        let SettingKind::Choice(names) = self.kind else {
+            return Err(self.wrong_type(&SettingValue::Other("a string")));
+        };
+        match names.iter().find(|n| **n == text) {
+            Some(name) => Ok(SettingValue::Choice(name)),
+            None => Err(ConfigError { key: self.key, problem: Problem::NotAChoice { names } }),
         }
     }
 
@@ -444,7 +568,7 @@ impl Setting {
             SettingKind::Millis { min } | SettingKind::OptionalMillis { min } => (min, MAX_DELAY_MS, " ms"),
             SettingKind::Count { min, max } => (min, max, ""),
             SettingKind::Percent => (0, 100, ""),
-            SettingKind::Positive | SettingKind::Section => return Ok(()),
+            SettingKind::Positive | SettingKind::Flag | SettingKind::Choice(_) | SettingKind::Section => return Ok(()),
         };
         if n < min {
             return refuse(key, Problem::TooSmall { min, unit });
@@ -458,7 +582,7 @@ impl Setting {
 
 fn assign(spec: &Setting, slot: Slot<'_>, value: SettingValue) -> Result<(), ConfigError> {
     match slot {
-        Slot::Millis(v) => *v = spec.whole(value)?,
+        Slot::Millis(v) | Slot::Count(v) => *v = spec.whole(value)?,
         Slot::OptionalMillis(v) => match value {
             SettingValue::Bool(false) => *v = None,
             other => *v = Some(spec.whole(other)?),
@@ -469,13 +593,34 @@ fn assign(spec: &Setting, slot: Slot<'_>, value: SettingValue) -> Result<(), Con
             SettingValue::Float(x) => *v = x,
             other => return Err(spec.wrong_type(&other)),
         },
-        Slot::Damping(d) => match value {
-            SettingValue::Table | SettingValue::Bool(true) => {
-                d.get_or_insert_with(DampingConfig::default);
-            }
-            SettingValue::Bool(false) => *d = None,
+        Slot::Flag(v) => match value {
+            SettingValue::Bool(b) => *v = b,
             other => return Err(spec.wrong_type(&other)),
         },
+        Slot::Address(v) => match value {
+            SettingValue::Choice(name) => {
+                *v = AddressRequirement::ALL
+                    .into_iter()
+                    .find(|r| r.name() == name)
+                    .ok_or(ConfigError { key: spec.key, problem: Problem::NotAChoice { names: &ADDRESS_NAMES } })?
+            }
+            other => return Err(spec.wrong_type(&other)),
+        },
+        Slot::Damping(d) => section(spec, d, value)?,
+        Slot::DataPath(d) => section(spec, d, value)?,
+    }
+    Ok(())
+}
+
+/// A section turned on (a table, `true`: its values kept, or the defaults)
+/// or off (`false`).
+fn section<T: Default>(spec: &Setting, slot: &mut Option<T>, value: SettingValue) -> Result<(), ConfigError> {
+    match value {
+        SettingValue::Table | SettingValue::Bool(true) => {
+            slot.get_or_insert_with(T::default);
+        }
+        SettingValue::Bool(false) => *slot = None,
+        other => return Err(spec.wrong_type(&other)),
     }
     Ok(())
 }
@@ -523,6 +668,8 @@ mod tests {
                 SettingKind::Count { min, .. } => SettingValue::Integer(min as i64),
                 SettingKind::Percent => SettingValue::Integer(42),
                 SettingKind::Positive => SettingValue::Float(3.5),
+                SettingKind::Flag => SettingValue::Bool(false),
+                SettingKind::Choice(names) => SettingValue::Choice(names[names.len() - 1]),
                 SettingKind::Section => SettingValue::Table,
             };
             c.set(spec.key, value).unwrap_or_else(|e| panic!("{}: {e}", spec.key));
@@ -576,6 +723,17 @@ mod tests {
         c.set("audit_ms", SettingValue::Bool(false)).unwrap();
         c.set("damping", SettingValue::Bool(false)).unwrap();
         assert_eq!(c, MachineConfig::default());
+        c.set("data_path", SettingValue::Bool(false)).unwrap();
+        assert_eq!((c.data_path, c.get("data_path.failures")), (None, None), "the breaker turns off");
+        c.set("data_path.min_peers", SettingValue::Integer(3)).unwrap();
+        assert_eq!(c.data_path.map(|d| d.min_peers), Some(3), "a key of it turns it on again");
+        let spec = MachineConfig::setting("require_address").unwrap();
+        c.set("require_address", spec.choice("roce_v2_ipv4").unwrap()).unwrap();
+        assert_eq!(c.require_address, AddressRequirement::RoceV2Ipv4);
+        assert_eq!(
+            spec.choice("ipv4").unwrap_err().to_string(),
+            "require_address: must be one of none, any, roce_v2, roce_v2_ipv4, ib"
+        );
         assert_eq!(c.get("damping.reuse"), None, "no damping key while damping is off");
     }
 }

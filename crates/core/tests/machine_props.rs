@@ -59,9 +59,10 @@ use std::collections::VecDeque;
 
 use proptest::prelude::*;
 use railwatch_core::{
-    Action, AsyncEvent, Cause, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Happening, LinkAttrs,
-    LinkLayer, LinkRate, ListChange, Log, MAX_DELAY_MS, Machine, MachineConfig, Millis, Notification, ObjectHandle,
-    PauseReason, PortAddress, PortState, RailId, RailState, RecoveredBy,
+    Action, AddressRequirement, AsyncEvent, Cause, DampingConfig, DataPathConfig, DeviceMode, Element, Errno,
+    EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange, Log, MAX_DELAY_MS, Machine,
+    MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters, PortState, RailId,
+    RailState, RecoveredBy, TransferReport, WcClass, classify_wc,
 };
 
 // ---- the world --------------------------------------------------------------
@@ -85,11 +86,28 @@ fn address_of(lid: u16) -> PortAddress {
     PortAddress { link_layer: Some(LinkLayer::InfiniBand), lid, gids: Vec::new(), netdev: None }
 }
 
+/// The world's address of a port: its LID, and a RoCE v2 IPv4 GID at index
+/// 3 when `v4`.
+fn world_address(lid: u16, v4: bool) -> PortAddress {
+    let mut a = address_of(lid);
+    if v4 {
+        let mut raw = [0u8; 16];
+        raw[10..].copy_from_slice(&[0xff, 0xff, 10, 0, 0, 1]);
+        a.gids.push(Gid { index: 3, raw, kind: GidType::RoceV2 });
+    }
+    a
+}
+
 #[derive(Debug, Clone)]
 struct WorldPort {
     state: PortState,
     link: LinkAttrs,
     lid: u16,
+    /// The address has a RoCE v2 IPv4 GID.
+    v4: bool,
+    /// `link_downed`, and whether it moved since the machine last read it.
+    link_downed: u64,
+    counters_moved: bool,
     query_fails: bool,
     /// Link and address reads fail.
     attr_fails: bool,
@@ -122,6 +140,8 @@ enum Input {
     Address,
     Reopen,
     Timeout,
+    Transfers { device: u32, port: u8, peer: u64, wc_status: u32 },
+    Counters { device: u32, port: u8, moved: bool },
 }
 
 /// An answer the driver owes (or volunteers).
@@ -129,7 +149,8 @@ enum Input {
 enum Answer {
     Port { device: u32, port: u8, answer: Result<PortState, Errno> },
     Link { device: u32, port: u8, answer: Result<LinkAttrs, Errno> },
-    Address { device: u32, port: u8, answer: Result<u16, Errno> },
+    Address { device: u32, port: u8, answer: Result<(u16, bool), Errno> },
+    Counters { device: u32, port: u8, answer: Result<u64, Errno>, moved: bool },
     Reopen { device: u32, answer: Result<(), Errno> },
     Open { device: u32, answer: Result<(), Errno> },
 }
@@ -156,6 +177,12 @@ struct Track {
     /// "not active soon" held without interruption.
     up_since: Option<Millis>,
     down_since: Option<Millis>,
+    /// Local-path failures reported, and through which peers, since the
+    /// rail last paused or tripped (a superset of any breaker window).
+    local_failures: u64,
+    failing_peers: Vec<u64>,
+    /// Re-admitted by trial, until a success.
+    probation: bool,
 }
 
 impl Default for Track {
@@ -173,6 +200,9 @@ impl Default for Track {
             noted_available: false,
             up_since: None,
             down_since: None,
+            local_failures: 0,
+            failing_peers: Vec::new(),
+            probation: false,
         }
     }
 }
@@ -230,7 +260,16 @@ impl Harness {
                 name: format!("dev{i}"),
                 ports: ports
                     .iter()
-                    .map(|&(state, link)| WorldPort { state, link, lid: 1, query_fails: false, attr_fails: false })
+                    .map(|&(state, link)| WorldPort {
+                        state,
+                        link,
+                        lid: 1,
+                        v4: true,
+                        link_downed: 0,
+                        counters_moved: false,
+                        query_fails: false,
+                        attr_fails: false,
+                    })
                     .collect(),
                 open: true,
                 removed: false,
@@ -378,6 +417,27 @@ impl Harness {
         self.event(device, AsyncEvent::port(kind, port));
     }
 
+    /// The engine reports `count` completions with `wc_status` through
+    /// `peer` on a rail.
+    fn transfers(&mut self, device: u32, port: u8, peer: u64, wc_status: u32, count: u32) {
+        if let Some(r) = self.rail_index(RailId { device, port })
+            && classify_wc(wc_status) == WcClass::LocalPath
+            && self.gates[r].word().state == RailState::Active
+        {
+            let t = &mut self.tracks[r];
+            t.local_failures += u64::from(count);
+            if !t.failing_peers.contains(&peer) {
+                t.failing_peers.push(peer);
+            }
+        }
+        let now = self.now;
+        let report = [TransferReport { peer, wc_status, count }];
+        self.input(Input::Transfers { device, port, peer, wc_status }, |m| {
+            m.handle_transfers(device, port, &report, now)
+        });
+        self.settle();
+    }
+
     fn read_error(&mut self, device: u32, errno: Errno) {
         let now = self.now;
         self.input(Input::ReadError, |m| m.handle_read_error(device, errno, now));
@@ -471,8 +531,12 @@ impl Harness {
                 }
                 self.input(Input::Link, |m| m.handle_link(device, port, answer, now))
             }
+            Answer::Counters { device, port, answer, moved } => {
+                let counters = answer.map(|n| PortCounters { link_downed: Some(n), ..PortCounters::default() });
+                self.input(Input::Counters { device, port, moved }, |m| m.handle_counters(device, port, counters, now))
+            }
             Answer::Address { device, port, answer } => {
-                let address = answer.map(address_of);
+                let address = answer.map(|(lid, v4)| world_address(lid, v4));
                 self.input(Input::Address, |m| m.handle_address(device, port, address.as_ref().map_err(|e| *e), now))
             }
             Answer::Reopen { device, answer } => {
@@ -627,8 +691,14 @@ impl Harness {
             }
             Action::ReadAddress { device, port } => {
                 let p = self.port_of_open_device(device, port, "ReadAddress");
-                let answer = if p.attr_fails { Err(Errno::EIO) } else { Ok(p.lid) };
+                let answer = if p.attr_fails { Err(Errno::EIO) } else { Ok((p.lid, p.v4)) };
                 self.answer(Answer::Address { device, port, answer });
+            }
+            Action::ReadCounters { device, port } => {
+                let p = self.port_of_open_device(device, port, "ReadCounters");
+                let answer = if p.attr_fails { Err(Errno(2)) } else { Ok(p.link_downed) };
+                let moved = std::mem::replace(&mut self.world_port(device, port).counters_moved, false);
+                self.answer(Answer::Counters { device, port, answer, moved });
             }
             Action::SetAvailable { rail, available } => {
                 let r = self.rail_index(rail).expect("SetAvailable for a rail that exists");
@@ -678,7 +748,8 @@ impl Harness {
             | Action::Open { device }
             | Action::QueryPort { device, .. }
             | Action::ReadLink { device, .. }
-            | Action::ReadAddress { device, .. } => {
+            | Action::ReadAddress { device, .. }
+            | Action::ReadCounters { device, .. } => {
                 assert!(known(device), "{action:?} names a device that does not exist");
             }
             Action::SetAvailable { rail, .. } | Action::Reseed { rail, .. } => {
@@ -696,6 +767,10 @@ impl Harness {
             }
             Action::Notify(Notification { t, what: Happening::Transition { rail, from, to, cause, generation } }) => {
                 self.on_transition(t, rail, from, to, cause, generation)
+            }
+            Action::Notify(Notification { what: Happening::Probation { rail, on }, .. }) => {
+                let r = self.rail_index(rail).expect("a rail");
+                self.tracks[r].probation = on;
             }
             _ => {}
         }
@@ -750,13 +825,13 @@ impl Harness {
             }
             (RailState::Paused, RailState::Active) => {
                 // The one activation path: a port answer for this rail
-                // reading exactly ACTIVE, after the settle delay and the
-                // damping hold (1 ms of rounding allowed).
-                assert!(
-                    matches!(input, Input::Port { device, port, answer: Ok(PortState::Active) }
-                        if device == rail.device && port == rail.port),
-                    "activated without a port answer reading ACTIVE: {what}"
-                );
+                // reading exactly ACTIVE (or, with require_address, the
+                // address read it waited for), after the settle delay and
+                // the damping hold (1 ms of rounding allowed).
+                let by_port = matches!(input, Input::Port { device, port, answer: Ok(PortState::Active) }
+                        if device == rail.device && port == rail.port);
+                let by_address = self.cfg.require_address != AddressRequirement::None && input == Input::Address;
+                assert!(by_port || by_address, "activated without a port answer reading ACTIVE: {what}");
                 assert_eq!(generation, tr.generation + 1, "a resume bumps once: {what}");
                 assert!(matches!(cause, Cause::By(_)), "{what}");
                 if settle_ms > 0 {
@@ -765,7 +840,34 @@ impl Harness {
                 }
                 assert!(t.plus(1) >= tr.hold_floor, "activated while damped until {}: {what}", tr.hold_floor);
             }
+            (RailState::Active, RailState::Paused) if cause == Cause::Reason(PauseReason::DataPath) => {
+                // The breaker: local-path failures on this rail, enough of
+                // them through enough peers (or one on probation).
+                let cfg = self.cfg.data_path.unwrap_or_else(|| panic!("the breaker is off: {what}"));
+                assert!(
+                    matches!(input, Input::Transfers { device, port, wc_status, .. }
+                        if device == rail.device && port == rail.port && classify_wc(wc_status) == WcClass::LocalPath),
+                    "tripped without a local-path failure on the rail: {what}"
+                );
+                let enough = tr.local_failures >= cfg.failures && tr.failing_peers.len() as u64 >= cfg.min_peers;
+                assert!(
+                    tr.probation || enough,
+                    "tripped on {} failure(s) through {:?}: {what}",
+                    tr.local_failures,
+                    tr.failing_peers
+                );
+                (tr.local_failures, tr.probation) = (0, false);
+                tr.failing_peers.clear();
+            }
+            (RailState::Active, RailState::Paused) if cause == Cause::Reason(PauseReason::NoAddress) => {
+                assert!(
+                    self.cfg.require_address != AddressRequirement::None && input == Input::Address,
+                    "paused for its address without an address read: {what}"
+                );
+            }
             (RailState::Active, RailState::Paused) => {
+                (tr.local_failures, tr.probation) = (0, false);
+                tr.failing_peers.clear();
                 let why = match input {
                     Input::Event { device, event } => {
                         device == rail.device
@@ -784,13 +886,28 @@ impl Harness {
                 assert_eq!(a, b, "{what}");
                 match cause {
                     Cause::Bump(_) => assert_eq!(generation, tr.generation + 1, "{what}"),
+                    Cause::SilentFlap => {
+                        // A counter the machine read moved, on an active rail.
+                        assert!(
+                            matches!(input, Input::Counters { device, port, moved: true }
+                                if device == rail.device && port == rail.port),
+                            "a silent flap without a counter that moved: {what}"
+                        );
+                        assert_eq!((a, generation), (RailState::Active, tr.generation + 1), "{what}");
+                    }
                     _ => assert_eq!(generation, tr.generation, "{what}"),
                 }
             }
         }
+        if to == RailState::Inert {
+            (tr.local_failures, tr.probation) = (0, false);
+            tr.failing_peers.clear();
+        }
         tr.settling_since = match (to, cause) {
             (RailState::Paused, Cause::Reason(PauseReason::Settling)) => Some(t),
-            (RailState::Paused, Cause::Bump(_)) => tr.settling_since,
+            (RailState::Paused, Cause::Bump(_) | Cause::Reason(PauseReason::NoAddress | PauseReason::DataPath)) => {
+                tr.settling_since
+            }
             _ => None,
         };
         tr.state = to;
@@ -826,6 +943,8 @@ impl Harness {
             if let Some(u) = v.damped_until {
                 self.tracks[r].hold_floor = self.tracks[r].hold_floor.max(u);
             }
+            // No rail is available while its breaker is open.
+            assert!(v.breaker_until.is_none() || !v.available, "{id}: available while its breaker is open");
         }
         // 4
         if let Some(d) = self.m.poll_timeout() {
@@ -882,8 +1001,14 @@ impl Harness {
                 && !w.ports.iter().any(|p| p.query_fails)
                 && v.word.state != RailState::Inert
                 && matches!(mode, DeviceMode::Events | DeviceMode::PollOnly);
-            let port_up = w.ports[id.port as usize - 1].state == PortState::Active;
-            let up = base && port_up && self.cfg.damping.is_none();
+            let wp = &w.ports[id.port as usize - 1];
+            let port_up = wp.state == PortState::Active;
+            // The address require_address asks for is there (and readable),
+            // and no breaker holds the rail.
+            let need = self.cfg.require_address;
+            let address_ok = need == AddressRequirement::None
+                || (!wp.attr_fails && need.gid_index(&world_address(wp.lid, wp.v4)).is_some());
+            let up = base && port_up && address_ok && v.breaker_until.is_none() && self.cfg.damping.is_none();
             let down = base
                 && !port_up
                 && (mode == DeviceMode::PollOnly || (mode == DeviceMode::Events && self.cfg.audit_ms.is_some()));
@@ -1043,6 +1168,24 @@ enum Op {
     List {
         mask: u8,
     },
+    /// The engine reports transfers on a rail.
+    Transfers {
+        dev: u8,
+        port: u8,
+        peer: u8,
+        wc_status: u32,
+        count: u32,
+    },
+    /// The port's `link_downed` counter moves (a flap nobody said).
+    CountersMove {
+        dev: u8,
+        port: u8,
+    },
+    /// The port's RoCE v2 IPv4 GID comes or goes.
+    ToggleV4 {
+        dev: u8,
+        port: u8,
+    },
     StrayOpen {
         dev: Dev,
         ok: bool,
@@ -1111,6 +1254,21 @@ fn damping() -> impl Strategy<Value = DampingConfig> {
     ]
 }
 
+/// The evidence settings: the breaker (often with small numbers, so it
+/// trips), the silent-flap rule, and an address requirement.
+fn evidence() -> impl Strategy<Value = (Option<DataPathConfig>, bool, AddressRequirement)> {
+    let breaker = (1u64..=12, 1u64..=20_000, 1u64..=3, 1u64..=3000, 1u64..=8).prop_map(
+        |(failures, window_ms, min_peers, backoff_initial_ms, mult)| DataPathConfig {
+            failures,
+            window_ms,
+            min_peers,
+            backoff_initial_ms,
+            backoff_max_ms: backoff_initial_ms * mult,
+        },
+    );
+    (proptest::option::weighted(0.8, breaker), any::<bool>(), prop::sample::select(AddressRequirement::ALL.to_vec()))
+}
+
 fn config() -> impl Strategy<Value = MachineConfig> {
     (
         prop_oneof![1 => 1u64..=50, 6 => 50u64..=5000],
@@ -1119,16 +1277,23 @@ fn config() -> impl Strategy<Value = MachineConfig> {
         proptest::option::weighted(0.3, 1u64..=10_000),
         (1u64..=2000, 1u64..=8, 0u32..=100, any::<u64>(), 0u64..=60_000),
     )
-        .prop_map(|(tick_ms, settle_ms, damping, audit_ms, (initial, mult, jitter, seed, explain))| MachineConfig {
-            tick_ms,
-            audit_ms,
-            explain_every_ms: explain,
-            reopen_initial_ms: initial,
-            reopen_max_ms: initial * mult,
-            reopen_jitter_pct: jitter,
-            seed: Some(seed),
-            settle_ms,
-            damping,
+        .prop_flat_map(|base| (Just(base), evidence()))
+        .prop_map(|((tick_ms, settle_ms, damping, audit_ms, (initial, mult, jitter, seed, explain)), evidence)| {
+            let (data_path, silent_flaps, require_address) = evidence;
+            MachineConfig {
+                tick_ms,
+                audit_ms,
+                explain_every_ms: explain,
+                reopen_initial_ms: initial,
+                reopen_max_ms: initial * mult,
+                reopen_jitter_pct: jitter,
+                seed: Some(seed),
+                settle_ms,
+                damping,
+                data_path,
+                silent_flaps,
+                require_address,
+            }
         })
         .prop_filter("valid configs only", |c| c.validate().is_ok())
 }
@@ -1201,6 +1366,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (dev(), port_num()).prop_map(|(dev, port)| Op::StrayAddress { dev, port: port as u8 }),
         1 => (dev(), any::<bool>()).prop_map(|(dev, ok)| Op::StrayReopen { dev, ok }),
         3 => any::<u8>().prop_map(|mask| Op::List { mask }),
+        10 => (0u8..3, small_port(), 0u8..4, prop::sample::select(vec![0u32, 0, 12, 12, 2, 5, 10, 13, 99]), 1u32..=6)
+            .prop_map(|(dev, port, peer, wc_status, count)| Op::Transfers { dev, port, peer, wc_status, count }),
+        2 => (0u8..3, small_port()).prop_map(|(dev, port)| Op::CountersMove { dev, port }),
+        1 => (0u8..3, small_port()).prop_map(|(dev, port)| Op::ToggleV4 { dev, port }),
         1 => (dev(), any::<bool>()).prop_map(|(dev, ok)| Op::StrayOpen { dev, ok }),
     ]
 }
@@ -1290,7 +1459,7 @@ impl Harness {
                 self.settle();
             }
             Op::StrayAddress { dev, port } => {
-                self.deliver(Answer::Address { device: dev.resolve(n), port, answer: Ok(7) });
+                self.deliver(Answer::Address { device: dev.resolve(n), port, answer: Ok((7, false)) });
                 self.settle();
             }
             Op::StrayReopen { dev, ok } => {
@@ -1299,6 +1468,20 @@ impl Harness {
                 self.settle();
             }
             Op::List { mask } => self.list(mask),
+            Op::Transfers { dev, port, peer, wc_status, count } => {
+                let (d, p) = world_port(self, dev, port);
+                self.transfers(d, p, u64::from(peer), wc_status, count);
+            }
+            Op::CountersMove { dev, port } => {
+                let (d, p) = world_port(self, dev, port);
+                let wp = self.world_port(d, p);
+                (wp.link_downed, wp.counters_moved) = (wp.link_downed + 1, true);
+            }
+            Op::ToggleV4 { dev, port } => {
+                let (d, p) = world_port(self, dev, port);
+                let wp = self.world_port(d, p);
+                wp.v4 = !wp.v4;
+            }
             Op::StrayOpen { dev, ok } => {
                 let answer = if ok { Ok(()) } else { Err(ENODEV) };
                 self.deliver(Answer::Open { device: dev.resolve(n), answer });
@@ -1328,12 +1511,18 @@ fn run_case(case: &Case) {
         let w = &mut h.world[d];
         w.reopen_ok = true;
         for p in &mut w.ports {
-            (p.state, p.query_fails) = (PortState::Active, false);
+            (p.state, p.query_fails, p.v4, p.lid) = (PortState::Active, false, true, 1);
+            // An address that cannot be read never meets require_address
+            // (a link that cannot be read holds nothing).
+            p.attr_fails &= case.cfg.require_address == AddressRequirement::None;
         }
         h.readd(d as u32);
     }
     let cfg = &case.cfg;
-    let bound = 2 * cfg.reopen_max_ms + cfg.settle_ms + 2 * cfg.tick_ms + 10;
+    // An open breaker lets the rail through at its next trial: at most the
+    // longest backoff, jittered as the re-open is.
+    let trial = cfg.data_path.map_or(0, |d| d.backoff_max_ms * (100 + u64::from(cfg.reopen_jitter_pct)) / 100);
+    let bound = 2 * cfg.reopen_max_ms + cfg.settle_ms + 2 * cfg.tick_ms + trial + 10;
     let limit = h.now.plus(bound);
     let healed = h.advance_until_within(limit, bound as usize + 2, |h| {
         h.ids.iter().all(|&id| h.m.rail(id).is_some_and(|v| v.available))

@@ -14,6 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Most lines one transfer report may hold.
+#define RW_MAX_TRANSFER_REPORTS 65536
+
+// A counter the driver does not have (`rw_machine_handle_counters`).
+#define RW_COUNTER_NONE UINT64_MAX
+
 // Version of the word's bit layout below; the header's inline gate is
 // only valid when [`rw_word_layout_version`] returns the same.
 #define RW_WORD_LAYOUT_VERSION 1
@@ -115,6 +121,15 @@ typedef enum rw_happening {
   // `events`, `error` (0: the queue was emptied; else the errno, -1
   // unknown).
   RW_HAPPENING_DRAIN = 6,
+  // Transfers through one peer failed against the local path, through
+  // no other peer: the rail stays in service: `device`, `port`, `peer`.
+  RW_HAPPENING_PEER_FAILING = 7,
+  // A rail went on (`probation` true) or off probation: `device`, `port`,
+  // `probation`.
+  RW_HAPPENING_PROBATION = 8,
+  // The GID index endpoints of the rail are built on
+  // (`require_address`): `device`, `port`, `gid_index`.
+  RW_HAPPENING_GID_INDEX = 9,
 } rw_happening;
 
 // Why a transition happened (`rw_notification.cause`).
@@ -128,6 +143,9 @@ typedef enum rw_cause {
   // A generation bump without a state change: `cause_code` is the event
   // code (`IBV_EVENT_CQ_ERR`, `_LID_CHANGE`, `_GID_CHANGE`, ...).
   RW_CAUSE_BUMP = 3,
+  // A generation bump for a silent flap (a flap counter rose with no
+  // PORT_ERR seen); `cause_code` 0.
+  RW_CAUSE_SILENT_FLAP = 4,
 } rw_cause;
 
 // How a rail came back.
@@ -138,6 +156,8 @@ typedef enum rw_recovered_by {
   RW_BY_POLL = 1,
   // The device was (re)opened with the port ACTIVE.
   RW_BY_ATTACH = 2,
+  // A trial after the data-path breaker's backoff (on probation).
+  RW_BY_TRIAL = 3,
 } rw_recovered_by;
 
 // What a log request is about (`rw_log.kind`); the machine decided that
@@ -179,6 +199,18 @@ typedef enum rw_log_kind {
   // A device the device list named would not open: `device`, `error`,
   // `until_ms` (the next attempt).
   RW_LOG_OPEN_FAILED = 13,
+  // The port's flap counters cannot be read; silent flaps are not
+  // looked for on it: `device`, `port`, `error`.
+  RW_LOG_COUNTERS_UNAVAILABLE = 14,
+  // A flap counter rose with no PORT_ERR seen (the generation moved):
+  // `device`, `port`.
+  RW_LOG_SILENT_FLAP = 15,
+  // The data-path breaker opened: `device`, `port`, `code` (failed
+  // trials so far), `until_ms` (the trial).
+  RW_LOG_BREAKER_OPEN = 16,
+  // The port is ACTIVE without the address `require_address` asks for:
+  // `device`, `port`.
+  RW_LOG_NO_ADDRESS = 17,
 } rw_log_kind;
 
 // What the machine asks of the engine (`rw_action.kind`). Answer each
@@ -218,6 +250,9 @@ typedef enum rw_action_kind {
   // Open `device`, which the device list named (its name:
   // `rw_machine_device_name`); answer with `rw_machine_handle_opened`.
   RW_ACTION_OPEN = 12,
+  // Read `port`'s flap counters (`link_downed`, the netdev's carrier
+  // counters); answer with `rw_machine_handle_counters`.
+  RW_ACTION_READ_COUNTERS = 13,
 } rw_action_kind;
 
 // A rail's state (bits 0–1 of the word).
@@ -248,6 +283,14 @@ typedef enum rw_pause_reason {
   RW_REASON_DAMPED = 6,
   // Waiting out the settle delay.
   RW_REASON_SETTLING = 7,
+  // The data-path breaker is open: transfers failed against the local
+  // path through enough peers; a trial after a backoff.
+  RW_REASON_DATA_PATH = 8,
+  // The port is ACTIVE without the address `require_address` asks for.
+  RW_REASON_NO_ADDRESS = 9,
+  // An *active* rail on probation (re-admitted by trial after the
+  // data-path breaker, until a transfer succeeds): the gate admits it.
+  RW_REASON_PROBATION = 10,
 } rw_pause_reason;
 
 // One rail's gate: keeps its state word alive. Made by `rw_machine_gate`
@@ -296,11 +339,30 @@ typedef struct rw_damping {
   double max_penalty;
 } rw_damping;
 
+// The data-path breaker's settings (see `docs/STATE-MACHINE.md`, "The
+// data-path breaker").
+typedef struct rw_data_path {
+  // The breaker on: 0 off, anything else on (the default).
+  uint8_t enabled;
+  // Local-path failures within the window that open it (default 8).
+  uint64_t failures;
+  // The window, ms (default 10000).
+  uint64_t window_ms;
+  // The distinct peers the failures must come through (default 2, at
+  // most 16).
+  uint64_t min_peers;
+  // The first wait before a trial, ms (default 1000).
+  uint64_t backoff_initial_ms;
+  // The longest wait before a trial, ms (default 60000).
+  uint64_t backoff_max_ms;
+} rw_data_path;
+
 // Every setting. Start from `rw_config_default` and change what you need.
 // The struct may grow at the end in later versions: `size` (set by
 // `rw_config_default`) says which version the caller was built with, and
-// a library reads no more than that (this one accepts exactly its own
-// size; later ones will also accept the sizes before them).
+// a library reads no more than that: this one accepts its own size and
+// 0.1.0's (the struct up to `drain_budget`; the fields after it are then
+// at their defaults).
 typedef struct rw_config {
   // `sizeof(rw_config)` as the caller knows it; set by
   // `rw_config_default`.
@@ -328,7 +390,26 @@ typedef struct rw_config {
   struct rw_damping damping;
   // Monitor only: most events read per device per wake-up (default 256).
   uint32_t drain_budget;
+  // The data-path breaker (default on).
+  struct rw_data_path data_path;
+  // Silent flaps (a flap counter rising with no PORT_ERR) bump the
+  // generation: 0 off, anything else on (the default).
+  uint8_t silent_flaps;
+  // `rw_address_requirement` (default `RW_ADDRESS_NONE`).
+  uint32_t require_address;
 } rw_config;
+
+// One line of a transfer report: `count` completions with `wc_status`
+// (`ibv_wc_status`; 0 is success) on transfers to `peer` (an id the
+// engine chooses: a remote NIC, a host).
+typedef struct rw_transfer_report {
+  // The engine's id of the peer.
+  uint64_t peer;
+  // The work-completion status.
+  uint32_t wc_status;
+  // How many completions had it.
+  uint32_t count;
+} rw_transfer_report;
 
 // What the gate said: whether it admits, and the word decoded.
 typedef struct rw_ticket {
@@ -405,6 +486,12 @@ typedef struct rw_notification {
   uint64_t events;
   // errno of a failed read (0: none; -1: unknown).
   int32_t error;
+  // The engine's peer id, for `RW_HAPPENING_PEER_FAILING`.
+  uint64_t peer;
+  // The GID index, for `RW_HAPPENING_GID_INDEX`.
+  uint32_t gid_index;
+  // On probation, for `RW_HAPPENING_PROBATION`.
+  bool probation;
 } rw_notification;
 
 // A log request. Which fields mean something depends on `kind`.
@@ -544,6 +631,44 @@ extern "C" {
 
 // Writes the defaults to `*config`.
 enum rw_status rw_config_default(struct rw_config *config);
+
+// Transfer outcomes on the rail of `device`'s `port` since the engine's
+// last report: `n` lines at `reports` (at most `RW_MAX_TRANSFER_REPORTS`).
+// Failures against the local path (`IBV_WC_RETRY_EXC_ERR`,
+// `IBV_WC_LOC_QP_OP_ERR`, ...) through enough distinct peers within the
+// window open the data-path breaker (the rail pauses, reason
+// `RW_REASON_DATA_PATH`); through one peer only they are notified
+// (`RW_HAPPENING_PEER_FAILING`) and the rail stays. A success ends
+// probation. Flush errors are never counted. No allocation.
+enum rw_status rw_machine_report_transfers(struct rw_machine *machine,
+                                           uint32_t device,
+                                           uint32_t port,
+                                           const struct rw_transfer_report *reports,
+                                           size_t n,
+                                           uint64_t now_ms);
+
+// The answer to `RW_ACTION_READ_COUNTERS`: `error` 0 and the port's
+// counters (`RW_COUNTER_NONE` for one the driver does not have), or the
+// errno of a read that failed (ENOENT where the driver has none: the
+// machine stops asking for the port). A rise with no PORT_ERR seen on an
+// active rail is a silent flap: the generation moves
+// (`RW_CAUSE_SILENT_FLAP`).
+enum rw_status rw_machine_handle_counters(struct rw_machine *machine,
+                                          uint32_t device,
+                                          uint32_t port,
+                                          int32_t error,
+                                          uint64_t link_downed,
+                                          uint64_t carrier_changes,
+                                          uint64_t carrier_down,
+                                          uint64_t now_ms);
+
+// Writes to `*index` the GID index `require_address` chose for the rail
+// (endpoints are built on it). `RW_ERR_NOT_FOUND` when none is chosen
+// (`require_address` is `none`, or the rail has no such address yet).
+enum rw_status rw_machine_gid_index(struct rw_machine *machine,
+                                    uint32_t device,
+                                    uint32_t port,
+                                    uint32_t *index);
 
 // The address of the gate's 64-bit state word, for the header's inline
 // checks (`rw_gate_check_inline`); valid until [`rw_gate_free`]. NULL for

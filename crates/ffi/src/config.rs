@@ -1,7 +1,7 @@
 //! Settings from C: one plain struct for both embeddings, filled with the
 //! defaults by `rw_config_default` and checked before anything starts.
 
-use railwatch_core::{DampingConfig, MachineConfig};
+use railwatch_core::{AddressRequirement, DampingConfig, DataPathConfig, MachineConfig};
 use railwatch_runtime::Config;
 
 use crate::args::put;
@@ -26,11 +26,49 @@ pub struct rw_damping {
     pub max_penalty: f64,
 }
 
+/// The data-path breaker's settings (see `docs/STATE-MACHINE.md`, "The
+/// data-path breaker").
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rw_data_path {
+    /// The breaker on: 0 off, anything else on (the default).
+    pub enabled: u8,
+    /// Local-path failures within the window that open it (default 8).
+    pub failures: u64,
+    /// The window, ms (default 10000).
+    pub window_ms: u64,
+    /// The distinct peers the failures must come through (default 2, at
+    /// most 16).
+    pub min_peers: u64,
+    /// The first wait before a trial, ms (default 1000).
+    pub backoff_initial_ms: u64,
+    /// The longest wait before a trial, ms (default 60000).
+    pub backoff_max_ms: u64,
+}
+
+/// What a rail needs in its GID table before it is used
+/// (`rw_config.require_address`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rw_address_requirement {
+    /// Nothing (the default).
+    RW_ADDRESS_NONE = 0,
+    /// Any GID.
+    RW_ADDRESS_ANY = 1,
+    /// A RoCE v2 GID.
+    RW_ADDRESS_ROCE_V2 = 2,
+    /// A RoCE v2 GID that is an IPv4-mapped address.
+    RW_ADDRESS_ROCE_V2_IPV4 = 3,
+    /// An InfiniBand LID.
+    RW_ADDRESS_IB = 4,
+}
+
 /// Every setting. Start from `rw_config_default` and change what you need.
 /// The struct may grow at the end in later versions: `size` (set by
 /// `rw_config_default`) says which version the caller was built with, and
-/// a library reads no more than that (this one accepts exactly its own
-/// size; later ones will also accept the sizes before them).
+/// a library reads no more than that: this one accepts its own size and
+/// 0.1.0's (the struct up to `drain_budget`; the fields after it are then
+/// at their defaults).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rw_config {
@@ -60,7 +98,41 @@ pub struct rw_config {
     pub damping: rw_damping,
     /// Monitor only: most events read per device per wake-up (default 256).
     pub drain_budget: u32,
+    /// The data-path breaker (default on).
+    pub data_path: rw_data_path,
+    /// Silent flaps (a flap counter rising with no PORT_ERR) bump the
+    /// generation: 0 off, anything else on (the default).
+    pub silent_flaps: u8,
+    /// `rw_address_requirement` (default `RW_ADDRESS_NONE`).
+    pub require_address: u32,
 }
+
+/// The struct as version 0.1.0's header had it (up to `drain_budget`): a
+/// caller built with it is read as it was, the later fields at their
+/// defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct rw_config_v1 {
+    size: u32,
+    tick_ms: u64,
+    audit_ms: u64,
+    explain_every_ms: u64,
+    reopen_initial_ms: u64,
+    reopen_max_ms: u64,
+    reopen_jitter_pct: u32,
+    seed: u64,
+    settle_ms: u64,
+    damping: rw_damping,
+    drain_budget: u32,
+}
+
+const ADDRESS: [(rw_address_requirement, AddressRequirement); 5] = [
+    (rw_address_requirement::RW_ADDRESS_NONE, AddressRequirement::None),
+    (rw_address_requirement::RW_ADDRESS_ANY, AddressRequirement::Any),
+    (rw_address_requirement::RW_ADDRESS_ROCE_V2, AddressRequirement::RoceV2),
+    (rw_address_requirement::RW_ADDRESS_ROCE_V2_IPV4, AddressRequirement::RoceV2Ipv4),
+    (rw_address_requirement::RW_ADDRESS_IB, AddressRequirement::Ib),
+];
 
 impl Default for rw_config {
     fn default() -> Self {
@@ -83,8 +155,13 @@ impl From<&Config> for rw_config {
             seed,
             settle_ms,
             damping,
+            data_path,
+            silent_flaps,
+            require_address,
         } = machine;
         let d = damping.unwrap_or_default();
+        let p = data_path.unwrap_or_default();
+        let address = ADDRESS.iter().find(|(_, r)| r == require_address).map_or(0, |(c, _)| *c as u32);
         rw_config {
             size: std::mem::size_of::<rw_config>() as u32,
             tick_ms: *tick_ms,
@@ -104,6 +181,16 @@ impl From<&Config> for rw_config {
                 max_penalty: d.max_penalty,
             },
             drain_budget: u32::try_from(*drain_budget).unwrap_or(u32::MAX),
+            data_path: rw_data_path {
+                enabled: u8::from(data_path.is_some()),
+                failures: p.failures,
+                window_ms: p.window_ms,
+                min_peers: p.min_peers,
+                backoff_initial_ms: p.backoff_initial_ms,
+                backoff_max_ms: p.backoff_max_ms,
+            },
+            silent_flaps: u8::from(*silent_flaps),
+            require_address: address,
         }
     }
 }
@@ -128,6 +215,27 @@ impl rw_config {
                 half_life_ms: d.half_life_ms,
                 max_penalty: d.max_penalty,
             }),
+            data_path: (self.data_path.enabled != 0).then_some(DataPathConfig {
+                failures: self.data_path.failures,
+                window_ms: self.data_path.window_ms,
+                min_peers: self.data_path.min_peers,
+                backoff_initial_ms: self.data_path.backoff_initial_ms,
+                backoff_max_ms: self.data_path.backoff_max_ms,
+            }),
+            silent_flaps: self.silent_flaps != 0,
+            require_address: ADDRESS
+                .iter()
+                .find(|(c, _)| *c as u32 == self.require_address)
+                .map(|(_, r)| *r)
+                .ok_or_else(|| {
+                    Error::new(
+                        rw_status::RW_ERR_INVALID,
+                        format!(
+                            "rw_config: require_address: {} is not an rw_address_requirement",
+                            self.require_address
+                        ),
+                    )
+                })?,
         };
         let config = Config { machine, drain_budget: self.drain_budget as usize, ..Config::default() };
         config.validate().map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")))?;
@@ -138,6 +246,26 @@ impl rw_config {
     /// monitor's is).
     pub(crate) fn machine(&self) -> Result<MachineConfig> {
         Ok(self.runtime()?.machine_seeded())
+    }
+}
+
+impl rw_config {
+    /// An earlier version's settings, the later ones at their defaults.
+    fn from_v1(o: &rw_config_v1) -> rw_config {
+        rw_config {
+            size: std::mem::size_of::<rw_config>() as u32,
+            tick_ms: o.tick_ms,
+            audit_ms: o.audit_ms,
+            explain_every_ms: o.explain_every_ms,
+            reopen_initial_ms: o.reopen_initial_ms,
+            reopen_max_ms: o.reopen_max_ms,
+            reopen_jitter_pct: o.reopen_jitter_pct,
+            seed: o.seed,
+            settle_ms: o.settle_ms,
+            damping: o.damping,
+            drain_budget: o.drain_budget,
+            ..rw_config::default()
+        }
     }
 }
 
@@ -163,6 +291,12 @@ pub(crate) unsafe fn read(p: *const rw_config) -> Result<rw_config> {
     // SAFETY: non-null; `size` is the first field, a u32 any bits of which
     // are a valid value, and the caller promises it is readable.
     let size = unsafe { (&raw const (*p).size).read() } as usize;
+    if size == std::mem::size_of::<rw_config_v1>() {
+        // SAFETY: the caller's struct is the earlier version (its size),
+        // all of it readable; every field is an integer or a float.
+        let old = unsafe { p.cast::<rw_config_v1>().read() };
+        return Ok(rw_config::from_v1(&old));
+    }
     if size != expected {
         return Err(Error::new(
             rw_status::RW_ERR_INVALID,

@@ -76,6 +76,14 @@ pub enum rw_pause_reason {
     RW_REASON_DAMPED = 6,
     /// Waiting out the settle delay.
     RW_REASON_SETTLING = 7,
+    /// The data-path breaker is open: transfers failed against the local
+    /// path through enough peers; a trial after a backoff.
+    RW_REASON_DATA_PATH = 8,
+    /// The port is ACTIVE without the address `require_address` asks for.
+    RW_REASON_NO_ADDRESS = 9,
+    /// An *active* rail on probation (re-admitted by trial after the
+    /// data-path breaker, until a transfer succeeds): the gate admits it.
+    RW_REASON_PROBATION = 10,
 }
 
 const _: () = {
@@ -90,6 +98,9 @@ const _: () = {
     assert!(rw_pause_reason::RW_REASON_NOT_OPENED as u32 == PauseReason::NotOpened.code());
     assert!(rw_pause_reason::RW_REASON_DAMPED as u32 == PauseReason::Damped.code());
     assert!(rw_pause_reason::RW_REASON_SETTLING as u32 == PauseReason::Settling.code());
+    assert!(rw_pause_reason::RW_REASON_DATA_PATH as u32 == PauseReason::DataPath.code());
+    assert!(rw_pause_reason::RW_REASON_NO_ADDRESS as u32 == PauseReason::NoAddress.code());
+    assert!(rw_pause_reason::RW_REASON_PROBATION as u32 == PauseReason::Probation.code());
 };
 
 pub(crate) fn state_of(s: RailState) -> rw_rail_state {
@@ -110,6 +121,9 @@ pub(crate) fn reason_of(r: PauseReason) -> rw_pause_reason {
         PauseReason::NotOpened => rw_pause_reason::RW_REASON_NOT_OPENED,
         PauseReason::Damped => rw_pause_reason::RW_REASON_DAMPED,
         PauseReason::Settling => rw_pause_reason::RW_REASON_SETTLING,
+        PauseReason::DataPath => rw_pause_reason::RW_REASON_DATA_PATH,
+        PauseReason::NoAddress => rw_pause_reason::RW_REASON_NO_ADDRESS,
+        PauseReason::Probation => rw_pause_reason::RW_REASON_PROBATION,
     }
 }
 

@@ -88,6 +88,7 @@ mod args;
 #[cfg(feature = "bench-exports")]
 mod bench;
 mod config;
+mod evidence;
 mod gate;
 mod lifecycle;
 mod machine;
@@ -98,6 +99,7 @@ mod status;
 mod version;
 
 pub use config::{rw_config, rw_config_default, rw_damping};
+pub use evidence::*;
 pub use gate::*;
 pub use lifecycle::*;
 pub use machine::*;

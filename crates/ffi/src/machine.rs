@@ -70,6 +70,9 @@ pub enum rw_action_kind {
     /// Open `device`, which the device list named (its name:
     /// `rw_machine_device_name`); answer with `rw_machine_handle_opened`.
     RW_ACTION_OPEN = 12,
+    /// Read `port`'s flap counters (`link_downed`, the netdev's carrier
+    /// counters); answer with `rw_machine_handle_counters`.
+    RW_ACTION_READ_COUNTERS = 13,
 }
 
 /// One action. Which fields mean something depends on `kind`: `device`,
@@ -141,6 +144,10 @@ unsafe fn write_action(a: Option<Action>, out: *mut rw_action) {
             (device, port) = (d, u32::from(p));
             RW_ACTION_READ_ADDRESS
         }
+        Some(Action::ReadCounters { device: d, port: p }) => {
+            (device, port) = (d, u32::from(p));
+            RW_ACTION_READ_COUNTERS
+        }
         Some(Action::SetAvailable { rail, available: av }) => {
             (device, port, available) = (rail.device, u32::from(rail.port), av);
             RW_ACTION_SET_AVAILABLE
@@ -185,7 +192,7 @@ pub(crate) fn device_in(m: &Machine, device: u32) -> Result<()> {
     }
 }
 
-fn port_in(m: &Machine, device: u32, port: u32) -> Result<u8> {
+pub(crate) fn port_in(m: &Machine, device: u32, port: u32) -> Result<u8> {
     device_in(m, device)?;
     u8::try_from(port)
         .ok()

@@ -32,6 +32,15 @@ pub enum rw_happening {
     /// `events`, `error` (0: the queue was emptied; else the errno, -1
     /// unknown).
     RW_HAPPENING_DRAIN = 6,
+    /// Transfers through one peer failed against the local path, through
+    /// no other peer: the rail stays in service: `device`, `port`, `peer`.
+    RW_HAPPENING_PEER_FAILING = 7,
+    /// A rail went on (`probation` true) or off probation: `device`, `port`,
+    /// `probation`.
+    RW_HAPPENING_PROBATION = 8,
+    /// The GID index endpoints of the rail are built on
+    /// (`require_address`): `device`, `port`, `gid_index`.
+    RW_HAPPENING_GID_INDEX = 9,
 }
 
 /// Why a transition happened (`rw_notification.cause`).
@@ -47,6 +56,9 @@ pub enum rw_cause {
     /// A generation bump without a state change: `cause_code` is the event
     /// code (`IBV_EVENT_CQ_ERR`, `_LID_CHANGE`, `_GID_CHANGE`, ...).
     RW_CAUSE_BUMP = 3,
+    /// A generation bump for a silent flap (a flap counter rose with no
+    /// PORT_ERR seen); `cause_code` 0.
+    RW_CAUSE_SILENT_FLAP = 4,
 }
 
 /// How a rail came back.
@@ -59,6 +71,8 @@ pub enum rw_recovered_by {
     RW_BY_POLL = 1,
     /// The device was (re)opened with the port ACTIVE.
     RW_BY_ATTACH = 2,
+    /// A trial after the data-path breaker's backoff (on probation).
+    RW_BY_TRIAL = 3,
 }
 
 /// One thing that happened, for the engine. Which fields mean something
@@ -98,6 +112,12 @@ pub struct rw_notification {
     pub events: u64,
     /// errno of a failed read (0: none; -1: unknown).
     pub error: i32,
+    /// The engine's peer id, for `RW_HAPPENING_PEER_FAILING`.
+    pub peer: u64,
+    /// The GID index, for `RW_HAPPENING_GID_INDEX`.
+    pub gid_index: u32,
+    /// On probation, for `RW_HAPPENING_PROBATION`.
+    pub probation: bool,
 }
 
 pub(crate) fn mbps(rate: Option<LinkRate>) -> u64 {
@@ -112,6 +132,7 @@ pub(crate) fn by_code(by: RecoveredBy) -> u32 {
         RecoveredBy::Event => rw_recovered_by::RW_BY_EVENT,
         RecoveredBy::Poll => rw_recovered_by::RW_BY_POLL,
         RecoveredBy::Attach => rw_recovered_by::RW_BY_ATTACH,
+        RecoveredBy::Trial => rw_recovered_by::RW_BY_TRIAL,
     }) as u32
 }
 
@@ -134,6 +155,9 @@ impl rw_notification {
         object_handle: 0,
         events: 0,
         error: 0,
+        peer: 0,
+        gid_index: 0,
+        probation: false,
     };
 }
 
@@ -152,6 +176,7 @@ pub(crate) fn notification(n: &Notification) -> rw_notification {
                 Cause::Reason(r) => (rw_cause::RW_CAUSE_REASON as u32, reason_of(r) as u32),
                 Cause::By(by) => (rw_cause::RW_CAUSE_BY as u32, by_code(by)),
                 Cause::Bump(kind) => (rw_cause::RW_CAUSE_BUMP as u32, kind.code()),
+                Cause::SilentFlap => (rw_cause::RW_CAUSE_SILENT_FLAP as u32, 0),
             };
             rw_happening::RW_HAPPENING_TRANSITION
         }
@@ -175,6 +200,18 @@ pub(crate) fn notification(n: &Notification) -> rw_notification {
         Happening::Drain { device, events, errno } => {
             (c.device, c.events, c.error) = (device, events as u64, errno.unwrap_or(0));
             rw_happening::RW_HAPPENING_DRAIN
+        }
+        Happening::PeerFailing { rail, peer } => {
+            (c.device, c.port, c.peer) = (rail.device, u32::from(rail.port), peer);
+            rw_happening::RW_HAPPENING_PEER_FAILING
+        }
+        Happening::Probation { rail, on } => {
+            (c.device, c.port, c.probation) = (rail.device, u32::from(rail.port), on);
+            rw_happening::RW_HAPPENING_PROBATION
+        }
+        Happening::GidIndex { rail, index } => {
+            (c.device, c.port, c.gid_index) = (rail.device, u32::from(rail.port), index);
+            rw_happening::RW_HAPPENING_GID_INDEX
         }
     };
     c.kind = kind as u32;
@@ -222,6 +259,18 @@ pub enum rw_log_kind {
     /// A device the device list named would not open: `device`, `error`,
     /// `until_ms` (the next attempt).
     RW_LOG_OPEN_FAILED = 13,
+    /// The port's flap counters cannot be read; silent flaps are not
+    /// looked for on it: `device`, `port`, `error`.
+    RW_LOG_COUNTERS_UNAVAILABLE = 14,
+    /// A flap counter rose with no PORT_ERR seen (the generation moved):
+    /// `device`, `port`.
+    RW_LOG_SILENT_FLAP = 15,
+    /// The data-path breaker opened: `device`, `port`, `code` (failed
+    /// trials so far), `until_ms` (the trial).
+    RW_LOG_BREAKER_OPEN = 16,
+    /// The port is ACTIVE without the address `require_address` asks for:
+    /// `device`, `port`.
+    RW_LOG_NO_ADDRESS = 17,
 }
 
 /// A log request. Which fields mean something depends on `kind`.
@@ -326,6 +375,22 @@ pub(crate) fn log(l: &Log) -> rw_log {
         Log::Attached { device } => {
             c.device = device;
             RW_LOG_ATTACHED
+        }
+        Log::CountersUnavailable { rail, errno } => {
+            (c.device, c.port, c.error) = (rail.device, u32::from(rail.port), errno.0);
+            RW_LOG_COUNTERS_UNAVAILABLE
+        }
+        Log::SilentFlap { rail } => {
+            (c.device, c.port) = (rail.device, u32::from(rail.port));
+            RW_LOG_SILENT_FLAP
+        }
+        Log::BreakerOpen { rail, trials, until } => {
+            (c.device, c.port, c.code, c.until_ms) = (rail.device, u32::from(rail.port), trials, until.0);
+            RW_LOG_BREAKER_OPEN
+        }
+        Log::NoAddress { rail } => {
+            (c.device, c.port) = (rail.device, u32::from(rail.port));
+            RW_LOG_NO_ADDRESS
         }
         Log::OpenFailed { device, errno, retry_at } => {
             (c.device, c.error, c.until_ms) = (device, errno.0, retry_at.0);

@@ -390,6 +390,7 @@ impl Timeline {
                     Cause::Reason(r) => r.name().to_string(),
                     Cause::By(b) => format!("by {}", b.name()),
                     Cause::Bump(k) => k.name().to_string(),
+                    Cause::SilentFlap => "silent flap".to_string(),
                 };
                 format!("{}: {from} → {to} ({why}), generation {generation}", name(rail))
             }
@@ -404,6 +405,13 @@ impl Timeline {
                 format!("{}: address changed, generation {generation}: rebuild endpoints", name(rail))
             }
             Happening::ObjectError { device, kind, handle } => format!("{}: {kind} on {handle:?}", dev_name(device)),
+            Happening::PeerFailing { rail, peer } => {
+                format!("{}: transfers through peer {peer} fail, through no other: kept", name(rail))
+            }
+            Happening::Probation { rail, on } => {
+                format!("{}: probation {}", name(rail), if *on { "on" } else { "off" })
+            }
+            Happening::GidIndex { rail, index } => format!("{}: endpoints use GID index {index}", name(rail)),
         };
         // `note.t` is the monitor's clock: milliseconds since its
         // `SystemClock` was created, just before the monitor was.

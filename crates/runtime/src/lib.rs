@@ -78,6 +78,6 @@ pub use spawn::MonitorHandle;
 pub use railwatch_core::{
     AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Gid, GidType,
     Happening, LinkAttrs, LinkLayer, LinkRate, Machine, MachineConfig, Millis, NoSelector, Notification, ObjectHandle,
-    PauseReason, PortAddress, PortState, Problem, RailId, RailState, RailWord, RecoveredBy, Rejection, Selector,
-    Setting, SettingKind, SettingValue, Ticket, VerbsPort,
+    PauseReason, PortAddress, PortCounters, PortState, Problem, RailId, RailState, RailWord, RecoveredBy, Rejection,
+    Selector, Setting, SettingKind, SettingValue, Ticket, TransferReport, VerbsPort, WcClass,
 };

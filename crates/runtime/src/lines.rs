@@ -181,6 +181,31 @@ pub enum Body<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         address: Option<AddressJson<'a>>,
     },
+    /// `peer_failing`: transfers through one peer failed against the local
+    /// path often enough to open the breaker, but through no other peer:
+    /// the rail stays in service.
+    PeerFailing {
+        /// The rail.
+        rail: &'a str,
+        /// The engine's id of the peer.
+        peer: u64,
+    },
+    /// `probation`: a rail went on probation (re-admitted by trial after
+    /// the data-path breaker) or came off it (a transfer succeeded).
+    Probation {
+        /// The rail.
+        rail: &'a str,
+        /// On or off.
+        on: bool,
+    },
+    /// `gid_index`: the GID index endpoints of the rail are built on
+    /// (`require_address`), at an activation or when it moved.
+    GidIndex {
+        /// The rail.
+        rail: &'a str,
+        /// The index.
+        index: u32,
+    },
     /// `expect`: an expectation was checked.
     Expect {
         /// When it was checked.
@@ -229,6 +254,9 @@ impl Body<'_> {
             Body::Available { .. } => "available",
             Body::Drain { .. } => "drain",
             Body::Address { .. } => "address",
+            Body::PeerFailing { .. } => "peer_failing",
+            Body::Probation { .. } => "probation",
+            Body::GidIndex { .. } => "gid_index",
             Body::Expect { .. } => "expect",
             Body::RunSummary { .. } | Body::WatchSummary(_) => "summary",
         }
@@ -266,6 +294,7 @@ impl<'a> Line<'a> {
                     Cause::Reason(r) => (Some(r.name()), None),
                     Cause::By(by) => (None, Some(by.name())),
                     Cause::Bump(kind) => (Some(kind.name()), None),
+                    Cause::SilentFlap => (Some("silent_flap"), None),
                 };
                 Body::Transition { rail: names.rail(rail), from: from.name(), to: to.name(), generation, reason, by }
             }
@@ -282,6 +311,9 @@ impl<'a> Line<'a> {
             Happening::AddressChanged { rail, generation } => {
                 Body::Address { rail: names.rail(rail), generation, address: None }
             }
+            Happening::PeerFailing { rail, peer } => Body::PeerFailing { rail: names.rail(rail), peer },
+            Happening::Probation { rail, on } => Body::Probation { rail: names.rail(rail), on },
+            Happening::GidIndex { rail, index } => Body::GidIndex { rail: names.rail(rail), index },
             Happening::ObjectError { .. } => return None,
         };
         Some(Line::new(note.t.0, body))

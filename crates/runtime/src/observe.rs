@@ -3,7 +3,7 @@
 //! (`railwatch watch --record`) turns it into a scenario that replays the
 //! same inputs at the same times.
 
-use railwatch_core::{AsyncEvent, Errno, LinkAttrs, Millis, PortAddress, PortState};
+use railwatch_core::{AsyncEvent, Errno, LinkAttrs, Millis, PortAddress, PortCounters, PortState, TransferReport};
 
 /// One input the monitor fed its machine: every one passes here first (a
 /// device list is seen as the devices it added and removed). Borrowed: an
@@ -80,6 +80,24 @@ pub enum Observed<'a> {
         port: u8,
         /// What it said.
         answer: Result<&'a PortAddress, Errno>,
+    },
+    /// The answer to a flap-counter read.
+    Counters {
+        /// The device asked.
+        device: u32,
+        /// The port asked about.
+        port: u8,
+        /// What it said.
+        answer: Result<PortCounters, Errno>,
+    },
+    /// Transfer outcomes the engine reported on a rail.
+    Transfers {
+        /// The rail's device.
+        device: u32,
+        /// The rail's port.
+        port: u8,
+        /// The report.
+        reports: &'a [TransferReport],
     },
     /// The result of re-opening a device that had gone away.
     Reopened {

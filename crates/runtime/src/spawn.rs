@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use log::error;
 use mio::Waker;
-use railwatch_core::{Clock, Gate, Notification, Selector, VerbsPort};
+use railwatch_core::{Clock, Gate, Notification, RailId, Selector, TransferReport, VerbsPort};
 
 use crate::monitor::{Monitor, WAKER};
 use crate::snapshot::Snapshot;
@@ -18,6 +18,7 @@ enum Command {
     Snapshot(Sender<Snapshot>),
     Gate(String, Sender<Option<Gate>>),
     Subscribe(Sender<Receiver<Notification>>),
+    Transfers(RailId, Vec<TransferReport>),
 }
 
 type Joined<P, S, C> = (Monitor<P, S, C>, io::Result<()>);
@@ -84,6 +85,7 @@ fn serve<P: VerbsPort, S: Selector, C: Clock>(monitor: &mut Monitor<P, S, C>, co
             Command::Snapshot(reply) => drop(reply.send(monitor.snapshot())),
             Command::Gate(name, reply) => drop(reply.send(monitor.gate_of(&name))),
             Command::Subscribe(reply) => drop(reply.send(monitor.subscribe())),
+            Command::Transfers(rail, reports) => monitor.report_transfers(rail, &reports),
         }
     }
 }
@@ -108,6 +110,14 @@ impl<P, S, C> MonitorHandle<P, S, C> {
     /// A gate for the rail called `name` (`"mlx5_0/1"`).
     pub fn gate(&self, name: &str) -> io::Result<Option<Gate>> {
         self.ask(|tx| Command::Gate(name.to_string(), tx))
+    }
+
+    /// Hands the monitor thread the engine's transfer outcomes on `rail`
+    /// (see [`Monitor::report_transfers`]), without waiting for them to be
+    /// applied. Any thread may call it.
+    pub fn report_transfers(&self, rail: RailId, reports: &[TransferReport]) -> io::Result<()> {
+        self.commands.send(Command::Transfers(rail, reports.to_vec())).map_err(|_| stopped())?;
+        self.waker.wake()
     }
 
     /// Subscribes to notifications from now on (see

@@ -23,7 +23,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use railwatch_core::{LinkRate, Millis};
+use railwatch_core::{LinkRate, Millis, RailId};
 use railwatch_runtime::lines::{Body, ExpectResult, Line, Names, Record, Verdicts};
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, Observer, RailSnapshot, Snapshot, json};
 
@@ -238,6 +238,15 @@ impl<'s> Run<'s> {
             step.apply(&self.handles);
             self.next_step += 1;
             applied = true;
+            if let Some(transfers) = step.transfers {
+                // What the devices queued before it is read first, as the
+                // live monitor had read it when the engine reported.
+                notes += self.drain_notes(sink)?;
+                if let Some(device) = self.monitor.device_index(&step.device) {
+                    let rail = RailId { device, port: transfers.port };
+                    self.monitor.report_transfers(rail, &[transfers.report]);
+                }
+            }
             // The monitor sees each change of the device list, as it sees
             // each uevent: an unplug and a plug in one instant are a
             // device leaving and a new one coming, not nothing.

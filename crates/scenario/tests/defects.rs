@@ -345,7 +345,7 @@ fn a_file_cut_off_after_a_key_says_so() {
 /// inert and comes back with a new generation, as it does 1 ms apart.
 #[test]
 fn an_unplug_and_a_plug_in_one_instant_are_a_new_device() {
-    use railwatch_runtime::{Cause, Happening};
+    use railwatch_runtime::Happening;
     for plug_at in [1000, 1001] {
         let text = format!(
             "duration_ms = 3000\n{ONE_PORT}\n[[step]]\nat_ms = 1000\ndevice = \"mlx5_0\"\nfault = \"unplug\"\n\n\
@@ -356,11 +356,7 @@ fn an_unplug_and_a_plug_in_one_instant_are_a_new_device() {
         driver::run(&scenario, &RunOptions::default(), |_, record| {
             if let Record::Note(n) = record {
                 if let Happening::Transition { to, cause, generation, .. } = n.what {
-                    let cause = match cause {
-                        Cause::Reason(r) => r.name().to_string(),
-                        Cause::By(b) => b.name().to_string(),
-                        Cause::Bump(k) => k.name().to_string(),
-                    };
+                    let cause = cause.name();
                     seen.push(format!("{} {} {cause} g{generation}", n.t.0, to.name()));
                 }
             }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use railwatch_core::Millis;
+use railwatch_runtime::Happening;
 use railwatch_runtime::lines::{Names, Record};
-use railwatch_runtime::{Cause, Happening};
 use railwatch_scenario::Scenario;
 use railwatch_scenario::driver::{self, RunOptions};
 use railwatch_scenario::record::{RecordOptions, Recorder};
@@ -65,11 +65,7 @@ fn no_rails(t: u64) -> railwatch_runtime::Snapshot {
 fn transition_line(names: &Names, record: &Record<'_>) -> Option<String> {
     let Record::Note(n) = record else { return None };
     let Happening::Transition { rail, from, to, cause, generation } = n.what else { return None };
-    let cause = match cause {
-        Cause::Reason(r) => r.name().to_string(),
-        Cause::By(b) => b.name().to_string(),
-        Cause::Bump(k) => k.name().to_string(),
-    };
+    let cause = cause.name();
     Some(format!("{} {}->{} {cause} g{generation}", names.rail(rail), from.name(), to.name()))
 }
 

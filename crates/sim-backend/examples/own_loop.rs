@@ -76,6 +76,10 @@ impl Engine {
                     let r = self.devices[device as usize].address(port);
                     self.machine.handle_address(device, port, r.as_ref().map_err(errno), now);
                 }
+                Action::ReadCounters { device, port } => {
+                    let r = self.devices[device as usize].flap_counters(port).map_err(|e| errno(&e));
+                    self.machine.handle_counters(device, port, r, now);
+                }
                 Action::ReadLink { device, port } => {
                     let r = self.devices[device as usize].link(port).map_err(|e| errno(&e));
                     self.machine.handle_link(device, port, r, now);

@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use railwatch_core::{
-    AsyncEvent, Element, EventKind, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortState, VerbsPort,
+    AsyncEvent, Element, EventKind, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, VerbsPort,
 };
 
 use crate::fd::{self, EventPipe};
@@ -102,6 +102,9 @@ struct Shared {
     /// Scripted GID tables: (port, index) → GID. `None` until a script sets
     /// one: the device then reads no address (`Unsupported`).
     gids: Option<BTreeMap<(u8, u32), [u8; 16]>>,
+    /// Scripted flap counters by port; a port without any answers
+    /// `Unsupported` (as an older driver's does).
+    flap_counters: BTreeMap<u8, PortCounters>,
 }
 
 impl Shared {
@@ -221,6 +224,7 @@ impl SimDevice {
             epoch: 0,
             notify: None,
             gids: None,
+            flap_counters: BTreeMap::new(),
         };
         Ok(SimDevice { inner: Arc::new(Inner { name, state: Mutex::new(shared) }), epoch: 0 })
     }
@@ -310,6 +314,14 @@ impl VerbsPort for SimDevice {
             .map(|(&(_, index), &raw)| Gid { index, raw, kind: GidType::RoceV2 })
             .collect();
         Ok(PortAddress { link_layer: Some(LinkLayer::Ethernet), lid: 0, gids, netdev: None })
+    }
+
+    /// The scripted flap counters of the port; `Unsupported` while the
+    /// script set none on it.
+    fn flap_counters(&mut self, port: u8) -> io::Result<PortCounters> {
+        let s = self.inner.lock();
+        check_queryable(&s, port)?;
+        s.flap_counters.get(&port).copied().ok_or_else(|| io::ErrorKind::Unsupported.into())
     }
 
     /// Closes the fd; events still queued are dropped. Idempotent, and a
@@ -550,6 +562,18 @@ impl SimHandle {
             Some(raw) => table.insert((port, index), raw),
             None => table.remove(&(port, index)),
         };
+    }
+
+    /// Sets the port's flap counters from now on (silent: read with the
+    /// next port query).
+    ///
+    /// # Panics
+    ///
+    /// If the device has no port `port`.
+    pub fn set_flap_counters(&self, port: u8, counters: PortCounters) {
+        let mut s = self.inner.lock();
+        s.port(&self.inner.name, port);
+        s.flap_counters.insert(port, counters);
     }
 
     /// The device reads addresses from now on (an empty GID table until

@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
-use railwatch_core::{LinkRate, Millis, RailId, RailState, RecoveredBy};
+use railwatch_core::{Evidence, LinkRate, Millis, RailId, RailState, RecoveredBy, WC_STATUSES, WcClass};
 use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Cause, Happening, Notification, Snapshot};
 
@@ -42,6 +42,15 @@ struct DeviceLabels {
 struct EventLabels {
     device: String,
     event: String,
+}
+
+/// Transfers on a rail with one completion status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TransferLabels {
+    device: String,
+    port: String,
+    status: String,
+    class: String,
 }
 
 /// A transition of a rail: the state it went to and why.
@@ -83,6 +92,13 @@ pub struct Metrics {
     read_errors: Family<DeviceLabels, Counter>,
     reopen_attempts: Family<DeviceLabels, Counter>,
     unavailable: Family<RailLabels, Histogram, fn() -> Histogram>,
+    probation: Family<RailLabels, Gauge>,
+    silent_flaps: Family<RailLabels, Counter>,
+    breaker_trips: Family<RailLabels, Counter>,
+    peer_failing: Family<RailLabels, Counter>,
+    transfers: Family<TransferLabels, Counter>,
+    /// Each rail's evidence at the last snapshot, to add only what is new.
+    last_evidence: HashMap<RailId, Evidence>,
     /// Since when each rail has been unavailable (monitor clock).
     down_since: HashMap<RailId, Millis>,
     /// The last totals read from each device's counters
@@ -115,11 +131,56 @@ pub fn bytes_per_second(rate: LinkRate) -> Option<i64> {
     }
 }
 
-fn cause_name(cause: &Cause) -> &'static str {
-    match cause {
-        Cause::Reason(r) => r.name(),
-        Cause::By(by) => by.name(),
-        Cause::Bump(kind) => kind.name(),
+/// What a counter grew by from `before` to `now` (a counter that went back
+/// started again: all of it is new).
+fn grown(now: u64, before: u64) -> u64 {
+    if now >= before { now - before } else { now }
+}
+
+/// The metrics of evidence beyond the port state.
+struct EvidenceFamilies {
+    probation: Family<RailLabels, Gauge>,
+    silent_flaps: Family<RailLabels, Counter>,
+    breaker_trips: Family<RailLabels, Counter>,
+    peer_failing: Family<RailLabels, Counter>,
+    transfers: Family<TransferLabels, Counter>,
+}
+
+impl EvidenceFamilies {
+    fn register(registry: &mut Registry) -> EvidenceFamilies {
+        let f = EvidenceFamilies {
+            probation: Family::default(),
+            silent_flaps: Family::default(),
+            breaker_trips: Family::default(),
+            peer_failing: Family::default(),
+            transfers: Family::default(),
+        };
+        registry.register(
+            "railwatch_rail_probation",
+            "Whether the rail is on probation: re-admitted by trial after the data-path breaker, until a transfer succeeds",
+            f.probation.clone(),
+        );
+        registry.register(
+            "railwatch_silent_flaps",
+            "Flaps no event said: a flap counter (link_downed, carrier_changes) rose with no PORT_ERR",
+            f.silent_flaps.clone(),
+        );
+        registry.register(
+            "railwatch_breaker_trips",
+            "Times the data-path breaker took the rail out (local-path transfer failures through several peers)",
+            f.breaker_trips.clone(),
+        );
+        registry.register(
+            "railwatch_peer_failing",
+            "Times transfers through one peer failed against the local path through no other peer (the rail stayed)",
+            f.peer_failing.clone(),
+        );
+        registry.register(
+            "railwatch_transfers",
+            "Transfers the engine reported on the rail, by completion status and what it says (success, local_path, peer_or_app, consequence, unknown)",
+            f.transfers.clone(),
+        );
+        f
     }
 }
 
@@ -140,6 +201,7 @@ impl Metrics {
         let reopen_attempts = Family::<DeviceLabels, Counter>::default();
         let unavailable: Family<RailLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(unavailable_histogram);
+        let evidence = EvidenceFamilies::register(&mut registry);
 
         registry.register(
             "railwatch_rail_available",
@@ -218,6 +280,12 @@ impl Metrics {
             read_errors,
             reopen_attempts,
             unavailable,
+            probation: evidence.probation,
+            silent_flaps: evidence.silent_flaps,
+            breaker_trips: evidence.breaker_trips,
+            peer_failing: evidence.peer_failing,
+            transfers: evidence.transfers,
+            last_evidence: HashMap::new(),
             down_since: HashMap::new(),
             last_totals: HashMap::new(),
         }
@@ -242,6 +310,8 @@ impl Metrics {
             self.port_state.remove(&labels);
             self.rail_generation.remove(&labels);
             self.link_rate.remove(&labels);
+            self.probation.remove(&labels);
+            self.last_evidence.remove(rail);
         }
     }
 
@@ -271,7 +341,10 @@ impl Metrics {
             Happening::Transition { rail, .. }
             | Happening::Available { rail, .. }
             | Happening::AddressChanged { rail, .. }
-            | Happening::Reseed { rail, .. } => rail.device,
+            | Happening::Reseed { rail, .. }
+            | Happening::PeerFailing { rail, .. }
+            | Happening::Probation { rail, .. }
+            | Happening::GidIndex { rail, .. } => rail.device,
         };
         if self.unwatched.contains(names.device(device)) {
             return;
@@ -295,7 +368,7 @@ impl Metrics {
                     self.recoveries_by_poll.get_or_create(&labels).inc();
                 }
                 let labels =
-                    TransitionLabels { device, port, to: to.name().to_owned(), cause: cause_name(&cause).to_owned() };
+                    TransitionLabels { device, port, to: to.name().to_owned(), cause: cause.name().to_owned() };
                 self.transitions.get_or_create(&labels).inc();
             }
             Happening::Available { rail, available: false } => {
@@ -320,8 +393,42 @@ impl Metrics {
                     self.link_rate.remove(&rail_labels(rail));
                 }
             },
-            Happening::Drain { .. } | Happening::ObjectError { .. } => {}
+            Happening::Probation { rail, on } => {
+                self.probation.get_or_create(&rail_labels(rail)).set(i64::from(on));
+            }
+            Happening::PeerFailing { rail, .. } => {
+                self.peer_failing.get_or_create(&rail_labels(rail)).inc();
+            }
+            Happening::Drain { .. } | Happening::ObjectError { .. } | Happening::GidIndex { .. } => {}
         }
+    }
+
+    /// Adds what a rail's evidence counted since the last snapshot, and
+    /// sets its probation gauge.
+    fn update_evidence(&mut self, labels: &RailLabels, r: &railwatch_runtime::RailSnapshot) {
+        self.probation.get_or_create(labels).set(i64::from(r.probation()));
+        let now = r.evidence;
+        let before = self.last_evidence.insert(r.id, now).unwrap_or_default();
+        self.silent_flaps.get_or_create(labels).inc_by(grown(now.silent_flaps, before.silent_flaps));
+        self.breaker_trips.get_or_create(labels).inc_by(grown(now.breaker_trips, before.breaker_trips));
+        let count = |status: &str, class: WcClass, now: u64, before: u64| {
+            let n = grown(now, before);
+            if n > 0 {
+                let labels = TransferLabels {
+                    device: labels.device.clone(),
+                    port: labels.port.clone(),
+                    status: status.to_owned(),
+                    class: class.name().to_owned(),
+                };
+                self.transfers.get_or_create(&labels).inc_by(n);
+            }
+        };
+        count("success", WcClass::Success, now.transfers_ok, before.transfers_ok);
+        for s in WC_STATUSES.iter().skip(1) {
+            let i = s.code as usize;
+            count(s.name, s.class, now.failed_by_status[i], before.failed_by_status[i]);
+        }
+        count("unknown", WcClass::Unknown, now.failed_unknown, before.failed_unknown);
     }
 
     /// Sets every rail's gauges and every device's counters from a snapshot.
@@ -351,6 +458,7 @@ impl Metrics {
                     self.link_rate.remove(&labels);
                 }
             }
+            self.update_evidence(&labels, r);
         }
         for d in snapshot.devices.iter().filter(|d| !self.unwatched.contains(&d.name)) {
             let now = (d.counters.read_errors, d.counters.reopen_attempts, d.counters.comm_est);
@@ -411,6 +519,10 @@ mod tests {
                 rate: Some(LinkRate::gbps(400)),
                 recovered_by: None,
                 address: None,
+                breaker_until: None,
+                gid_index: None,
+                counters: None,
+                evidence: Default::default(),
             }],
             devices: vec![DeviceSnapshot {
                 name: "mlx5_0".to_owned(),

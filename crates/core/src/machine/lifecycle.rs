@@ -283,6 +283,14 @@ impl Machine {
             rail.activating = false;
             rail.wake_by = None;
             rail.address_event = None;
+            // A re-attach is a new device context: what was known of the
+            // old path (its failures, its breaker, its address, its
+            // counters) is not about the new one.
+            rail.window.clear();
+            rail.breaker = None;
+            rail.address_ok = false;
+            rail.wants_address = None;
+            rail.counters = None;
             let from = rail.cell.load().state;
             if rail.cell.detach(reason, now) == Outcome::Changed {
                 self.transition(ri, from, super::Cause::Reason(reason), now);
@@ -330,6 +338,15 @@ impl Rail {
             attach_answer: None,
             address: None,
             address_event: None,
+            window: Default::default(),
+            breaker: None,
+            counters: None,
+            counters_readable: true,
+            down_since_counters: false,
+            address_ok: false,
+            gid_index: None,
+            wants_address: None,
+            evidence: Default::default(),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! docs/STATE-MACHINE.md describes the inputs, outputs, timers and
 //! invariants; the pure decision tables it applies are in `decide.rs`.
 
+mod evidence;
 mod lifecycle;
 mod output;
 mod policy;
@@ -22,9 +23,12 @@ use crate::sync::Arc;
 use std::collections::VecDeque;
 use std::ops::Range;
 
+pub use evidence::TransferReport;
 pub use lifecycle::ListChange;
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
 
+use crate::breaker::FailureWindow;
+use crate::counters::PortCounters;
 use crate::damping::FlapPenalty;
 use crate::decide::{EventClass, RailDecision, classify, decide_event};
 use crate::event::{AsyncEvent, Element, EventKind};
@@ -33,6 +37,7 @@ use crate::ports::RailId;
 use crate::rail::{Gate, PauseReason, RailCell, RailState, RailWord};
 use crate::settings::{ConfigError, MachineConfig};
 use crate::time::Millis;
+use crate::wc::{WC_STATUSES, WcClass};
 
 /// Distinct unhandled codes warned about per device; past this they are
 /// only counted, so a device spraying codes cannot grow memory.
@@ -181,6 +186,74 @@ struct Rail {
     /// A LID/GID change asked for the pending address read: if the address
     /// changed (or cannot be read), the generation is bumped for it.
     address_event: Option<EventKind>,
+    /// Local-path transfer failures in the current window.
+    window: FailureWindow,
+    /// The data-path breaker, when it has tripped.
+    breaker: Option<Breaker>,
+    /// The flap counters last read (the baseline), if any.
+    counters: Option<PortCounters>,
+    /// Cleared when a counter read says they cannot be read.
+    counters_readable: bool,
+    /// The port was seen going down since the counters were last read: a
+    /// rise then is a flap already handled, not a silent one.
+    down_since_counters: bool,
+    /// The last address read meets `require_address` (reset by a pause: a
+    /// GID index can move across a flap).
+    address_ok: bool,
+    /// The GID index `require_address` chose, if it names one.
+    gid_index: Option<u32>,
+    /// An activation waits for an address read (`require_address`).
+    wants_address: Option<RecoveredBy>,
+    /// What transfer reports said, and the silent flaps seen.
+    evidence: Evidence,
+}
+
+/// The data-path breaker of one rail, once it has tripped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Breaker {
+    /// Out of service until a trial at `until`.
+    Open { until: Millis, trials: u32 },
+    /// The trial was asked for: the next activation is on probation.
+    Trial { trials: u32 },
+    /// Re-admitted by trial; the first success ends it.
+    Probation { trials: u32 },
+}
+
+/// What a rail's transfer reports and counters said, for snapshots and
+/// metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evidence {
+    /// Transfers reported successful.
+    pub transfers_ok: u64,
+    /// Transfers reported failed, by `ibv_wc_status` code (the table's).
+    pub failed_by_status: [u64; WC_STATUSES.len()],
+    /// Failed transfers with a code this build does not know.
+    pub failed_unknown: u64,
+    /// Times the breaker opened.
+    pub breaker_trips: u64,
+    /// Silent flaps seen (a flap counter rose with no PORT_ERR).
+    pub silent_flaps: u64,
+}
+
+impl Default for Evidence {
+    fn default() -> Self {
+        Evidence {
+            transfers_ok: 0,
+            failed_by_status: [0; WC_STATUSES.len()],
+            failed_unknown: 0,
+            breaker_trips: 0,
+            silent_flaps: 0,
+        }
+    }
+}
+
+impl Evidence {
+    /// Failed transfers of `class` (summed over its statuses).
+    pub fn failed(&self, class: WcClass) -> u64 {
+        let known: u64 =
+            WC_STATUSES.iter().filter(|s| s.class == class).map(|s| self.failed_by_status[s.code as usize]).sum();
+        if class == WcClass::Unknown { self.failed_unknown } else { known }
+    }
 }
 
 impl Rail {
@@ -195,6 +268,13 @@ impl Rail {
             recovered_by: self.recovered_by,
             damped_until: self.damped_until,
             settling_until: self.settle.map(|s| s.until),
+            breaker_until: match self.breaker {
+                Some(Breaker::Open { until, .. }) => Some(until),
+                _ => None,
+            },
+            gid_index: self.gid_index,
+            counters: self.counters,
+            evidence: &self.evidence,
         }
     }
 }
@@ -226,6 +306,21 @@ pub struct RailView<'a> {
     pub damped_until: Option<Millis>,
     /// Waiting out the settle delay until then.
     pub settling_until: Option<Millis>,
+    /// Out by the data-path breaker until a trial then.
+    pub breaker_until: Option<Millis>,
+    /// The GID index `require_address` chose, if it names one.
+    pub gid_index: Option<u32>,
+    /// The flap counters last read.
+    pub counters: Option<PortCounters>,
+    /// What transfer reports and counters said.
+    pub evidence: &'a Evidence,
+}
+
+impl RailView<'_> {
+    /// On probation: re-admitted by trial after the data-path breaker.
+    pub fn probation(&self) -> bool {
+        self.word.state == RailState::Active && self.word.reason == PauseReason::Probation
+    }
 }
 
 /// One device as the machine sees it now.
@@ -453,6 +548,9 @@ impl Machine {
             }
         };
         self.observe(ri, state, now);
+        // The flap counters with every port read, after what the read led
+        // to (an activation is not delayed by them).
+        self.read_counters(ri);
     }
 
     /// The answer to a [`Action::ReadLink`]: re-seeds the selector if the
@@ -512,6 +610,7 @@ impl Machine {
             let generation = self.rails[ri].cell.load().generation;
             self.notify(now, Happening::AddressChanged { rail, generation });
         }
+        self.check_address(ri, answer.ok(), now);
     }
 
     /// Runs whatever is due at `now`: re-opens, settle and damping timers,

@@ -22,6 +22,8 @@ pub enum RecoveredBy {
     Poll,
     /// The device was (re)opened with the port ACTIVE.
     Attach,
+    /// A trial after the data-path breaker's backoff: back on probation.
+    Trial,
 }
 
 impl RecoveredBy {
@@ -31,6 +33,7 @@ impl RecoveredBy {
             RecoveredBy::Event => "event",
             RecoveredBy::Poll => "poll",
             RecoveredBy::Attach => "attach",
+            RecoveredBy::Trial => "trial",
         }
     }
 }
@@ -51,6 +54,23 @@ pub enum Cause {
     /// A generation bump without a state change (`cq_err`, `lid_change`,
     /// `gid_change`).
     Bump(EventKind),
+    /// A generation bump for a silent flap: a flap counter rose with no
+    /// PORT_ERR seen (`silent_flap`).
+    SilentFlap,
+}
+
+impl Cause {
+    /// Its snake_case name, as JSON, metrics and logs give it: the pause
+    /// reason (`"port_err"`), the recovery path (`"poll"`), the bumping
+    /// event (`"gid_change"`) or `"silent_flap"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cause::Reason(r) => r.name(),
+            Cause::By(by) => by.name(),
+            Cause::Bump(kind) => kind.name(),
+            Cause::SilentFlap => "silent_flap",
+        }
+    }
 }
 
 /// One thing that happened, for the engine.
@@ -102,6 +122,32 @@ pub enum Happening {
         rail: RailId,
         /// Its generation now.
         generation: u64,
+    },
+    /// Transfers through one peer failed against the local path often
+    /// enough to open the breaker, but through no other peer: the peer is
+    /// likely the one at fault, and the rail stays in service. Said once
+    /// per window.
+    PeerFailing {
+        /// The rail.
+        rail: RailId,
+        /// The engine's id of the peer.
+        peer: u64,
+    },
+    /// A rail went on probation (re-admitted by trial after the data-path
+    /// breaker) or came off it (a transfer succeeded).
+    Probation {
+        /// The rail.
+        rail: RailId,
+        /// On (`true`) or off.
+        on: bool,
+    },
+    /// The rail's address meets `require_address`: endpoints are built on
+    /// this GID index (said at each activation, and when it moves).
+    GidIndex {
+        /// The rail.
+        rail: RailId,
+        /// The index.
+        index: u32,
     },
     /// A QP/WQ error the engine must handle.
     ObjectError {
@@ -250,6 +296,35 @@ pub enum Log {
         /// When the next attempt is.
         retry_at: Millis,
     },
+    /// The port's flap counters cannot be read: the silent-flap rule is off
+    /// for it (said once; older drivers have none).
+    CountersUnavailable {
+        /// The rail.
+        rail: RailId,
+        /// Why.
+        errno: Errno,
+    },
+    /// A flap counter rose on an active rail with no PORT_ERR seen: a
+    /// silent flap (the generation moved).
+    SilentFlap {
+        /// The rail.
+        rail: RailId,
+    },
+    /// The data-path breaker opened: the rail is out until a trial at
+    /// `until`.
+    BreakerOpen {
+        /// The rail.
+        rail: RailId,
+        /// Failed trials so far (0: the first opening).
+        trials: u32,
+        /// When the trial is.
+        until: Millis,
+    },
+    /// The port reads ACTIVE but has no address `require_address` accepts.
+    NoAddress {
+        /// The rail.
+        rail: RailId,
+    },
     /// A device that appeared would not open; asked again at `retry_at`
     /// while the device list still has it.
     OpenFailed {
@@ -322,6 +397,15 @@ pub enum Action {
     },
     /// Read one port's link attributes.
     ReadLink {
+        /// Device index.
+        device: u32,
+        /// The port.
+        port: u8,
+    },
+    /// Read one port's flap counters (answered with
+    /// [`Machine::handle_counters`](super::Machine::handle_counters));
+    /// asked with every port query while the counters can be read.
+    ReadCounters {
         /// Device index.
         device: u32,
         /// The port.

@@ -40,6 +40,8 @@ impl Machine {
         match answer {
             Ok(state) => {
                 self.rails[ri].attach_answer = Some(state);
+                // The flap counters' baseline.
+                self.read_counters(ri);
                 let Some(att) = self.devices[idx].attach.as_mut() else { return };
                 att.left = att.left.saturating_sub(1);
                 if att.left == 0 {
@@ -134,12 +136,13 @@ impl Machine {
             (_, false) => {
                 // Went down while held or settling: a flap, and a settle
                 // in progress is cancelled.
+                self.rails[ri].down_since_counters = true;
                 self.flap_if_up(ri, now);
                 self.rails[ri].damped_until = None;
                 if self.rails[ri].settle.take().is_some() {
                     self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
                 }
-                if matches!(word.reason, PauseReason::Settling | PauseReason::Damped) {
+                if word.reason.is_hold() {
                     self.set_reason(ri, PauseReason::PortNotActive, now);
                 }
                 self.explain(ri, now);
@@ -147,11 +150,15 @@ impl Machine {
         }
     }
 
-    /// The port reads ACTIVE: activate, unless flap damping holds the rail
-    /// or a settle delay must pass first.
-    fn request_activation(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
+    /// The port reads ACTIVE: activate, unless the data-path breaker or
+    /// flap damping holds the rail, a settle delay must pass first, or the
+    /// address `require_address` asks for is not there yet.
+    pub(super) fn request_activation(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
         if self.rails[ri].cell.load().state != RailState::Paused {
             return;
+        }
+        if self.breaker_holds(ri, now) {
+            return self.set_reason(ri, PauseReason::DataPath, now);
         }
         if self.suppressed(ri, now) {
             self.rails[ri].settle = None;
@@ -166,7 +173,9 @@ impl Machine {
                 Some(s) => by = s.by,
             }
         }
-        self.activate(ri, by, now);
+        if self.address_ready(ri, by, now) {
+            self.activate(ri, by, now);
+        }
     }
 
     fn suppressed(&mut self, ri: usize, now: Millis) -> bool {
@@ -213,7 +222,13 @@ impl Machine {
         rail.recovered_by = Some(by);
         rail.explained_at = None;
         rail.activating = true;
+        rail.wants_address = None;
         self.transition(ri, RailState::Paused, Cause::By(by), now);
+        self.begin_probation(ri, now);
+        if let Some(index) = self.rails[ri].gid_index.filter(|_| self.rails[ri].address_ok) {
+            let rail = self.rails[ri].id;
+            self.notify(now, Happening::GidIndex { rail, index });
+        }
         self.read_link(ri);
         // A GID index can move across a flap: compare (the resume bumped
         // the generation already; a change is notified).
@@ -260,6 +275,13 @@ impl Machine {
         let rail = &mut self.rails[ri];
         rail.activating = false;
         rail.damped_until = None;
+        // The port went down: a counter rise next is this flap, not a
+        // silent one; the address is read again before the next activation
+        // (a GID index can move across a flap); failures counted so far
+        // are explained by the flap.
+        rail.down_since_counters = true;
+        rail.address_ok = false;
+        rail.window.clear();
         if rail.settle.take().is_some() {
             self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
         }
@@ -271,9 +293,7 @@ impl Machine {
                 self.set_available(ri, false, now);
             }
             // Already paused: the first reason is kept, except a hold's.
-            Outcome::AlreadyThere if matches!(word.reason, PauseReason::Settling | PauseReason::Damped) => {
-                self.set_reason(ri, reason, now);
-            }
+            Outcome::AlreadyThere if word.reason.is_hold() => self.set_reason(ri, reason, now),
             Outcome::AlreadyThere => {}
             Outcome::Refused { .. } => return,
         }
@@ -325,7 +345,7 @@ impl Machine {
     }
 
     /// Changes why a paused rail is paused, and says so.
-    fn set_reason(&mut self, ri: usize, reason: PauseReason, now: Millis) {
+    pub(super) fn set_reason(&mut self, ri: usize, reason: PauseReason, now: Millis) {
         if self.rails[ri].cell.set_reason(reason) == Outcome::Changed {
             self.transition(ri, RailState::Paused, Cause::Reason(reason), now);
         }

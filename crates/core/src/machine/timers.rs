@@ -67,6 +67,7 @@ impl Machine {
             || self.rails[d.rails.clone()].iter().any(|r| {
                 r.settle.is_some()
                     || r.damped_until.is_some()
+                    || matches!(r.breaker, Some(super::Breaker::Open { .. }))
                     || r.activating
                     || r.address_event.is_some()
                     || r.cell.load().state == RailState::Paused
@@ -112,11 +113,13 @@ impl Machine {
                     DeviceMode::Opening { next_open, .. } => Some(next_open),
                     _ => None,
                 };
-                let rails = self.rails[d.rails.clone()]
-                    .iter()
-                    .filter_map(|r| {
+                let rails = d
+                    .rails
+                    .clone()
+                    .filter_map(|ri| {
+                        let r = &self.rails[ri];
                         let settle = r.settle.filter(|s| !s.confirming).map(|s| s.until);
-                        [settle, r.damped_until].into_iter().flatten().min()
+                        [settle, r.damped_until, self.trial_at(ri)].into_iter().flatten().min()
                     })
                     .min();
                 [reopen, rails].into_iter().flatten().min()
@@ -158,6 +161,9 @@ impl Machine {
                     // ACTIVE (through the settle delay, if any).
                     rail.damped_until = None;
                     self.query(ri);
+                } else if self.trial_at(ri).is_some_and(|t| t <= now) {
+                    // The breaker's backoff is over: a trial.
+                    self.run_trial(ri);
                 }
             }
         }
@@ -216,7 +222,8 @@ impl Machine {
     }
 
     /// The opt-in audit: re-reads every active rail of a device that is
-    /// read for events (a port that went down with no event at all).
+    /// read for events: its port (a port that went down with no event at
+    /// all) and its link (a rate that changed with no event: re-seeded).
     fn audit(&mut self, due: Millis, now: Millis) {
         for ri in 0..self.rails.len() {
             let device = self.rails[ri].id.device as usize;
@@ -225,6 +232,7 @@ impl Machine {
                 && self.rails[ri].cell.load().state == RailState::Active
             {
                 self.query(ri);
+                self.read_link(ri);
             }
         }
         self.next_audit = self.config.audit_ms.map(|a| next_period(due, a, now));

@@ -41,6 +41,14 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     self.machine.handle_port_state(device, port, answer, now);
                 }
                 Action::ReadAddress { device, port } => self.read_address(device, port, now),
+                Action::ReadCounters { device, port } => {
+                    let answer = match self.port(device) {
+                        Some(p) => p.flap_counters(port).map_err(|e| errno_of(&e)),
+                        None => Err(ENODEV),
+                    };
+                    self.observe(now, Observed::Counters { device, port, answer });
+                    self.machine.handle_counters(device, port, answer, now);
+                }
                 Action::ReadLink { device, port } => {
                     let answer = match self.port(device) {
                         Some(p) => p.link(port).map_err(|e| errno_of(&e)),

@@ -30,6 +30,7 @@ pub(super) fn note(m: &Machine, note: &Notification) {
             (_, _, Cause::Bump(kind)) => {
                 info!("{}: {kind}: generation bumped, endpoints built before are stale", rail(m, id))
             }
+            (_, _, Cause::SilentFlap) => {}
             _ => {}
         },
         Happening::Reseed { rail: id, from: Some(from), to } => {
@@ -45,6 +46,13 @@ pub(super) fn note(m: &Machine, note: &Notification) {
             warn!("{}: {} on object {handle:?}; the engine is notified", device(m, d), kind.ibv_str())
         }
         Happening::Event { device: d, kind, .. } => debug!("{}: {kind}", device(m, d)),
+        Happening::PeerFailing { rail: id, peer } => warn!(
+            "{}: transfers through peer {peer} fail against the local path, through no other peer: the peer is \
+             the likely cause; the rail stays in service",
+            rail(m, id)
+        ),
+        Happening::Probation { rail: id, on: true } => info!("{}: back on probation", rail(m, id)),
+        Happening::Probation { rail: id, on: false } => info!("{}: a transfer succeeded; off probation", rail(m, id)),
         _ => {}
     }
 }
@@ -98,6 +106,23 @@ pub(super) fn log(m: &Machine, line: &Log) {
             Some(e) => debug!("{}: re-open failed ({e}); next attempt at {retry_at}", device(m, d)),
             None => debug!("{}: re-opened but its ports cannot be queried; next attempt at {retry_at}", device(m, d)),
         },
+        Log::CountersUnavailable { rail: id, errno } => {
+            info!("{}: its flap counters cannot be read ({errno}); silent flaps are not looked for on it", rail(m, id))
+        }
+        Log::SilentFlap { rail: id } => warn!(
+            "{}: a flap counter rose with no PORT_ERR seen: a silent flap; generation bumped, endpoints built \
+             before are stale",
+            rail(m, id)
+        ),
+        Log::BreakerOpen { rail: id, trials, until } => warn!(
+            "{}: transfers fail against the local path through several peers: out of service (data_path), \
+             trial {} at {until}",
+            rail(m, id),
+            trials + 1
+        ),
+        Log::NoAddress { rail: id } => {
+            info!("{}: the port is ACTIVE but has no address require_address accepts; held", rail(m, id))
+        }
         Log::OpenFailed { device: d, errno, retry_at } => {
             warn!("{}: appeared but cannot be opened ({errno}); trying again at {retry_at}", device(m, d))
         }

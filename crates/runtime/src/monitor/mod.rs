@@ -11,7 +11,7 @@ use crossbeam_channel::Receiver;
 use mio::{Events, Poll, Token};
 use railwatch_core::{
     AsyncEvent, Clock, ConfigError, DeviceMode, Errno, Gate, Machine, Millis, Notification, PortAddress, RailId,
-    Selector, VerbsPort,
+    Selector, TransferReport, VerbsPort,
 };
 
 use crate::config::Config;
@@ -170,6 +170,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.observe(now, Observed::Attached { device: idx, name: &name, ports: &ports });
         self.carry_out(now);
         idx
+    }
+
+    /// The engine's transfer outcomes on `rail` since its last report (see
+    /// [`Machine::handle_transfers`]): failures against the local path
+    /// through enough distinct peers open the data-path breaker; a success
+    /// ends probation.
+    pub fn report_transfers(&mut self, rail: RailId, reports: &[TransferReport]) {
+        let now = self.clock.now();
+        self.observe(now, Observed::Transfers { device: rail.device, port: rail.port, reports });
+        self.machine.handle_transfers(rail.device, rail.port, reports, now);
+        self.carry_out(now);
     }
 
     /// Device `device` left the host (the device list or a uevent says so):
@@ -370,6 +381,10 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     rate: r.rate,
                     recovered_by: r.recovered_by,
                     address: self.addresses.get(&r.id).cloned(),
+                    breaker_until: r.breaker_until,
+                    gid_index: r.gid_index,
+                    counters: r.counters,
+                    evidence: *r.evidence,
                 })
                 .collect(),
             devices: self

@@ -7,7 +7,7 @@
 //! These are borrowed views that serde serializes (field order is output
 //! order); they own nothing and hold no policy.
 
-use railwatch_core::{LinkRate, PortAddress};
+use railwatch_core::{Evidence, LinkRate, PortAddress, WC_STATUSES};
 use serde::Serialize;
 
 use super::{DeviceSnapshot, RailSnapshot, Snapshot};
@@ -107,6 +107,47 @@ pub struct RailDetail<'a> {
     pub since_ms: u64,
     /// Its address as last read (`null` when not read).
     pub address: Option<AddressJson<'a>>,
+    /// On probation (re-admitted by trial after the data-path breaker).
+    pub probation: bool,
+    /// Out by the data-path breaker until a trial then (`null`: not out).
+    pub breaker_until_ms: Option<u64>,
+    /// The GID index `require_address` chose (`null`: none).
+    pub gid_index: Option<u32>,
+    /// The port's `link_downed` as last read (`null`: not read).
+    pub link_downed: Option<u64>,
+    /// The netdev's `carrier_changes` as last read.
+    pub carrier_changes: Option<u64>,
+    /// The netdev's `carrier_down_count` as last read.
+    pub carrier_down: Option<u64>,
+    /// Silent flaps seen.
+    pub silent_flaps: u64,
+    /// Transfers the engine reported: successes, failures by
+    /// `ibv_wc_status` name (only those seen), breaker openings.
+    pub transfers: TransfersJson,
+}
+
+/// What the engine's transfer reports said about a rail.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransfersJson {
+    /// Successes.
+    pub ok: u64,
+    /// Failures by status name (`"retry_exc_err"`; `"unknown"` for codes
+    /// this build does not know), only those seen.
+    pub failed: std::collections::BTreeMap<&'static str, u64>,
+    /// Times the data-path breaker opened.
+    pub breaker_trips: u64,
+}
+
+impl TransfersJson {
+    /// The encoding of `e`.
+    pub fn of(e: &Evidence) -> TransfersJson {
+        let mut failed: std::collections::BTreeMap<&'static str, u64> =
+            WC_STATUSES.iter().map(|s| (s.name, e.failed_by_status[s.code as usize])).filter(|&(_, n)| n > 0).collect();
+        if e.failed_unknown > 0 {
+            failed.insert("unknown", e.failed_unknown);
+        }
+        TransfersJson { ok: e.transfers_ok, failed, breaker_trips: e.breaker_trips }
+    }
 }
 
 impl<'a> RailJson<'a> {
@@ -134,6 +175,14 @@ impl<'a> RailJson<'a> {
             recovered_by: r.recovered_by.map(|b| b.name()),
             since_ms: r.since.0,
             address: r.address.as_ref().map(AddressJson::of),
+            probation: r.probation(),
+            breaker_until_ms: r.breaker_until.map(|t| t.0),
+            gid_index: r.gid_index,
+            link_downed: r.counters.and_then(|c| c.link_downed),
+            carrier_changes: r.counters.and_then(|c| c.carrier_changes),
+            carrier_down: r.counters.and_then(|c| c.carrier_down),
+            silent_flaps: r.evidence.silent_flaps,
+            transfers: TransfersJson::of(&r.evidence),
         };
         RailJson { detail: Some(detail), ..RailJson::brief(r) }
     }
@@ -252,6 +301,10 @@ mod tests {
                 rate: Some(LinkRate::gbps(200)),
                 recovered_by: Some(RecoveredBy::Event),
                 address: None,
+                breaker_until: None,
+                gid_index: None,
+                counters: None,
+                evidence: Default::default(),
             }],
             devices: vec![DeviceSnapshot {
                 name: "mlx5_0".into(),

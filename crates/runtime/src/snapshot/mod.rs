@@ -4,7 +4,8 @@
 pub mod json;
 
 use railwatch_core::{
-    DeviceMode, LinkRate, Millis, PauseReason, PortAddress, PortState, RailId, RailState, RecoveredBy,
+    DeviceMode, Evidence, LinkRate, Millis, PauseReason, PortAddress, PortCounters, PortState, RailId, RailState,
+    RecoveredBy,
 };
 
 use crate::device::DeviceCounters;
@@ -35,6 +36,22 @@ pub struct RailSnapshot {
     /// Its address as last read (`None` if the backend does not read
     /// addresses, or before the first read).
     pub address: Option<PortAddress>,
+    /// Out by the data-path breaker until a trial then.
+    pub breaker_until: Option<Millis>,
+    /// The GID index `require_address` chose, if it names one.
+    pub gid_index: Option<u32>,
+    /// The flap counters last read.
+    pub counters: Option<PortCounters>,
+    /// What transfer reports and counters said.
+    pub evidence: Evidence,
+}
+
+impl RailSnapshot {
+    /// On probation: re-admitted by trial after the data-path breaker, until
+    /// a transfer succeeds.
+    pub fn probation(&self) -> bool {
+        self.state == RailState::Active && self.reason == PauseReason::Probation
+    }
 }
 
 /// One device as it is now.

@@ -173,6 +173,8 @@ impl Recorder {
             // A scenario has no way to say a device would not open: the
             // replay's plug opens it (the attach that follows is recorded).
             Observed::OpenFailed { .. } => {}
+            Observed::Counters { device, port, answer } => self.counters(t, device, port, answer),
+            Observed::Transfers { device, port, reports } => self.transfers(t, device, port, reports),
             Observed::Event { device, event } => self.event(t, device, event),
             Observed::ReadError { device, errno } => {
                 let fault = if errno == Errno::EBADF { Fault::Ebadf } else { Fault::Eio };

@@ -5,12 +5,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use railwatch_core::{AsyncEvent, Element, Errno, EventKind, LinkAttrs, ObjectHandle, PortAddress, PortState, Scope};
+use railwatch_core::{
+    AsyncEvent, Element, Errno, EventKind, LinkAttrs, ObjectHandle, PortAddress, PortCounters, PortState, Scope,
+    TransferReport,
+};
 use railwatch_sim_backend::PortSpec;
 
 use super::place::Change;
 use super::{MAX_NAMED_OBJECTS, OTHER_ADDRESS_INDEX, Recorder};
-use crate::scenario::{DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, StepEvent};
+use crate::scenario::{
+    CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, StepEvent,
+    TransferStep,
+};
 
 /// One port as the replay's simulated device will answer it.
 #[derive(Debug, Default)]
@@ -23,6 +29,9 @@ pub(super) struct PortView {
     /// The distinct non-GID parts of the address seen, in order.
     others: Vec<u64>,
     last_query: Option<u64>,
+    /// The flap counters as last read (`None`: never read, or unreadable).
+    counters: Option<PortCounters>,
+    last_counters: Option<u64>,
 }
 
 /// One device as the replay's simulator will have it.
@@ -70,7 +79,9 @@ impl DeviceView {
                 })
                 .collect()
         });
-        DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present }
+        let counters =
+            self.ports.iter().filter_map(|p| Some(CountersChange { port: p.port, counters: p.counters? })).collect();
+        DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present, counters }
     }
 }
 
@@ -283,6 +294,39 @@ impl Recorder {
                 let at = self.placed_for(device, previous, t);
                 self.push_step(at, device, Change::PortState(PortStateChange { port, state }));
             }
+        }
+    }
+
+    /// A counter read: the first declares the port's counters, a change
+    /// after is a step placed where the replay's next read finds it.
+    pub(super) fn counters(&mut self, t: u64, device: u32, port: u8, answer: Result<PortCounters, Errno>) {
+        let Some(d) = self.live(device) else { return };
+        let declared = d.declared;
+        let Some(p) = d.port(port) else { return };
+        let previous = p.last_counters.replace(t);
+        // Unreadable: the replay's port reads none either (it is declared
+        // without counters, or keeps the last it had).
+        let Ok(counters) = answer else { return };
+        match p.counters {
+            None if !declared => p.counters = Some(counters),
+            Some(known) if known == counters => {}
+            _ => {
+                p.counters = Some(counters);
+                let at = self.placed_for(device, previous, t);
+                self.push_step(at, device, Change::Counters(CountersChange { port, counters }));
+            }
+        }
+    }
+
+    /// Transfer outcomes the engine reported: steps at their own time, one
+    /// per line of the report.
+    pub(super) fn transfers(&mut self, t: u64, device: u32, port: u8, reports: &[TransferReport]) {
+        if self.live(device).and_then(|d| d.port(port)).is_none() {
+            return;
+        }
+        let at = t.max(self.timeline.floor());
+        for &report in reports.iter().filter(|r| r.count > 0) {
+            self.push_step(at, device, Change::Transfers(TransferStep { port, report }));
         }
     }
 

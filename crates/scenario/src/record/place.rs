@@ -28,7 +28,7 @@
 use railwatch_core::{AsyncEvent, Element};
 
 use super::WAKE_EVENT_CODE;
-use crate::scenario::{Fault, GidChange, LinkChange, PortStateChange, Step, StepEvent};
+use crate::scenario::{CountersChange, Fault, GidChange, LinkChange, PortStateChange, Step, StepEvent, TransferStep};
 
 /// How far before a query's time its change may be placed (see the module
 /// docs): more than a live wake-up is ever late, less than a tick.
@@ -49,6 +49,8 @@ pub(super) enum Change {
         wake: bool,
     },
     Event(StepEvent),
+    Counters(CountersChange),
+    Transfers(TransferStep),
 }
 
 /// A pending line of the recording.
@@ -72,6 +74,8 @@ impl Change {
             fault: None,
             event: None,
             gid: None,
+            counters: None,
+            transfers: None,
         };
         match self {
             Change::PortState(c) => step.port_state = Some(c),
@@ -84,6 +88,8 @@ impl Change {
                 }
             }
             Change::Event(e) => step.event = Some(e),
+            Change::Counters(c) => step.counters = Some(c),
+            Change::Transfers(t) => step.transfers = Some(t),
         }
         step
     }

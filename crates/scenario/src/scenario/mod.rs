@@ -7,6 +7,7 @@
 //! them ([`Scenario::apply_step`]); checking the expectations is the
 //! driver's job.
 
+mod evidence;
 mod parse;
 pub(crate) mod write;
 
@@ -37,6 +38,7 @@ pub const MAX_RAILS: usize = 65_536;
 
 /// Largest scenario file `Scenario::load` reads: 16 MiB.
 pub use crate::toml_input::MAX_FILE_BYTES;
+pub use evidence::{CountersChange, TransferStep};
 
 /// A parsed, validated scenario file.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +80,9 @@ pub struct DeviceDecl {
     /// `present`: in the host's device list at the start (default). A
     /// device that is not appears with its first `plug` step.
     pub present: bool,
+    /// The ports' flap counters at the start (their `counters` keys); a
+    /// port without answers counter reads with `Unsupported`.
+    pub counters: Vec<CountersChange>,
 }
 
 impl DeviceDecl {
@@ -114,6 +119,12 @@ pub struct Step {
     pub event: Option<StepEvent>,
     /// `gid`: a GID table entry set or emptied (silent).
     pub gid: Option<GidChange>,
+    /// `counters`: what a counter read of the port returns from now on
+    /// (silent).
+    pub counters: Option<CountersChange>,
+    /// `transfers`: outcomes the engine reports on one of the device's
+    /// rails (the driver hands them to the monitor).
+    pub transfers: Option<TransferStep>,
 }
 
 /// A step's `gid = { port, index, address }`.
@@ -344,6 +355,9 @@ impl Scenario {
             for g in decl.gids.iter().flatten() {
                 dev.handle().set_gid(g.port, g.index, g.gid);
             }
+            for c in &decl.counters {
+                dev.handle().set_flap_counters(c.port, c.counters);
+            }
             handles.push(dev.handle());
             devices.push(dev);
         }
@@ -387,6 +401,9 @@ impl Step {
         }
         if let Some(g) = self.gid {
             handle.set_gid(g.port, g.index, g.gid);
+        }
+        if let Some(c) = self.counters {
+            handle.set_flap_counters(c.port, c.counters);
         }
         if let Some(fault) = self.fault {
             fault.apply(handle);

@@ -5,15 +5,17 @@ use std::ops::Range;
 use std::path::Path;
 
 use railwatch_core::{
-    AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, ObjectHandle, PortState, RailState, SPEEDS, Scope, WIDTHS,
-    speed_by_name, width_by_name,
+    AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, ObjectHandle, PortCounters, PortState, RailState, SPEEDS,
+    Scope, TransferReport, WIDTHS, speed_by_name, width_by_name,
 };
 use serde::Deserialize;
 use toml::{Spanned, Value};
 
+use super::evidence::{self, RawCounters, RawTransfers};
 use super::{
-    DeviceDecl, Expect, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS, MAX_REPEAT,
-    MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
+    CountersChange, DeviceDecl, Expect, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS,
+    MAX_REPEAT, MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
+    TransferStep,
 };
 use railwatch_core::{EventClass, classify};
 use railwatch_runtime::Config;
@@ -56,6 +58,7 @@ struct RawPort {
     width: Option<Spanned<Value>>,
     effective_mbps: Option<Spanned<i64>>,
     gids: Option<Vec<Spanned<RawInitialGid>>>,
+    counters: Option<Spanned<RawCounters>>,
 }
 
 #[derive(Deserialize)]
@@ -79,6 +82,8 @@ struct RawStep {
     fault: Option<Spanned<String>>,
     count: Option<Spanned<i64>>,
     gid: Option<Spanned<RawGid>>,
+    counters: Option<Spanned<RawCounters>>,
+    transfers: Option<Spanned<RawTransfers>>,
 }
 
 #[derive(Deserialize)]
@@ -220,6 +225,44 @@ impl<'a> Ctx<'a> {
                 ),
             )
         })
+    }
+
+    /// A `counters` table: each counter a whole number, at least one given.
+    fn counters(&self, c: &Spanned<RawCounters>, pre: &str) -> Res<PortCounters> {
+        let r = c.get_ref();
+        let read = |v: &Option<Spanned<i64>>, key: &str| {
+            v.as_ref().map(|v| self.non_negative(v, &format!("{pre}counters.{key}"))).transpose()
+        };
+        let counters = PortCounters {
+            link_downed: read(&r.link_downed, "link_downed")?,
+            carrier_changes: read(&r.carrier_changes, "carrier_changes")?,
+            carrier_down: read(&r.carrier_down, "carrier_down")?,
+        };
+        if !counters.any() {
+            return Err(
+                self.err(c.span(), format!("{pre}counters gives none of link_downed, carrier_changes, carrier_down"))
+            );
+        }
+        Ok(counters)
+    }
+
+    /// A `transfers` table: a declared port, a peer id, a status by name or
+    /// code, a count of 1 to 2^32-1 (default 1).
+    fn transfers(&self, t: &Spanned<RawTransfers>, dev: &DeviceDecl, pre: &str) -> Res<TransferStep> {
+        let r = t.get_ref();
+        let port = self.declared_port(dev, &r.port, pre)?;
+        let peer = r.peer.as_ref().map(|p| self.non_negative(p, &format!("{pre}transfers.peer"))).transpose()?;
+        let wc_status = evidence::status_code(r.status.get_ref()).ok_or_else(|| {
+            self.err(r.status.span(), format!("{pre}transfers.status: expected {}", evidence::status_names()))
+        })?;
+        let count = match &r.count {
+            None => 1,
+            Some(c) => match u32::try_from(*c.get_ref()) {
+                Ok(n) if n >= 1 => n,
+                _ => return Err(self.err(c.span(), format!("{pre}transfers.count must be 1 to {}", u32::MAX))),
+            },
+        };
+        Ok(TransferStep { port, report: TransferReport { peer: peer.unwrap_or(0), wc_status, count } })
     }
 
     fn effective(&self, v: Option<&Spanned<i64>>, prefix: &str) -> Res<Option<u64>> {
@@ -396,6 +439,7 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
         }
         let mut ports: Vec<PortSpec> = Vec::with_capacity(ports_raw.len());
         let mut gids: Option<Vec<GidChange>> = None;
+        let mut counters = Vec::new();
         let prefix = format!("device {name}: ");
         for p in ports_raw {
             let p = p.get_ref();
@@ -408,6 +452,12 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
             let width = p.width.as_ref().map(|v| cx.width(v)).transpose()?.unwrap_or(PortSpec::WIDTH_4X);
             let effective = cx.effective(p.effective_mbps.as_ref(), &prefix)?;
             ports.push(PortSpec::new(port, state, cx.link(speed, width, effective)));
+            if let Some(c) = &p.counters {
+                if c.get_ref().port.is_some() {
+                    return Err(cx.err(c.span(), format!("{prefix}port {port}: counters takes no port here")));
+                }
+                counters.push(CountersChange { port, counters: cx.counters(c, &prefix)? });
+            }
             if let Some(list) = &p.gids {
                 let table = gids.get_or_insert_with(Vec::new);
                 for g in list {
@@ -423,7 +473,8 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
             }
         }
         let present = d.present.unwrap_or(true);
-        devices.push(DeviceDecl { line: cx.line(d.name.span().start), name: name.clone(), ports, gids, present });
+        let line = cx.line(d.name.span().start);
+        devices.push(DeviceDecl { line, name: name.clone(), ports, gids, present, counters });
     }
     Ok(devices)
 }
@@ -486,12 +537,25 @@ fn parse_steps(
                 Some(GidChange { port, index, gid })
             }
         };
+        let counters = match &s.counters {
+            None => None,
+            Some(c) => {
+                let port = match &c.get_ref().port {
+                    Some(p) => cx.declared_port(dev, p, &pre)?,
+                    None => return Err(cx.err(c.span(), format!("{pre}counters needs the port"))),
+                };
+                Some(CountersChange { port, counters: cx.counters(c, &pre)? })
+            }
+        };
+        let transfers = s.transfers.as_ref().map(|t| cx.transfers(t, dev, &pre)).transpose()?;
         let fault = parse_fault(cx, s, &pre)?;
         let event = parse_event(cx, s, dev, &pre)?;
-        if port_state.is_none() && link.is_none() && fault.is_none() && event.is_none() && gid.is_none() {
-            return Err(
-                cx.err(spanned.span(), format!("step {n} does nothing: give port_state, link, gid, event or fault"))
-            );
+        let nothing = [port_state.is_none(), link.is_none(), fault.is_none(), event.is_none(), gid.is_none()];
+        if nothing.iter().all(|&n| n) && counters.is_none() && transfers.is_none() {
+            return Err(cx.err(
+                spanned.span(),
+                format!("step {n} does nothing: give port_state, link, gid, counters, transfers, event or fault"),
+            ));
         }
         steps.push(Step {
             index: n,
@@ -504,6 +568,8 @@ fn parse_steps(
             fault,
             event,
             gid,
+            counters,
+            transfers,
         });
     }
     Ok(steps)

@@ -6,7 +6,7 @@ use railwatch_core::{Element, EventKind, LinkAttrs, LinkRate, PortState, speed_b
 use railwatch_runtime::{Config, SettingKind, SettingValue};
 use toml::Value;
 
-use super::{DeviceDecl, Expect, Fault, Scenario, Step};
+use super::{DeviceDecl, Expect, Fault, Scenario, Step, evidence};
 
 fn quoted(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
@@ -129,7 +129,14 @@ pub(crate) fn device(d: &DeviceDecl) -> String {
                 .collect();
             gids = format!(", gids = [{}]", entries.join(", "));
         }
-        let _ = writeln!(w, "    {{ port = {}, state = {}, {}{gids} }},", p.port, state(p.state), link(&p.link));
+        let counters = d
+            .counters
+            .iter()
+            .find(|c| c.port == p.port)
+            .map(|c| format!(", {}", evidence::write_counters(&c.counters, None)))
+            .unwrap_or_default();
+        let (port, state, link) = (p.port, state(p.state), link(&p.link));
+        let _ = writeln!(w, "    {{ port = {port}, state = {state}, {link}{gids}{counters} }},");
     }
     let _ = writeln!(w, "]");
     out
@@ -149,6 +156,12 @@ pub(crate) fn step(s: &Step) -> String {
     if let Some(g) = s.gid {
         let addr = g.gid.map(|raw| format!(", address = {}", address(raw))).unwrap_or_default();
         let _ = writeln!(w, "gid = {{ port = {}, index = {}{addr} }}", g.port, g.index);
+    }
+    if let Some(c) = s.counters {
+        let _ = writeln!(w, "{}", evidence::write_counters(&c.counters, Some(c.port)));
+    }
+    if let Some(t) = &s.transfers {
+        let _ = writeln!(w, "{}", evidence::write_transfers(t));
     }
     if let Some(f) = s.fault {
         let _ = writeln!(w, "fault = {}", quoted(f.name()));

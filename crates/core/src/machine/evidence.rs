@@ -1,0 +1,271 @@
+//! Evidence beyond the port state: transfer outcomes the engine reports
+//! (the data-path breaker and its trials), flap counters (silent flaps) and
+//! the address a rail needs (`require_address`).
+//!
+//! docs/STATE-MACHINE.md, "Evidence beyond the port state", states each rule
+//! and why; the pure parts are `breaker.rs`, `counters.rs`, `wc.rs` and
+//! [`AddressRequirement`](crate::AddressRequirement).
+
+use super::{Action, Breaker, Cause, Errno, Happening, Log, Machine};
+use crate::breaker::{Verdict, backoff};
+use crate::counters::PortCounters;
+use crate::rail::{Outcome, PauseReason, RailState};
+use crate::time::Millis;
+use crate::wc::{WcClass, classify_wc};
+
+/// One line of a transfer report: `count` completions with status
+/// `wc_status` (`ibv_wc_status`; 0 is success) on transfers to `peer` (an
+/// opaque id the engine chooses: a remote NIC, a host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TransferReport {
+    /// The engine's id of the peer.
+    pub peer: u64,
+    /// The work-completion status.
+    pub wc_status: u32,
+    /// How many completions had it.
+    pub count: u32,
+}
+
+impl Machine {
+    /// Transfer outcomes on the rail of `device`'s `port`, as the engine
+    /// polled them from its CQs since its last report: each line a count of
+    /// completions with one status through one peer. Failures against the
+    /// local path through enough distinct peers within the window open the
+    /// breaker (the rail pauses, `data_path`); through one peer only they
+    /// are notified ([`Happening::PeerFailing`]) and the rail stays. A
+    /// success ends probation; a local-path failure on probation opens the
+    /// breaker again with the next backoff. Makes no heap allocation.
+    pub fn handle_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
+        let now = self.at(now);
+        let Some(ri) = self.rail_index(device, port) else { return self.stray() };
+        for r in reports {
+            if r.count == 0 {
+                continue;
+            }
+            let class = classify_wc(r.wc_status);
+            self.count_transfers(ri, r, class);
+            match class {
+                WcClass::Success => self.end_probation(ri, now),
+                WcClass::LocalPath => self.local_failure(ri, r, now),
+                WcClass::PeerOrApp | WcClass::Consequence | WcClass::Unknown => {}
+            }
+        }
+    }
+
+    fn count_transfers(&mut self, ri: usize, r: &TransferReport, class: WcClass) {
+        let e = &mut self.rails[ri].evidence;
+        let n = u64::from(r.count);
+        match (class, e.failed_by_status.get_mut(r.wc_status as usize)) {
+            (WcClass::Success, _) => e.transfers_ok = e.transfers_ok.saturating_add(n),
+            (_, Some(slot)) => *slot = slot.saturating_add(n),
+            (_, None) => e.failed_unknown = e.failed_unknown.saturating_add(n),
+        }
+    }
+
+    fn local_failure(&mut self, ri: usize, r: &TransferReport, now: Millis) {
+        let Some(cfg) = self.config.data_path else { return };
+        // Only an active rail is taken out: a paused one is out already,
+        // and its failures are what its pause explains.
+        if self.rails[ri].cell.load().state != RailState::Active {
+            return;
+        }
+        if let Some(Breaker::Probation { trials }) = self.rails[ri].breaker {
+            return self.trip(ri, trials.saturating_add(1), now);
+        }
+        match self.rails[ri].window.fail(&cfg, r.peer, u64::from(r.count), now) {
+            Verdict::Counting => {}
+            Verdict::Open => self.trip(ri, 0, now),
+            Verdict::OnePeer { peer } => {
+                let rail = self.rails[ri].id;
+                self.notify(now, Happening::PeerFailing { rail, peer });
+            }
+        }
+    }
+
+    /// Opens the breaker: the rail pauses (`data_path`; the port did not
+    /// flap, so damping is not charged) until a trial after the backoff.
+    fn trip(&mut self, ri: usize, trials: u32, now: Millis) {
+        let Some(cfg) = self.config.data_path else { return };
+        let until = now.plus(self.with_jitter(backoff(&cfg, trials)));
+        let rail = &mut self.rails[ri];
+        rail.breaker = Some(Breaker::Open { until, trials });
+        rail.window.clear();
+        rail.evidence.breaker_trips += 1;
+        let id = rail.id;
+        self.push(Action::Log(Log::BreakerOpen { rail: id, trials, until }));
+        self.take_out(ri, PauseReason::DataPath, now);
+    }
+
+    /// Pauses an active rail whose port did not go down (the breaker, a
+    /// lost address): the state first, then unavailable; no flap charged.
+    pub(super) fn take_out(&mut self, ri: usize, reason: PauseReason, now: Millis) {
+        let rail = &mut self.rails[ri];
+        rail.activating = false;
+        if rail.cell.pause(reason, now) == Outcome::Changed {
+            rail.explained_at = Some(now);
+            self.transition(ri, RailState::Active, Cause::Reason(reason), now);
+            self.set_available(ri, false, now);
+        }
+        let device = self.rails[ri].id.device as usize;
+        self.watch(device);
+        self.arm_tick(now);
+    }
+
+    fn end_probation(&mut self, ri: usize, now: Millis) {
+        if !matches!(self.rails[ri].breaker, Some(Breaker::Probation { .. })) {
+            return;
+        }
+        self.rails[ri].breaker = None;
+        if self.rails[ri].cell.set_probation(false) == Outcome::Changed {
+            let rail = self.rails[ri].id;
+            self.notify(now, Happening::Probation { rail, on: false });
+        }
+    }
+
+    /// The breaker holds rail `ri` now (open, its trial not due yet).
+    pub(super) fn breaker_holds(&self, ri: usize, now: Millis) -> bool {
+        matches!(self.rails[ri].breaker, Some(Breaker::Open { until, .. }) if now < until)
+    }
+
+    /// After an activation: a rail the breaker tripped is on probation
+    /// (again, if a pause came between).
+    pub(super) fn begin_probation(&mut self, ri: usize, now: Millis) {
+        let trials = match self.rails[ri].breaker {
+            Some(Breaker::Open { trials, .. } | Breaker::Trial { trials } | Breaker::Probation { trials }) => trials,
+            None => return,
+        };
+        self.rails[ri].breaker = Some(Breaker::Probation { trials });
+        if self.rails[ri].cell.set_probation(true) == Outcome::Changed {
+            let rail = self.rails[ri].id;
+            self.notify(now, Happening::Probation { rail, on: true });
+        }
+    }
+
+    /// A due trial: one query; ACTIVE re-admits on probation (through the
+    /// one activation path). A port that is not ACTIVE then is re-admitted
+    /// on probation when it is.
+    pub(super) fn run_trial(&mut self, ri: usize) {
+        let Some(Breaker::Open { trials, .. }) = self.rails[ri].breaker else { return };
+        self.rails[ri].breaker = Some(Breaker::Trial { trials });
+        self.rails[ri].wake_by = Some(super::RecoveredBy::Trial);
+        self.query(ri);
+    }
+
+    /// When rail `ri`'s trial is due, if its breaker is open.
+    pub(super) fn trial_at(&self, ri: usize) -> Option<Millis> {
+        match self.rails[ri].breaker {
+            Some(Breaker::Open { until, .. }) => Some(until),
+            _ => None,
+        }
+    }
+
+    // ---- counters --------------------------------------------------------------
+
+    /// The answer to an [`Action::ReadCounters`]. A rise of a flap counter
+    /// on an active rail with no PORT_ERR seen since the last read is a
+    /// silent flap: the generation moves (its QPs are gone), damping is
+    /// charged, and it is notified. Counters that cannot be read turn the
+    /// rule off for the port (said once).
+    pub fn handle_counters(&mut self, device: u32, port: u8, answer: Result<PortCounters, Errno>, now: Millis) {
+        let now = self.at(now);
+        let Some(ri) = self.rail_index(device, port) else { return self.stray() };
+        if self.devices[device as usize].mode.is_closed() {
+            return;
+        }
+        let fresh = match answer {
+            Ok(c) if c.any() => c,
+            Ok(_) | Err(_) => return self.counters_unreadable(ri, answer.err().unwrap_or(Errno::EOPNOTSUPP)),
+        };
+        let rail = &mut self.rails[ri];
+        let before = rail.counters.replace(fresh);
+        let quiet = !std::mem::replace(&mut rail.down_since_counters, false);
+        let silent = quiet
+            && before.is_some_and(|b| fresh.rose_since(&b))
+            && rail.cell.load().state == RailState::Active
+            && self.config.silent_flaps;
+        if silent {
+            self.silent_flap(ri, now);
+        }
+    }
+
+    fn counters_unreadable(&mut self, ri: usize, errno: Errno) {
+        let rail = &mut self.rails[ri];
+        if std::mem::replace(&mut rail.counters_readable, false) {
+            let id = rail.id;
+            self.push(Action::Log(Log::CountersUnavailable { rail: id, errno }));
+        }
+    }
+
+    fn silent_flap(&mut self, ri: usize, now: Millis) {
+        if let Some(cfg) = self.config.damping {
+            self.rails[ri].penalty.flap(&cfg, now);
+        }
+        self.rails[ri].evidence.silent_flaps += 1;
+        let id = self.rails[ri].id;
+        self.push(Action::Log(Log::SilentFlap { rail: id }));
+        if self.rails[ri].cell.bump_generation() == Outcome::Changed {
+            self.transition(ri, RailState::Active, Cause::SilentFlap, now);
+        }
+    }
+
+    /// Asks for rail `ri`'s counters, if they can be read.
+    pub(super) fn read_counters(&mut self, ri: usize) {
+        let rail = &self.rails[ri];
+        if rail.counters_readable && self.config.silent_flaps {
+            let (device, port) = (rail.id.device, rail.id.port);
+            self.push(Action::ReadCounters { device, port });
+        }
+    }
+
+    // ---- addresses -----------------------------------------------------------------
+
+    /// Whether rail `ri` may activate as far as its address goes; if not,
+    /// it is held (`no_address`) and its address read (the answer resumes
+    /// the activation `by` began).
+    pub(super) fn address_ready(&mut self, ri: usize, by: super::RecoveredBy, now: Millis) -> bool {
+        if self.config.require_address == crate::AddressRequirement::None || self.rails[ri].address_ok {
+            return true;
+        }
+        self.rails[ri].wants_address = Some(by);
+        self.set_reason(ri, PauseReason::NoAddress, now);
+        self.read_address(ri);
+        false
+    }
+
+    /// An address read answered: checks it against `require_address`.
+    /// Met: the GID index is kept and said, and an activation that waited
+    /// goes on. Not met: an active rail is taken out (`no_address`).
+    pub(super) fn check_address(&mut self, ri: usize, address: Option<&crate::PortAddress>, now: Millis) {
+        let need = self.config.require_address;
+        if need == crate::AddressRequirement::None {
+            return;
+        }
+        let chosen = address.and_then(|a| need.gid_index(a));
+        let rail = &mut self.rails[ri];
+        rail.address_ok = chosen.is_some();
+        let id = rail.id;
+        match chosen {
+            Some(index) => {
+                // A move on an active rail is said now; an activation says
+                // the index it activates with.
+                let active = rail.cell.load().state == RailState::Active;
+                if let Some(index) = index
+                    && rail.gid_index.replace(index) != Some(index)
+                    && active
+                {
+                    self.notify(now, Happening::GidIndex { rail: id, index });
+                }
+                if let Some(by) = self.rails[ri].wants_address.take() {
+                    self.request_activation(ri, by, now);
+                }
+            }
+            None => {
+                rail.gid_index = None;
+                self.push(Action::Log(Log::NoAddress { rail: id }));
+                if self.rails[ri].cell.load().state == RailState::Active {
+                    self.take_out(ri, PauseReason::NoAddress, now);
+                }
+            }
+        }
+    }
+}
