@@ -4,8 +4,8 @@
 # veth pair, runs the cases listed in /vm/cases.list (each
 # /vm/cases/NAME.sh, in a child shell; the traffic cases on the two bridged
 # rails of lib.sh, kept up from one traffic case to the next) and powers
-# off. Everything the host
-# checks goes to /dev/ttyS1 (a file on the host), one marker per line:
+# off. Everything the host checks goes to /dev/ttyS1 (a file on the host),
+# one marker per line:
 #   BOOT t=S | READY t=S | SETUP FAIL msg | DONE t=S
 #   CASE name BEGIN t=S ... CASE name END rc=N t=S, and in between the
 #   case's OUT/STEP/RC/TIME/NOTE/FAIL lines (see lib.sh).
