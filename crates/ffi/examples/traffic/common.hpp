@@ -94,6 +94,9 @@ public:
     // A word someone else keeps (the old loop's).
     explicit rail_gate(uint64_t *word) : word_(word) {}
 
+    // Whether it reads a word (set once, before the workers start).
+    bool bound() const noexcept { return word_ != nullptr; }
+
     // The generation when the rail admits, else nullopt.
     std::optional<uint64_t> check() const noexcept {
         railwatch::word w = load();

@@ -24,7 +24,7 @@
 // The parts: verbs.* (the libibverbs objects), rails.* (a rail, its
 // builder and the reaper), workers.* (posting, polling, records),
 // loop.* with railwatch_loop.cpp (railwatch's machine) and old_loop.cpp
-// (one event per wake-up), device_watch.* (uevents), burst.*, report.*.
+// (one event per wake-up), burst.*, report.*.
 #include "burst.hpp"
 #include "loop.hpp"
 #include "report.hpp"

@@ -1,21 +1,24 @@
 // railwatch_loop.cpp: the engine's own epoll loop driving railwatch's rail
 // machine through the C API (embedding 1). The parts an engine copies:
 //
-//   attach_all  open each device, rw_machine_add_device, carry out the
-//               attach (start reading, query the port, read link and
-//               address), hand each rail end its gate;
+//   attach_all  the kernel's device uevents into the epoll set
+//               (rw_uevents_open), the device list to the machine
+//               (rw_machine_handle_device_list), then its OPEN actions
+//               answered (rw_machine_handle_opened) and the attach carried
+//               out (start reading, query the port, read link and address);
+//               each rail end gets its gate;
 //   drain       a device's async fd woke the loop: rw_machine_drain reads
 //               to EAGAIN, and each event is acknowledged before the
 //               machine sees it, so a QP destroy never waits on one;
 //   act         the machine's actions, answered with libibverbs;
-//   rescan      the device list after a uevent: a device that left goes to
-//               rw_machine_handle_removed (the machine asks to close it),
-//               one that came back to rw_machine_add_device.
+//   uevents     a device left or came back: the device list again. rxe
+//               says nothing on the async fd of a device being deleted and
+//               its removal waits for our close, which the machine asks for
+//               (RW_ACTION_CLOSE) as soon as the list lacks the device.
 //
 // What the engine does with a generation bump (a new set of QPs, then the
 // old one destroyed) is in rails.cpp; this loop only notices the gate
 // words changing and wakes the rail's builder.
-#include "device_watch.hpp"
 #include "loop.hpp"
 
 #include <sys/epoll.h>
@@ -27,27 +30,39 @@ namespace traffic {
 
 namespace {
 
-// A device that appeared but could not be opened yet is tried again.
-constexpr uint64_t reopen_retry_ms = 100;
+// A failed C API call: an exception naming it and saying why.
+void must(rw_status s, const char *call) {
+    if (s != RW_OK) throw std::runtime_error(std::string(call) + ": " + rw_last_error());
+}
+
+// The libibverbs device names now (none when the kernel has no RDMA).
+std::vector<std::string> device_names() {
+    std::vector<std::string> names;
+    int n = 0;
+    ibv_device **devs = ibv_get_device_list(&n);
+    if (!devs) return names;
+    for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(devs[i]));
+    ibv_free_device_list(devs);
+    return names;
+}
 
 class railwatch_loop final : public loop_base {
 public:
     railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst)
-        : loop_base(std::move(rails), std::move(on_burst)), machine_(settings()) {}
+        : loop_base(std::move(rails), std::move(on_burst)), machine_(settings()) {
+        must(rw_uevents_open(&uevents_), "rw_uevents_open");
+    }
+    ~railwatch_loop() override { rw_uevents_free(uevents_); }
 
     const char *engine_name() const override { return "railwatch"; }
 
+    // The machine learns the devices from the list and asks to open each;
+    // all of ours must open now (their gates go to the workers).
     void attach_all() override {
-        watch(uevents_.fd(), uevent_key, false);
-        for (size_t i = 0; i < slots_.size(); ++i) {
-            device_slot &s = slots_[i];
-            open_slot(s);
-            const uint8_t port = s.owner->options.port;
-            if (machine_.add_device(s.name, std::span(&port, 1), now_ms()) != i)
-                throw std::logic_error("the machine numbered the devices differently");
-            s.end->gate = rail_gate(machine_.gate(uint32_t(i), port));
-            carry_out();
-        }
+        watch(rw_uevents_fd(uevents_), uevent_key, true);
+        list_devices();
+        for (device_slot &s : slots_)
+            if (!s.dev) throw std::runtime_error(s.name + ": not opened (is it in the device list?)");
     }
 
 private:
@@ -57,38 +72,79 @@ private:
         return c;
     }
 
-    void open_slot(device_slot &s) {
-        s.dev = verbs_device::open(s.name, s.owner->options.pairs);
+    // The device list, as far as this engine's devices go (the machine
+    // would ask to open any device it is told of).
+    void list_devices() {
+        std::vector<std::string> ours;
+        for (const std::string &name : device_names())
+            for (const device_slot &s : slots_)
+                if (s.name == name) ours.push_back(name);
+        std::vector<const char *> names;
+        for (const std::string &n : ours) names.push_back(n.c_str());
+        must(rw_machine_handle_device_list(machine_.get(), names.data(), names.size(), now_ms()),
+             "rw_machine_handle_device_list");
+        carry_out();
+    }
+
+    // The machine's device index is its own: the slot goes by name.
+    device_slot &slot_of(uint32_t device) {
+        if (device >= slot_of_.size()) slot_of_.resize(device + 1, nullptr);
+        if (!slot_of_[device]) {
+            char name[64] = {};
+            must(rw_machine_device_name(machine_.get(), device, name, sizeof name, nullptr), "rw_machine_device_name");
+            for (device_slot &s : slots_)
+                if (s.name == name) slot_of_[device] = &s;
+            if (!slot_of_[device]) throw std::logic_error(std::string("the machine named a device not ours: ") + name);
+        }
+        return *slot_of_[device];
+    }
+
+    // RW_ACTION_OPEN: open it, answer with its ports, take its gate.
+    void open(device_slot &s, uint32_t device) {
+        const uint8_t port = s.owner->options.port;
+        int err = 0;
+        try {
+            s.dev = verbs_device::open(s.name, s.owner->options.pairs);
+        } catch (const verbs_error &e) {
+            note("%s: %s", s.name.c_str(), e.what());
+            err = e.err();
+        }
+        must(rw_machine_handle_opened(machine_.get(), device, &port, 1, err, now_ms()), "rw_machine_handle_opened");
+        if (err) return;
+        line("device").num("t_ns", now_ns()).str("device", s.name).str("what", "open").emit();
+        // The rail keeps its gate when the device comes back (same index).
+        if (!s.end->gate.bound()) s.end->gate = rail_gate(machine_.gate(device, port));
         s.owner->set_device(*s.end, s.dev);
     }
 
     // ---- wake-ups ----
 
+    // Keys: the machine's device index, or uevent_key.
     void on_ready(uint64_t key, uint32_t events) override {
         if (key == uevent_key) {
-            if (uevents_.read_changed()) rescan();
+            bool changed = false;
+            must(rw_uevents_drain(uevents_, &changed), "rw_uevents_drain");
+            if (changed) list_devices();
             return;
         }
         const uint32_t dev = uint32_t(key);
-        if (dev >= slots_.size() || !slots_[dev].reading) return;
+        if (!slot_of(dev).reading) return;
         if (events & EPOLLIN) drain(dev);  // first whatever is queued
-        if (slots_[dev].reading && (events & (EPOLLHUP | EPOLLERR))) {
+        if (slot_of(dev).reading && (events & (EPOLLHUP | EPOLLERR))) {
             machine_.handle_hangup(dev, now_ms());
             carry_out();
         }
     }
 
     int timeout_ms() override {
-        uint64_t due = machine_.poll_timeout().value_or(RW_NO_DEADLINE);
-        if (retry_at_ms_) due = std::min(due, retry_at_ms_);
-        if (due == RW_NO_DEADLINE) return -1;
+        const auto due = machine_.poll_timeout();
+        if (!due) return -1;
         const uint64_t now = now_ms();
-        return int(std::min<uint64_t>(due > now ? due - now : 0, 60'000));
+        return int(std::min<uint64_t>(*due > now ? *due - now : 0, 60'000));
     }
 
     void on_timeout() override {
         const uint64_t now = now_ms();
-        if (retry_at_ms_ && retry_at_ms_ <= now) rescan();
         const auto due = machine_.poll_timeout();
         if (due && *due <= now) {
             machine_.handle_timeout(now);
@@ -99,8 +155,9 @@ private:
     // Edge-triggered: everything queued, now. The budget only bounds one
     // call; the loop goes on until the fd is empty.
     void drain(uint32_t dev) {
+        device_slot &s = slot_of(dev);
         for (;;) {
-            ibv_context *ctx = slots_[dev].dev->context();
+            ibv_context *ctx = s.dev->context();
             const rw_drain_report r = machine_.drain(
                 dev,
                 [ctx](uint32_t &code, uint64_t &element) -> int {
@@ -112,11 +169,11 @@ private:
                     return 0;
                 },
                 now_ms());
-            line("drain").num("t_ns", now_ns()).str("device", slots_[dev].name).num("events", r.events)
-                .signed_num("end", r.end).emit();
+            line("drain").num("t_ns", now_ns()).str("device", s.name).num("events", r.events).signed_num("end", r.end)
+                .emit();
             notice_gates();
             carry_out();
-            if (r.end != -1 || !slots_[dev].reading) return;  // emptied, or stopped reading
+            if (r.end != -1 || !s.reading) return;  // emptied, or stopped reading
         }
     }
 
@@ -149,12 +206,12 @@ private:
         while (!to_drain_.empty()) {
             const uint32_t dev = to_drain_.back();
             to_drain_.pop_back();
-            if (slots_[dev].reading) drain(dev);
+            if (slot_of(dev).reading) drain(dev);
         }
     }
 
     void act(const rw_action &a) {
-        device_slot &s = slots_.at(a.device);
+        device_slot &s = slot_of(a.device);
         const uint64_t now = now_ms();
         switch (a.kind) {
         case RW_ACTION_START_READING:
@@ -167,6 +224,7 @@ private:
             s.reading = false;
             break;
         case RW_ACTION_CLOSE: close_slot(s); break;
+        case RW_ACTION_OPEN: open(s, a.device); break;
         case RW_ACTION_REOPEN: reopen(s, a.device); break;
         case RW_ACTION_QUERY_PORT: {
             ibv_port_attr attr{};
@@ -199,10 +257,12 @@ private:
         line("device").num("t_ns", now_ns()).str("device", s.name).str("what", "close").emit();
     }
 
+    // RW_ACTION_REOPEN (after DEVICE_FATAL or a hang-up): the same device.
     void reopen(device_slot &s, uint32_t dev) {
         int err = 0;
         try {
-            open_slot(s);
+            s.dev = verbs_device::open(s.name, s.owner->options.pairs);
+            s.owner->set_device(*s.end, s.dev);
         } catch (const verbs_error &e) {
             err = e.err();
         }
@@ -222,7 +282,7 @@ private:
 
     void notify(const rw_notification &n) {
         if (n.kind != RW_HAPPENING_TRANSITION && n.kind != RW_HAPPENING_ADDRESS_CHANGED) return;
-        const device_slot &s = slots_.at(n.device);
+        const device_slot &s = slot_of(n.device);
         line l(n.kind == RW_HAPPENING_TRANSITION ? "transition" : "address_changed");
         l.num("t_ns", now_ns()).str("device", s.name).str("rail", s.owner->name).num("generation", n.generation);
         if (n.kind == RW_HAPPENING_TRANSITION) {
@@ -235,58 +295,24 @@ private:
     }
 
     void log(const rw_log &l) {
-        if (l.device >= slots_.size()) return;
-        const device_slot &s = slots_[l.device];
+        const device_slot &s = slot_of(l.device);
         switch (l.kind) {
         case RW_LOG_READ_FAILED: note("%s: reading its events failed (%s): polling", s.name.c_str(), std::strerror(l.error)); break;
         case RW_LOG_QUERY_FAILED: note("%s/%u: port query failed (%s)", s.name.c_str(), l.port, std::strerror(l.error)); break;
         case RW_LOG_REMOVED: note("%s: left the host", s.name.c_str()); break;
         case RW_LOG_ATTACHED: note("%s: attached", s.name.c_str()); break;
+        case RW_LOG_OPEN_FAILED:
+            note("%s: would not open (%s), again at %llu ms", s.name.c_str(), std::strerror(l.error),
+                 (unsigned long long)l.until_ms);
+            break;
         default: break;
         }
     }
 
-    // ---- devices that leave and come back ----
-
-    void rescan() {
-        retry_at_ms_ = 0;
-        const std::vector<std::string> names = device_watch::list();
-        for (size_t i = 0; i < slots_.size(); ++i) {
-            device_slot &s = slots_[i];
-            const bool listed = std::find(names.begin(), names.end(), s.name) != names.end();
-            if (!listed && s.present) {
-                s.present = false;
-                line("device").num("t_ns", now_ns()).str("device", s.name).str("what", "removed").emit();
-                machine_.handle_removed(uint32_t(i), now_ms());
-                carry_out();
-            } else if (listed && !s.present) {
-                add_again(s, uint32_t(i));
-            }
-        }
-    }
-
-    // A device of a name we use appeared (a new device): open and attach it.
-    void add_again(device_slot &s, uint32_t index) {
-        try {
-            open_slot(s);
-        } catch (const verbs_error &e) {
-            note("%s: listed but not openable yet (%s): again in %llu ms", s.name.c_str(), e.what(),
-                 (unsigned long long)reopen_retry_ms);
-            retry_at_ms_ = now_ms() + reopen_retry_ms;
-            return;
-        }
-        s.present = true;
-        line("device").num("t_ns", now_ns()).str("device", s.name).str("what", "added").emit();
-        const uint8_t port = s.owner->options.port;
-        if (machine_.add_device(s.name, std::span(&port, 1), now_ms()) != index)
-            throw std::logic_error("a device came back under another index");
-        carry_out();
-    }
-
     railwatch::machine machine_;
-    device_watch uevents_;
+    rw_uevents *uevents_ = nullptr;
+    std::vector<device_slot *> slot_of_;  // by the machine's device index
     std::vector<uint32_t> to_drain_;
-    uint64_t retry_at_ms_ = 0;
 };
 
 }  // namespace
