@@ -34,6 +34,10 @@ engine_start() {
     # shellcheck disable=SC2086 # TE_ARGS are separate words
     $TE $TE_ARGS "$@" >"$E" 2>"$PWD/$_label.err" &
     EPID=$!
+    # Its event loop (the main thread: renice moves that thread only) at
+    # the reference's priority, ahead of its own workers, as an engine
+    # would run its monitor thread.
+    renice -n -10 -p "$EPID" >/dev/null
     expect_line "rail A's first QP set ($_label)" 20 "$E" 0 '"kind":"set"' '"rail":"A"' &&
         expect_line "rail B's first QP set ($_label)" 20 "$E" 0 '"kind":"set"' '"rail":"B"'
 }

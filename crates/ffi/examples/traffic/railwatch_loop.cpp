@@ -87,16 +87,24 @@ private:
     }
 
     // The machine's device index is its own: the slot goes by name.
-    device_slot &slot_of(uint32_t device) {
+    // nullptr for an index the machine does not know (yet).
+    device_slot *find_slot(uint32_t device) {
         if (device >= slot_of_.size()) slot_of_.resize(device + 1, nullptr);
         if (!slot_of_[device]) {
             char name[64] = {};
-            must(rw_machine_device_name(machine_.get(), device, name, sizeof name, nullptr), "rw_machine_device_name");
+            if (rw_machine_device_name(machine_.get(), device, name, sizeof name, nullptr) != RW_OK) return nullptr;
             for (device_slot &s : slots_)
                 if (s.name == name) slot_of_[device] = &s;
-            if (!slot_of_[device]) throw std::logic_error(std::string("the machine named a device not ours: ") + name);
         }
-        return *slot_of_[device];
+        return slot_of_[device];
+    }
+
+    // The slot of a device the machine asks about: one of ours (only ours
+    // are in the lists it is given).
+    device_slot &slot_of(uint32_t device) {
+        device_slot *s = find_slot(device);
+        if (!s) throw std::logic_error("the machine asked about device " + std::to_string(device) + ", not one of ours");
+        return *s;
     }
 
     // RW_ACTION_OPEN: open it, answer with its ports, take its gate.
@@ -211,6 +219,8 @@ private:
     }
 
     void act(const rw_action &a) {
+        if (a.kind == RW_ACTION_NOTIFY) return notify(a.notification);
+        if (a.kind == RW_ACTION_LOG) return log(a.log);
         device_slot &s = slot_of(a.device);
         const uint64_t now = now_ms();
         switch (a.kind) {
@@ -241,8 +251,6 @@ private:
         case RW_ACTION_READ_ADDRESS: answer_address(s, a); break;
         case RW_ACTION_SET_AVAILABLE: s.end->available = a.available; break;
         case RW_ACTION_RESEED: s.end->rate_mbps = a.rate_mbps; break;
-        case RW_ACTION_NOTIFY: notify(a.notification); break;
-        case RW_ACTION_LOG: log(a.log); break;
         default: break;
         }
     }
@@ -281,10 +289,10 @@ private:
     }
 
     void notify(const rw_notification &n) {
-        if (n.kind != RW_HAPPENING_TRANSITION && n.kind != RW_HAPPENING_ADDRESS_CHANGED) return;
-        const device_slot &s = slot_of(n.device);
+        const device_slot *s = find_slot(n.device);
+        if (!s || (n.kind != RW_HAPPENING_TRANSITION && n.kind != RW_HAPPENING_ADDRESS_CHANGED)) return;
         line l(n.kind == RW_HAPPENING_TRANSITION ? "transition" : "address_changed");
-        l.num("t_ns", now_ns()).str("device", s.name).str("rail", s.owner->name).num("generation", n.generation);
+        l.num("t_ns", now_ns()).str("device", s->name).str("rail", s->owner->name).num("generation", n.generation);
         if (n.kind == RW_HAPPENING_TRANSITION) {
             l.str("from", railwatch::state_name(n.from_state)).str("to", railwatch::state_name(n.to_state));
             if (n.cause == RW_CAUSE_REASON) l.str("reason", railwatch::reason_name(n.cause_code));
@@ -295,15 +303,15 @@ private:
     }
 
     void log(const rw_log &l) {
-        const device_slot &s = slot_of(l.device);
+        const device_slot *s = find_slot(l.device);
+        const char *dev = s ? s->name.c_str() : "?";
         switch (l.kind) {
-        case RW_LOG_READ_FAILED: note("%s: reading its events failed (%s): polling", s.name.c_str(), std::strerror(l.error)); break;
-        case RW_LOG_QUERY_FAILED: note("%s/%u: port query failed (%s)", s.name.c_str(), l.port, std::strerror(l.error)); break;
-        case RW_LOG_REMOVED: note("%s: left the host", s.name.c_str()); break;
-        case RW_LOG_ATTACHED: note("%s: attached", s.name.c_str()); break;
+        case RW_LOG_READ_FAILED: note("%s: reading its events failed (%s): polling", dev, std::strerror(l.error)); break;
+        case RW_LOG_QUERY_FAILED: note("%s/%u: port query failed (%s)", dev, l.port, std::strerror(l.error)); break;
+        case RW_LOG_REMOVED: note("%s: left the host", dev); break;
+        case RW_LOG_ATTACHED: note("%s: attached", dev); break;
         case RW_LOG_OPEN_FAILED:
-            note("%s: would not open (%s), again at %llu ms", s.name.c_str(), std::strerror(l.error),
-                 (unsigned long long)l.until_ms);
+            note("%s: would not open (%s), again at %llu ms", dev, std::strerror(l.error), (unsigned long long)l.until_ms);
             break;
         default: break;
         }

@@ -271,7 +271,7 @@ pub(super) fn check_removal(run: &CaseRun, v: &mut Verdict) {
         v.fail(format!("railwatch: {err}"));
         return;
     }
-    let (mut close_after, mut closed_after) = (Vec::new(), Vec::new());
+    let (mut close_after, mut closed_after, mut engine_part) = (Vec::new(), Vec::new(), Vec::new());
     for device in ["rxe0", "rxe1"] {
         let start = marks.marks("delete_start", 0, u64::MAX).into_iter().find(|(_, a)| *a == device).map(|m| m.0);
         let done = marks.marks("delete_done", 0, u64::MAX).into_iter().find(|(_, a)| a.starts_with(device));
@@ -293,6 +293,10 @@ pub(super) fn check_removal(run: &CaseRun, v: &mut Verdict) {
         v.require(close.is_some() && closed.is_some(), format!("the engine did not close {device} after its delete"));
         close_after.push(start.zip(close).map(|(s, c)| figures_ms(c - s)));
         closed_after.push(start.zip(closed).map(|(s, c)| figures_ms(c - s)));
+        // The engine's own part: the machine told of the removal (the
+        // device list after the uevent) to the context closed.
+        let removed = at("transition", &[("device", device), ("to", "inert"), ("reason", "device_removed")]);
+        engine_part.push(removed.zip(closed).map(|(r, c)| figures_ms(c.saturating_sub(r))));
     }
     // From the first `rdma link add` (the set can be built before the
     // second one's mark is written).
@@ -308,6 +312,7 @@ pub(super) fn check_removal(run: &CaseRun, v: &mut Verdict) {
     }
     f.extra.push(("close_after_delete_ms", close_after));
     f.extra.push(("context_closed_after_delete_ms", closed_after));
+    f.extra.push(("context_closed_after_removal_ms", engine_part));
     railwatch_invariants(v, &f);
     keep(f);
 }

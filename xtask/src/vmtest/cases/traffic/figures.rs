@@ -346,6 +346,11 @@ pub fn table(all: &[Figures]) -> String {
             median_worst(&f.delete_returned_ms),
         );
     }
+    for f in all {
+        for (key, values) in &f.extra {
+            let _ = writeln!(t, "{} / {}: {key} {}", f.case, f.engine, median_worst(values));
+        }
+    }
     t
 }
 
