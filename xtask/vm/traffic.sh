@@ -3,7 +3,9 @@
 # timing reference (rdma-core's ibv_asyncwatch, each line stamped as it
 # arrives) and the case's own actions, all on one clock (CLOCK_MONOTONIC
 # in ns: `stamp`). The host computes the figures from these outputs
-# (xtask/src/vmtest/traffic.rs); every wait here is bounded.
+# (xtask/src/vmtest/cases/traffic.rs). Every wait here is bounded; the
+# cases' sleeps are the scenario's own durations (a cable out for 2 s,
+# traffic between two pulls), never a wait for something to happen.
 
 TE=/usr/local/bin/traffic_engine
 STAMP=/usr/local/bin/stamp
