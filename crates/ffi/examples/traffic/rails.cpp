@@ -157,7 +157,10 @@ int rail::rebuild(generations want, std::shared_ptr<verbs_device> l, std::shared
     line("set").str("rail", name).num("set", serial).num("t_ns", t1).num("generation_local", want.local)
         .num("generation_peer", want.peer).num("gid_index_local", fresh->gid_index_local())
         .num("gid_index_peer", fresh->gid_index_peer()).num("qp_pairs", fresh->pairs().size())
-        .fixed("build_ms", double(t1 - t0) / 1e6).emit();
+        .fixed("build_ms", double(t1 - t0) / 1e6).fixed("path_ms", fresh->path_to_peer().waited_ms)
+        .str("path", fresh->path_to_peer().state).num("path_nudges", fresh->path_to_peer().nudges)
+        .fixed("peer_path_ms", fresh->path_to_local().waited_ms).str("peer_path", fresh->path_to_local().state)
+        .emit();
     // A device that left (or came back) while we built: the set is stale.
     if (device(local) != l || device(peer) != p) {
         fresh->retire(0);
