@@ -11,7 +11,11 @@
  *                    through std::atomic_ref, no call into the library).
  *   machine          embedding 1, the engine keeps its loop: feed events,
  *                    answers and time in; poll actions out; drain() is the
- *                    edge-triggered drain done right.
+ *                    edge-triggered drain done right; the device list and
+ *                    opens (handle_device_list, handle_opened); evidence
+ *                    (report_transfers, handle_counters, gid_index).
+ *   uevents          the kernel's device uevents as an fd for the engine's
+ *                    epoll set (RAII over rw_uevents).
  *   sim              a simulated host for embedding 2 (tests, demos).
  *   selector         the engine's rail selector, called on the monitor
  *                    thread (subclass it, or use function_selector).
@@ -26,7 +30,8 @@
  *     (status() is the rw_status, what() names the call and carries the
  *     library's message). The few expected "not there (yet)" answers have
  *     non-throwing variants returning std::optional (monitor::try_gate,
- *     machine::poll_action, machine::poll_timeout). Destructors, moves,
+ *     machine::poll_action, machine::poll_timeout, machine::device_name,
+ *     machine::gid_index). Destructors, moves,
  *     gate::check() and word decoding never throw.
  *   - No exception ever crosses into C. Callbacks the library calls (the
  *     selector, subscriptions, machine::drain's reader) go through
@@ -361,6 +366,69 @@ public:
         detail::check(rw_machine_handle_timeout(m_, now_ms), "rw_machine_handle_timeout");
     }
 
+    /** The host's device list by name (at start, after a uevent, on a
+     *  rescan): devices no longer listed are closed, new ones are asked to
+     *  be opened (RW_ACTION_OPEN). */
+    void handle_device_list(std::span<const char *const> names, uint64_t now_ms) {
+        detail::check(rw_machine_handle_device_list(m_, names.data(), names.size(), now_ms),
+                      "rw_machine_handle_device_list");
+    }
+    void handle_device_list(std::span<const std::string> names, uint64_t now_ms) {
+        std::vector<const char *> ptrs;
+        ptrs.reserve(names.size());
+        for (const std::string &n : names) ptrs.push_back(n.c_str());
+        handle_device_list(std::span<const char *const>(ptrs), now_ms);
+    }
+    /** Answer to RW_ACTION_OPEN: `error` 0 and the device's port numbers,
+     *  or the errno of the open that failed (asked again with backoff). */
+    void handle_opened(uint32_t device, std::span<const uint8_t> ports, int32_t error, uint64_t now_ms) {
+        detail::check(rw_machine_handle_opened(m_, device, ports.data(), ports.size(), error, now_ms),
+                      "rw_machine_handle_opened");
+    }
+    /** The name of device `device` (what RW_ACTION_OPEN opens), or nullopt
+     *  for an index the machine does not have. */
+    std::optional<std::string> device_name(uint32_t device) {
+        char buf[64] = {};  // device names are at most 63 bytes
+        size_t len = 0;
+        const rw_status s = rw_machine_device_name(m_, device, buf, sizeof buf, &len);
+        if (s == RW_ERR_RANGE) return std::nullopt;
+        detail::check(s, "rw_machine_device_name");
+        return std::string(buf, len);
+    }
+
+    /** Transfer outcomes on rail (device, port) since the last report: per
+     *  line, completions of one ibv_wc_status through one peer. No
+     *  allocation. */
+    void report_transfers(uint32_t device, uint32_t port, std::span<const rw_transfer_report> lines,
+                          uint64_t now_ms) {
+        detail::check(rw_machine_report_transfers(m_, device, port, lines.data(), lines.size(), now_ms),
+                      "rw_machine_report_transfers");
+    }
+    /** Answer to RW_ACTION_READ_COUNTERS: the port's counters
+     *  (RW_COUNTER_NONE for one the driver does not have). */
+    void handle_counters(uint32_t device, uint32_t port, uint64_t link_downed, uint64_t carrier_changes,
+                         uint64_t carrier_down, uint64_t now_ms) {
+        detail::check(
+            rw_machine_handle_counters(m_, device, port, 0, link_downed, carrier_changes, carrier_down, now_ms),
+            "rw_machine_handle_counters");
+    }
+    /** Answer to RW_ACTION_READ_COUNTERS with the errno of a read that
+     *  failed (ENOENT: the driver has none; the machine stops asking). */
+    void handle_counters_error(uint32_t device, uint32_t port, int32_t error, uint64_t now_ms) {
+        detail::check(rw_machine_handle_counters(m_, device, port, error, RW_COUNTER_NONE, RW_COUNTER_NONE,
+                                                 RW_COUNTER_NONE, now_ms),
+                      "rw_machine_handle_counters");
+    }
+    /** The GID index require_address chose for the rail, or nullopt when
+     *  none is chosen (require_address is none, or no such address yet). */
+    std::optional<uint32_t> gid_index(uint32_t device, uint32_t port) {
+        uint32_t index = 0;
+        const rw_status s = rw_machine_gid_index(m_, device, port, &index);
+        if (s == RW_ERR_NOT_FOUND) return std::nullopt;
+        detail::check(s, "rw_machine_gid_index");
+        return index;
+    }
+
     /** The next action, or nullopt when the queue is empty. */
     std::optional<rw_action> poll_action() {
         rw_action a{};
@@ -423,6 +491,47 @@ public:
 
 private:
     rw_machine *m_ = nullptr;
+};
+
+/**
+ * The kernel's RDMA device uevents (a netlink socket; no privilege
+ * needed), for the engine's own epoll set: add fd() edge-triggered, call
+ * drain() after every wake-up, and when it returns true list the devices
+ * and hand the list to machine::handle_device_list. The constructor
+ * throws error: RW_ERR_IO where the kernel refuses the socket (a container
+ * may), RW_ERR_UNSUPPORTED without the library's `verbs` feature; an
+ * engine then rescans the device list on a timer instead. One thread at a
+ * time.
+ */
+class uevents {
+public:
+    uevents() { detail::check(rw_uevents_open(&u_), "rw_uevents_open"); }
+    uevents(uevents &&o) noexcept : u_(std::exchange(o.u_, nullptr)) {}
+    uevents &operator=(uevents &&o) noexcept {
+        if (this != &o) {
+            rw_uevents_free(u_);
+            u_ = std::exchange(o.u_, nullptr);
+        }
+        return *this;
+    }
+    uevents(const uevents &) = delete;
+    uevents &operator=(const uevents &) = delete;
+    ~uevents() { rw_uevents_free(u_); }
+
+    explicit operator bool() const noexcept { return u_ != nullptr; }
+    rw_uevents *get() const noexcept { return u_; }
+    /** The socket's fd (non-blocking); -1 for an empty handle. */
+    int fd() const noexcept { return rw_uevents_fd(u_); }
+    /** Reads every pending uevent: true when the device list may have
+     *  changed (uevents lost included). */
+    bool drain() {
+        bool changed = false;
+        detail::check(rw_uevents_drain(u_, &changed), "rw_uevents_drain");
+        return changed;
+    }
+
+private:
+    rw_uevents *u_ = nullptr;
 };
 
 // ---- the simulated host -----------------------------------------------------
