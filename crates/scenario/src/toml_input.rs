@@ -221,7 +221,12 @@ fn apply_section(
 }
 
 fn set(config: &mut Config, key: &'static str, value: &Value, line: usize) -> Result<(), SettingError> {
-    config.set(key, setting_value(value)).map_err(|e| SettingError {
+    // A choice setting's names are written as strings.
+    let value = match (value, Config::setting(key)) {
+        (Value::String(text), Some(spec)) if matches!(spec.kind, SettingKind::Choice(_)) => spec.choice(text),
+        _ => Ok(setting_value(value)),
+    };
+    value.and_then(|v| config.set(key, v)).map_err(|e| SettingError {
         line,
         key: Some(key.to_owned()),
         message: e.problem.to_string(),
@@ -368,9 +373,24 @@ mod tests {
         assert_eq!(e.line, 2);
         assert!(e.to_string().starts_with("damping.half_life: unknown key (known here: penalty_per_flap"), "{e}");
         let e = apply("damping = 3\n").unwrap_err();
-        assert_eq!((e.line, e.to_string()), (1, "damping: must be a table, not an integer".into()));
+        assert_eq!(
+            (e.line, e.to_string()),
+            (1, "damping: must be a table (or false to turn it off), not an integer".into())
+        );
         let e = apply("tick_ms = \n").unwrap_err();
         assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn a_choice_is_written_as_its_name() {
+        let (c, w) = apply("tick_ms = 5\nrequire_address = \"roce_v2_ipv4\"\n").unwrap();
+        assert_eq!(c.machine.require_address, railwatch_core::AddressRequirement::RoceV2Ipv4);
+        assert_eq!(w.iter().find(|w| w.key == "require_address").map(|w| w.line), Some(2));
+        let e = apply("require_address = \"ipv4\"\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(e.to_string().starts_with("require_address: must be one of none, any, roce_v2"), "{e}");
+        let e = apply("require_address = 4\n").unwrap_err();
+        assert_eq!((e.line, e.to_string()), (1, "require_address: must be a name, not an integer".into()));
     }
 
     #[test]
