@@ -150,8 +150,9 @@ inline const char *state_name(uint32_t state) noexcept {
     }
 }
 inline const char *reason_name(uint32_t reason) noexcept {
-    static const char *const names[] = {"none", "port_err", "port_not_active", "device_fatal",
-                                        "device_removed", "not_opened", "damped", "settling"};
+    static const char *const names[] = {"none",     "port_err",   "port_not_active", "device_fatal",
+                                        "device_removed", "not_opened", "damped",          "settling",
+                                        "data_path", "no_address", "probation"};
     return reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "?";
 }
 inline const char *recovered_by_name(int32_t by) noexcept {
@@ -159,6 +160,7 @@ inline const char *recovered_by_name(int32_t by) noexcept {
     case RW_BY_EVENT: return "event";
     case RW_BY_POLL: return "poll";
     case RW_BY_ATTACH: return "attach";
+    case RW_BY_TRIAL: return "trial";
     default: return "-";
     }
 }

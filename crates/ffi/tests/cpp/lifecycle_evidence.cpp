@@ -200,6 +200,11 @@ static void breaker_and_probation() {
     check(tr.size() == 1 && tr[0].cause == RW_CAUSE_BY && tr[0].cause_code == RW_BY_TRIAL && gen &&
               *gen == before + 1,
           "breaker: the trial re-admits the rail with the next generation");
+    check(std::strcmp(rw::recovered_by_name(RW_BY_TRIAL), "trial") == 0 &&
+              std::strcmp(rw::reason_name(RW_REASON_DATA_PATH), "data_path") == 0 &&
+              std::strcmp(rw::reason_name(RW_REASON_NO_ADDRESS), "no_address") == 0 &&
+              std::strcmp(rw::reason_name(RW_REASON_PROBATION), "probation") == 0,
+          "names: the breaker's and the address's reasons, and the trial, are named as in JSON");
     check(probation.size() == 1 && probation[0].probation, "breaker: re-admitted on probation");
     from = r.mark();
     const rw_transfer_report ok[] = {{7, 0, 5}};
