@@ -75,6 +75,13 @@ pub const CASES: &[Case] = &[
     },
     Case { id: 6, name: "gid_change", what: "an IPv4 address on veth0", check: link::check_gid_change, pending: None },
     Case {
+        id: 15,
+        name: "require_address",
+        what: "require_address = \"roce_v2_ipv4\": veth0's IPv4 address deleted, another added",
+        check: link::check_require_address,
+        pending: None,
+    },
+    Case {
         id: 7,
         name: "system_tests",
         what: "verbs-backend tests/system.rs in the guest",
