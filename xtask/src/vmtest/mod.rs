@@ -165,7 +165,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut judge = Judge::new(&opts.cases);
     let vm = boot::boot(&kernel.vmlinux, &initrd, &run_dir, opts.timeout, &mut |ended| judge.ended(ended))?;
     judge.not_run();
-    cases::write_figures()?;
+    judge.write_figures()?;
     let (passed, failed, skipped) = judge.tally();
     let secs = |d: Option<Duration>| d.map_or_else(|| "-".to_string(), |d| format!("{:.2} s", d.as_secs_f64()));
     println!(
