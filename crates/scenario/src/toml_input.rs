@@ -221,18 +221,16 @@ fn apply_section(
 }
 
 fn set(config: &mut Config, key: &'static str, value: &Value, line: usize) -> Result<(), SettingError> {
-    // A choice setting's names are written as strings.
+    let refused = |e: ConfigError| SettingError { line, key: Some(key.to_owned()), message: e.problem.to_string() };
     let value = match (value, Config::setting(key)) {
-        (Value::String(text), Some(spec)) if matches!(spec.kind, SettingKind::Choice(_)) => spec.choice(text),
-        _ => Ok(setting_value(value)),
+        // A choice's names are text: the setting reads them.
+        (Value::String(text), Some(spec)) if matches!(spec.kind, SettingKind::Choice(_)) => {
+            spec.choice(text).map_err(refused)?
+        }
+        _ => setting_value(value),
     };
-    value.and_then(|v| config.set(key, v)).map_err(|e| SettingError {
-        line,
-        key: Some(key.to_owned()),
-        message: e.problem.to_string(),
-    })
+    config.set(key, value).map_err(refused)
 }
-
 /// A TOML value as a setting's value.
 pub fn setting_value(v: &Value) -> SettingValue {
     match v {
