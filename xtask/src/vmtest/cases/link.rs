@@ -196,6 +196,12 @@ pub fn check_require_address(run: &CaseRun, v: &mut Verdict) {
             .find(|l| json::is(l, &[("kind", "gid_index"), rail]))
             .and_then(|l| json::raw(l, "index")?.parse::<u32>().ok())
     };
+    // Attached waiting for its address (never available without it).
+    let attached = find(&w, 0, &[("kind", "transition"), rail]);
+    v.require(
+        attached.is_some_and(|i| json::is(w[i], &[("from", "inert"), ("to", "paused"), ("reason", "no_address")])),
+        format!("the attach did not wait for the address: {:?}", attached.map(|i| w[i])),
+    );
     let mut indices = Vec::new();
     for (what, from, to, moment) in [("at attach", 0, moved, "start"), ("moved", moved, del, "moved")] {
         let ours = index(from, to);
