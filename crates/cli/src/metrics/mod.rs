@@ -21,6 +21,7 @@
 //! This module needs no libibverbs; the watch loop that feeds it does.
 
 pub mod export;
+mod host;
 pub mod registry;
 pub mod series;
 pub mod serve;

@@ -18,6 +18,7 @@ use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Cause, Happening, Notification, Snapshot};
 
 use super::export::{Batches, Exporter};
+use super::host::HostFamilies;
 
 /// Upper bounds of `railwatch_rail_unavailable_seconds`'s buckets: 1 ms to
 /// 1 h (and `+Inf`).
@@ -97,6 +98,8 @@ pub struct Metrics {
     breaker_trips: Family<RailLabels, Counter>,
     peer_failing: Family<RailLabels, Counter>,
     transfers: Family<TransferLabels, Counter>,
+    /// The host's condition, device presence, each rail's info series.
+    host: HostFamilies,
     /// Each rail's evidence at the last snapshot, to add only what is new.
     last_evidence: HashMap<RailId, Evidence>,
     /// Since when each rail has been unavailable (monitor clock).
@@ -202,6 +205,7 @@ impl Metrics {
         let unavailable: Family<RailLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(unavailable_histogram);
         let evidence = EvidenceFamilies::register(&mut registry);
+        let host = HostFamilies::register(&mut registry);
 
         registry.register(
             "railwatch_rail_available",
@@ -285,6 +289,7 @@ impl Metrics {
             breaker_trips: evidence.breaker_trips,
             peer_failing: evidence.peer_failing,
             transfers: evidence.transfers,
+            host,
             last_evidence: HashMap::new(),
             down_since: HashMap::new(),
             last_totals: HashMap::new(),
@@ -302,6 +307,7 @@ impl Metrics {
     /// [`rewatch`](Self::rewatch). Its counters keep what they counted.
     pub fn unwatch(&mut self, device: &str, rails: &[RailId]) {
         self.unwatched.insert(device.to_owned());
+        self.host.unwatch(device);
         for rail in rails {
             self.down_since.remove(rail);
             let labels = RailLabels { device: device.to_owned(), port: rail.port.to_string() };
@@ -433,6 +439,7 @@ impl Metrics {
 
     /// Sets every rail's gauges and every device's counters from a snapshot.
     pub fn update(&mut self, snapshot: &Snapshot) {
+        self.host.update(snapshot, &self.unwatched);
         for r in &snapshot.rails {
             let device = r.name.rsplit_once('/').map_or(r.name.as_str(), |(d, _)| d);
             if self.unwatched.contains(device) {
@@ -519,6 +526,7 @@ mod tests {
                 rate: Some(LinkRate::gbps(400)),
                 recovered_by: None,
                 address: None,
+                identity: None,
                 breaker_until: None,
                 gid_index: None,
                 counters: None,

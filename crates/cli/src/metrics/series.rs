@@ -221,7 +221,7 @@ impl Values {
             Run::Values { start, more: 0, .. } => {
                 let _ = write!(self.text, "{sep}{start}");
             }
-            Run::Values { start, step, more } if step == 0.0 => {
+            Run::Values { start, step: 0.0, more } => {
                 let _ = write!(self.text, "{sep}{start}x{more}");
             }
             Run::Values { start, step, more } if step > 0.0 => {

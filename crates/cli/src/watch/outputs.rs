@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use railwatch_core::{Happening, Millis, PortAddress, RailId};
 use railwatch_runtime::lines::Names;
-use railwatch_runtime::{Config, Notification, Snapshot};
+use railwatch_runtime::{Config, HostCondition, Notification, Snapshot};
 
 use super::print::Printer;
 use crate::RecordArgs;
@@ -81,7 +81,9 @@ pub struct Outputs {
 }
 
 /// `available/total rails available`, counting the rails of the devices
-/// attached now (not the inert rails of devices that left).
+/// attached now (not the inert rails of devices that left); when no device
+/// is usable, the host's condition first (one line for a driver reload,
+/// not a port count that reads like many failures).
 fn availability(snapshot: &Snapshot) -> String {
     let attached = snapshot.rails.iter().filter(|r| r.state.name() != "inert");
     let (mut available, mut total) = (0, 0);
@@ -89,7 +91,15 @@ fn availability(snapshot: &Snapshot) -> String {
         total += 1;
         available += usize::from(r.available);
     }
-    rails_status(available, total)
+    let rails = rails_status(available, total);
+    let host = snapshot.host();
+    match host.condition {
+        HostCondition::Ok => rails,
+        HostCondition::AllDevicesGone if host.devices == 0 => format!("no RDMA device; {rails}"),
+        HostCondition::AllDevicesGone => {
+            format!("every RDMA device gone ({} of {} listed, none open); {rails}", host.present, host.devices)
+        }
+    }
 }
 
 impl Outputs {
