@@ -90,6 +90,7 @@ pub struct Metrics {
     async_events: Family<EventLabels, Counter>,
     transitions: Family<TransitionLabels, Counter>,
     recoveries_by_poll: Family<RailLabels, Counter>,
+    pauses: Family<RailLabels, Counter>,
     read_errors: Family<DeviceLabels, Counter>,
     reopen_attempts: Family<DeviceLabels, Counter>,
     unavailable: Family<RailLabels, Histogram, fn() -> Histogram>,
@@ -200,6 +201,7 @@ impl Metrics {
         let async_events = Family::<EventLabels, Counter>::default();
         let transitions = Family::<TransitionLabels, Counter>::default();
         let recoveries_by_poll = Family::<RailLabels, Counter>::default();
+        let pauses = Family::<RailLabels, Counter>::default();
         let read_errors = Family::<DeviceLabels, Counter>::default();
         let reopen_attempts = Family::<DeviceLabels, Counter>::default();
         let unavailable: Family<RailLabels, Histogram, fn() -> Histogram> =
@@ -249,6 +251,11 @@ impl Metrics {
             recoveries_by_poll.clone(),
         );
         registry.register(
+            "railwatch_rail_pauses",
+            "Times the rail was paused, whatever the cause (railwatch_transitions_total{to=\"paused\"} summed, there from the rail's attach)",
+            pauses.clone(),
+        );
+        registry.register(
             "railwatch_read_errors",
             "Drains of the device's async-event fd that stopped on a real read error",
             read_errors.clone(),
@@ -281,6 +288,7 @@ impl Metrics {
             async_events,
             transitions,
             recoveries_by_poll,
+            pauses,
             read_errors,
             reopen_attempts,
             unavailable,
@@ -369,9 +377,12 @@ impl Metrics {
                 self.rail_state.get_or_create(&rail_labels(rail)).set(rail_state_code(to));
                 self.rail_generation.get_or_create(&rail_labels(rail)).set(generation_value(generation));
                 let RailLabels { device, port } = rail_labels(rail);
+                let labels = RailLabels { device: device.clone(), port: port.clone() };
                 if cause == Cause::By(RecoveredBy::Poll) {
-                    let labels = RailLabels { device: device.clone(), port: port.clone() };
                     self.recoveries_by_poll.get_or_create(&labels).inc();
+                }
+                if to == RailState::Paused {
+                    self.pauses.get_or_create(&labels).inc();
                 }
                 let labels =
                     TransitionLabels { device, port, to: to.name().to_owned(), cause: cause.name().to_owned() };
@@ -449,6 +460,10 @@ impl Metrics {
             self.rail_available.get_or_create(&labels).set(i64::from(r.available));
             self.rail_state.get_or_create(&labels).set(rail_state_code(r.state));
             self.rail_generation.get_or_create(&labels).set(generation_value(r.generation));
+            // There from the rail's attach, at 0: an alert on their
+            // increase sees the first one too.
+            self.recoveries_by_poll.get_or_create(&labels).inc_by(0);
+            self.pauses.get_or_create(&labels).inc_by(0);
             match r.last_port_state {
                 Some(state) => {
                     self.port_state.get_or_create(&labels).set(i64::from(state.code()));
