@@ -280,9 +280,14 @@ mod with_verbs {
                 "carrier_changes",
                 "carrier_down",
                 "silent_flaps",
-                "transfers"
+                "transfers",
+                "node_guid",
+                "port_guid",
+                "pci_address"
             ]
         );
+        assert_eq!(rails[0]["node_guid"], "0002:c903:00f1:0000", "read at the attach");
+        assert_eq!(summary["host"], serde_json::json!({"condition": "ok", "devices": 2, "present": 2, "usable": 2}));
         let brief = serde_json::json!({"rail": "mlx5_0/1", "state": "active", "available": true,
             "bandwidth_gbps": 400.0, "generation": 2, "recovered_by": "poll"});
         for (key, want) in brief.as_object().unwrap() {
