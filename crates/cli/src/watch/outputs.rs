@@ -195,3 +195,57 @@ pub fn start_recording(rec: &RecordArgs, config: &Config) -> Result<Option<Recor
         ExitCode::from(2)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use railwatch_core::{DeviceMode, LinkRate, PauseReason, RailId, RailState};
+    use railwatch_runtime::{DeviceCounters, DeviceSnapshot, RailSnapshot};
+
+    use super::*;
+
+    fn snapshot(modes: &[DeviceMode], states: &[(RailState, bool)]) -> Snapshot {
+        let devices = modes
+            .iter()
+            .enumerate()
+            .map(|(i, &mode)| DeviceSnapshot { name: format!("mlx5_{i}"), mode, counters: DeviceCounters::default() })
+            .collect();
+        let rails = states
+            .iter()
+            .enumerate()
+            .map(|(i, &(state, available))| RailSnapshot {
+                id: RailId { device: i as u32, port: 1 },
+                name: format!("mlx5_{i}/1"),
+                state,
+                reason: PauseReason::None,
+                since: Millis(0),
+                last_port_state: None,
+                generation: 1,
+                available,
+                rate: Some(LinkRate::gbps(400)),
+                recovered_by: None,
+                address: None,
+                identity: None,
+                breaker_until: None,
+                gid_index: None,
+                counters: None,
+                evidence: Default::default(),
+            })
+            .collect();
+        Snapshot { t: Millis(0), rails, devices, wakeups: 0, ticks: 0, notifications_dropped: 0 }
+    }
+
+    /// The status line counts the attached rails, and says the host's
+    /// condition first when no device is usable.
+    #[test]
+    fn the_status_line_says_when_every_device_is_gone() {
+        let gone = DeviceMode::Gone { next_reopen: Millis(1000), backoff_ms: 1000 };
+        let up = [(RailState::Active, true), (RailState::Paused, false)];
+        assert_eq!(availability(&snapshot(&[DeviceMode::Events, gone], &up)), "1/2 rails available");
+        let out = [(RailState::Inert, false), (RailState::Inert, false)];
+        assert_eq!(
+            availability(&snapshot(&[DeviceMode::Removed, gone], &out)),
+            "every RDMA device gone (1 of 2 listed, none open); 0/0 rails available"
+        );
+        assert_eq!(availability(&snapshot(&[], &[])), "no RDMA device; 0/0 rails available");
+    }
+}
