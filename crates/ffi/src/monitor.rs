@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::ffi::{CString, c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::ThreadId;
 use std::time::Duration;
 
 use railwatch_core::{DeviceSource, Gate, LinkRate, Notification, RailId, Selector, VerbsPort};
@@ -158,13 +157,24 @@ pub struct rw_monitor {
     /// Taken by `rw_monitor_free`, through a shared reference: a callback
     /// on the monitor thread may be using the handle meanwhile.
     running: Mutex<Option<Box<dyn Running>>>,
-    thread: Option<ThreadId>,
+    /// This monitor's number, which its thread keeps in [`MONITOR_THREAD`].
+    id: u64,
     shared: Arc<Shared>,
+}
+
+/// Numbers monitors, so that a thread can tell which one it runs.
+static NEXT_MONITOR: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// On a monitor thread, its monitor's number (0 elsewhere). A plain
+    /// cell: `std::thread::current()` would give a thread the host made a
+    /// handle that is never freed (valgrind: 48 bytes "possibly lost").
+    static MONITOR_THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 impl rw_monitor {
     fn on_monitor_thread(&self) -> bool {
-        self.thread == Some(std::thread::current().id())
+        MONITOR_THREAD.with(|t| t.get()) == self.id
     }
 }
 
@@ -196,9 +206,14 @@ fn start<P: VerbsPort + Send + 'static>(
     let shared = Arc::new(Shared::default());
     let publisher = shared.clone();
     let mut first = true;
-    let handle = monitor.spawn_with(move |m| publisher.after_wake(m, &notes, &mut first))?;
-    let thread = handle.thread_id();
-    let boxed = Box::into_raw(Box::new(rw_monitor { running: Mutex::new(Some(Box::new(handle))), thread, shared }));
+    let id = NEXT_MONITOR.fetch_add(1, Ordering::Relaxed);
+    let handle = monitor.spawn_with(move |m| {
+        if first {
+            MONITOR_THREAD.with(|t| t.set(id));
+        }
+        publisher.after_wake(m, &notes, &mut first)
+    })?;
+    let boxed = Box::into_raw(Box::new(rw_monitor { running: Mutex::new(Some(Box::new(handle))), id, shared }));
     // SAFETY: checked non-null; the caller passes a writable pointer.
     unsafe { put(out, boxed, "out") }
 }
