@@ -14,9 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Most lines one transfer report may hold.
-#define RW_MAX_TRANSFER_REPORTS 65536
-
 // A counter the driver does not have (`rw_machine_handle_counters`).
 #define RW_COUNTER_NONE UINT64_MAX
 
@@ -48,11 +45,23 @@
 // The generation's bits, after the shift (40 bits).
 #define RW_WORD_GEN_MASK 1099511627775
 
+// Most ports a device can have (port numbers are 1..=255).
+#define RW_MAX_PORTS 255
+
 // Most names one device list may hold.
 #define RW_MAX_DEVICES 4096
 
-// Most ports a device can have (port numbers are 1..=255).
-#define RW_MAX_PORTS 255
+// Most entries a port's GID table can have (an `ibv_ah_attr`'s
+// `sgid_index` is 8 bits), and one more than the largest GID index.
+#define RW_MAX_GIDS 256
+
+// Most lines one transfer report may hold.
+#define RW_MAX_TRANSFER_REPORTS 65536
+
+// Most copies of an event one `rw_sim_push_event` queues, and most
+// EINTRs one `rw_sim_eintr` arms: more than any test needs (2^20), few
+// enough that no count wraps and no monitor reads for hours.
+#define RW_SIM_MAX_REPEAT (1 << 20)
 
 // `rw_machine_poll_timeout`'s "no deadline".
 #define RW_NO_DEADLINE UINT64_MAX
@@ -428,7 +437,7 @@ typedef struct rw_ticket {
 
 // One GID table entry.
 typedef struct rw_gid {
-  // Its index in the port's table.
+  // Its index in the port's table (below `RW_MAX_GIDS`).
   uint32_t index;
   // The GID, network byte order.
   uint8_t raw[16];
@@ -445,7 +454,7 @@ typedef struct rw_port_address {
   uint16_t lid;
   // The non-empty GID entries (may be NULL when `ngids` is 0).
   const struct rw_gid *gids;
-  // How many.
+  // How many (at most `RW_MAX_GIDS`).
   size_t ngids;
   // The netdev under a RoCE port, or NULL.
   const char *netdev;
@@ -623,6 +632,10 @@ typedef struct rw_sim_counters {
   // A monitor holds the device open (false once the monitor closed it,
   // or was freed).
   bool open;
+  // Events never read: pushed while the device was not open (refused
+  // with `RW_ERR_STATE`, or the events of `rw_sim_port_down` /
+  // `rw_sim_port_up` then), or still queued when it was closed.
+  uint64_t dropped;
 } rw_sim_counters;
 
 #ifdef __cplusplus
@@ -769,8 +782,8 @@ enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine 
 // (which then stops, feeds nothing more, and says so).
 void rw_machine_free(struct rw_machine *machine);
 
-// Adds a device called `name` with the `nports` port numbers at `ports`,
-// writing its index to `*device` (indices count from 0 in the order
+// Adds a device called `name` with the `nports` port numbers at `ports`
+// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
 // added). Its rails start inert; the machine then asks to start reading
 // the device and to query each port (the attach). A `name` that was
 // removed comes back under its old index, as a new device (new
@@ -987,7 +1000,12 @@ enum rw_status rw_sim_add_device(const struct rw_sim *sim,
 
 // Queues `repeat` copies of the event (`code`, `element`: the port number
 // for port events, an object's pointer value for QP/CQ/SRQ/WQ events) on
-// the device's async fd.
+// the device's async fd. `repeat` is at most `RW_SIM_MAX_REPEAT`
+// (`RW_ERR_RANGE` above). Only an open device queues events, as the
+// kernel only queues them on an open context: before a monitor (or
+// `rw_sim_open`) opened it, or once it was closed, the call returns
+// `RW_ERR_STATE` and the events are counted as dropped
+// (`rw_sim_counters.dropped`).
 enum rw_status rw_sim_push_event(const struct rw_sim *sim,
                                  uint32_t device,
                                  uint32_t code,
@@ -1001,13 +1019,17 @@ enum rw_status rw_sim_set_port_state(const struct rw_sim *sim,
                                      uint32_t port,
                                      uint32_t state);
 
-// `port` goes DOWN and `PORT_ERR` is queued for it.
+// `port` goes DOWN and `PORT_ERR` is queued for it (dropped, and
+// counted so, while the device is not open: the state changes either
+// way).
 enum rw_status rw_sim_port_down(const struct rw_sim *sim, uint32_t device, uint32_t port);
 
-// `port` goes ACTIVE and `PORT_ACTIVE` is queued for it.
+// `port` goes ACTIVE and `PORT_ACTIVE` is queued for it (dropped, and
+// counted so, while the device is not open).
 enum rw_status rw_sim_port_up(const struct rw_sim *sim, uint32_t device, uint32_t port);
 
-// The next `n` reads of the device's fd fail with EINTR.
+// The next `n` reads of the device's fd fail with EINTR (`n` at most
+// `RW_SIM_MAX_REPEAT`).
 enum rw_status rw_sim_eintr(const struct rw_sim *sim, uint32_t device, uint64_t n);
 
 // From now on reads of the device's fd fail with EIO (port queries still

@@ -11,14 +11,9 @@ use std::ffi::c_char;
 use railwatch_core::{MAX_DEVICE_NAME_BYTES, Millis};
 
 use crate::args::{put, slice, text};
+use crate::limits::{DEVICES, PORTS};
 use crate::machine::{device_in, rw_machine, with};
 use crate::status::{Error, Result, guard, guard_void, rw_status};
-
-/// Most names one device list may hold.
-pub const RW_MAX_DEVICES: usize = 4096;
-
-/// Most ports a device can have (port numbers are 1..=255).
-pub const RW_MAX_PORTS: usize = 255;
 
 /// The host's RDMA devices now, by name (`ibv_get_device_list`'s
 /// `ibv_get_device_name`s, after a uevent, or on a rescan): devices that
@@ -36,15 +31,9 @@ pub extern "C" fn rw_machine_handle_device_list(
     now_ms: u64,
 ) -> rw_status {
     with(machine, |m| {
-        if count > RW_MAX_DEVICES {
-            return Err(Error::new(
-                rw_status::RW_ERR_RANGE,
-                format!("count: {count} names is more than RW_MAX_DEVICES ({RW_MAX_DEVICES})"),
-            ));
-        }
         // SAFETY: `count` pointers at `names`, by the API's contract
-        // (checked for NULL and bound above).
-        let ptrs = unsafe { slice(names, count, "names") }?;
+        // (`slice` checks the bound and NULL before any read).
+        let ptrs = unsafe { slice(names, count, DEVICES, "count", "names") }?;
         let mut list = Vec::with_capacity(ptrs.len());
         for (i, &p) in ptrs.iter().enumerate() {
             // SAFETY: each is a NUL-terminated string, by the API's contract.
@@ -77,15 +66,9 @@ pub extern "C" fn rw_machine_handle_opened(
             m.handle_opened(device, Err(railwatch_core::Errno(error)), now);
             return Ok(());
         }
-        if nports > RW_MAX_PORTS {
-            return Err(Error::new(
-                rw_status::RW_ERR_RANGE,
-                format!("nports: {nports} is more than a device can have ({RW_MAX_PORTS})"),
-            ));
-        }
         // SAFETY: `nports` port numbers at `ports`, by the API's contract
-        // (bound checked above, before any read).
-        let ports = unsafe { slice(ports, nports, "ports") }?;
+        // (`slice` checks the bound before any read).
+        let ports = unsafe { slice(ports, nports, PORTS, "nports", "ports") }?;
         check_ports(ports)?;
         m.handle_opened(device, Ok(ports), now);
         Ok(())

@@ -16,6 +16,7 @@ use railwatch_runtime::{DEFAULT_DRAIN_BUDGET, DrainEnd, drain_with};
 use crate::args::{handle, handle_mut, put, slice, text};
 use crate::config::{read, rw_config};
 use crate::gate::rw_gate;
+use crate::limits::{GIDS, PORTS, RW_MAX_GIDS};
 use crate::notify::{log, notification, rw_log, rw_notification};
 use crate::status::{Error, Result, guard, guard_void, rw_status};
 
@@ -261,8 +262,8 @@ pub extern "C" fn rw_machine_free(machine: *mut rw_machine) {
     });
 }
 
-/// Adds a device called `name` with the `nports` port numbers at `ports`,
-/// writing its index to `*device` (indices count from 0 in the order
+/// Adds a device called `name` with the `nports` port numbers at `ports`
+/// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
 /// added). Its rails start inert; the machine then asks to start reading
 /// the device and to query each port (the attach). A `name` that was
 /// removed comes back under its old index, as a new device (new
@@ -278,8 +279,8 @@ pub extern "C" fn rw_machine_add_device(
 ) -> rw_status {
     with(machine, |m| {
         // SAFETY: a NUL-terminated name and `nports` port numbers, by the
-        // API's contract.
-        let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, "ports")?) };
+        // API's contract (`slice` checks the bound before any read).
+        let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, PORTS, "nports", "ports")?) };
         if device.is_null() {
             return Err(crate::status::null("device"));
         }
@@ -408,7 +409,7 @@ pub extern "C" fn rw_machine_handle_link(
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rw_gid {
-    /// Its index in the port's table.
+    /// Its index in the port's table (below `RW_MAX_GIDS`).
     pub index: u32,
     /// The GID, network byte order.
     pub raw: [u8; 16],
@@ -427,10 +428,26 @@ pub struct rw_port_address {
     pub lid: u16,
     /// The non-empty GID entries (may be NULL when `ngids` is 0).
     pub gids: *const rw_gid,
-    /// How many.
+    /// How many (at most `RW_MAX_GIDS`).
     pub ngids: usize,
     /// The netdev under a RoCE port, or NULL.
     pub netdev: *const c_char,
+}
+
+/// One GID entry from C, its index within a table.
+fn gid((i, g): (usize, &rw_gid)) -> Result<Gid> {
+    if g.index as usize >= RW_MAX_GIDS {
+        return Err(Error::new(
+            rw_status::RW_ERR_RANGE,
+            format!("address.gids[{i}].index {}: a GID table has at most RW_MAX_GIDS ({RW_MAX_GIDS}) entries", g.index),
+        ));
+    }
+    let kind = match g.gid_type {
+        0 => GidType::IbRoceV1,
+        1 => GidType::RoceV2,
+        _ => GidType::Unknown,
+    };
+    Ok(Gid { index: g.index, raw: g.raw, kind })
 }
 
 /// The answer to `RW_ACTION_READ_ADDRESS`: `error` 0 and the address, or
@@ -454,25 +471,17 @@ pub extern "C" fn rw_machine_handle_address(
         // SAFETY: a valid address or NULL, by the API's contract.
         let a = unsafe { handle(address, "address") }?;
         // SAFETY: `ngids` entries at `gids`, and NULL or a NUL-terminated
-        // netdev, by the API's contract.
+        // netdev, by the API's contract (`slice` checks the bound first).
         let (gids, netdev) = unsafe {
-            (slice(a.gids, a.ngids, "address.gids")?, (!a.netdev.is_null()).then(|| text(a.netdev, "address.netdev")))
+            (
+                slice(a.gids, a.ngids, GIDS, "address.ngids", "address.gids")?,
+                (!a.netdev.is_null()).then(|| text(a.netdev, "address.netdev")),
+            )
         };
         let address = PortAddress {
             link_layer: Some(LinkLayer::from_code(a.link_layer)),
             lid: a.lid,
-            gids: gids
-                .iter()
-                .map(|g| Gid {
-                    index: g.index,
-                    raw: g.raw,
-                    kind: match g.gid_type {
-                        0 => GidType::IbRoceV1,
-                        1 => GidType::RoceV2,
-                        _ => GidType::Unknown,
-                    },
-                })
-                .collect(),
+            gids: gids.iter().enumerate().map(gid).collect::<Result<_>>()?,
             netdev: netdev.transpose()?.map(str::to_owned),
         };
         m.handle_address(device, port, Ok(&address), Millis(now_ms));

@@ -7,6 +7,7 @@ use railwatch_core::PortState;
 use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 
 use crate::args::{handle, put, text};
+use crate::limits::RW_SIM_MAX_REPEAT;
 use crate::status::{Error, Result, guard, guard_void, rw_status};
 
 /// A simulated host: devices whose async fds are real pipes. Made by
@@ -49,6 +50,10 @@ pub struct rw_sim_counters {
     /// A monitor holds the device open (false once the monitor closed it,
     /// or was freed).
     pub open: bool,
+    /// Events never read: pushed while the device was not open (refused
+    /// with `RW_ERR_STATE`, or the events of `rw_sim_port_down` /
+    /// `rw_sim_port_up` then), or still queued when it was closed.
+    pub dropped: u64,
 }
 
 /// Makes an empty simulated host into `*out`.
@@ -142,7 +147,12 @@ fn with_port(sim: *const rw_sim, device: u32, port: u32, body: impl FnOnce(&SimH
 
 /// Queues `repeat` copies of the event (`code`, `element`: the port number
 /// for port events, an object's pointer value for QP/CQ/SRQ/WQ events) on
-/// the device's async fd.
+/// the device's async fd. `repeat` is at most `RW_SIM_MAX_REPEAT`
+/// (`RW_ERR_RANGE` above). Only an open device queues events, as the
+/// kernel only queues them on an open context: before a monitor (or
+/// `rw_sim_open`) opened it, or once it was closed, the call returns
+/// `RW_ERR_STATE` and the events are counted as dropped
+/// (`rw_sim_counters.dropped`).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_push_event(
     sim: *const rw_sim,
@@ -152,9 +162,26 @@ pub extern "C" fn rw_sim_push_event(
     repeat: u64,
 ) -> rw_status {
     with_device(sim, device, |h| {
-        h.queue(crate::machine::event(code, element), repeat);
+        check_repeat(repeat, "repeat")?;
+        if h.queue(crate::machine::event(code, element), repeat) == 0 && repeat > 0 {
+            return Err(Error::new(
+                rw_status::RW_ERR_STATE,
+                format!("{} is not open (nobody opened it yet, or it was closed): {repeat} event(s) dropped", h.name()),
+            ));
+        }
         Ok(())
     })
+}
+
+/// `RW_ERR_RANGE` for a count above `RW_SIM_MAX_REPEAT`.
+fn check_repeat(n: u64, arg: &str) -> Result<()> {
+    if n > RW_SIM_MAX_REPEAT {
+        return Err(Error::new(
+            rw_status::RW_ERR_RANGE,
+            format!("{arg}: {n} is more than RW_SIM_MAX_REPEAT ({RW_SIM_MAX_REPEAT})"),
+        ));
+    }
+    Ok(())
 }
 
 /// Sets what a query of `port` returns (`ibv_port_state`), without any
@@ -167,7 +194,9 @@ pub extern "C" fn rw_sim_set_port_state(sim: *const rw_sim, device: u32, port: u
     })
 }
 
-/// `port` goes DOWN and `PORT_ERR` is queued for it.
+/// `port` goes DOWN and `PORT_ERR` is queued for it (dropped, and
+/// counted so, while the device is not open: the state changes either
+/// way).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_port_down(sim: *const rw_sim, device: u32, port: u32) -> rw_status {
     with_port(sim, device, port, |h, p| {
@@ -176,7 +205,8 @@ pub extern "C" fn rw_sim_port_down(sim: *const rw_sim, device: u32, port: u32) -
     })
 }
 
-/// `port` goes ACTIVE and `PORT_ACTIVE` is queued for it.
+/// `port` goes ACTIVE and `PORT_ACTIVE` is queued for it (dropped, and
+/// counted so, while the device is not open).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_port_up(sim: *const rw_sim, device: u32, port: u32) -> rw_status {
     with_port(sim, device, port, |h, p| {
@@ -185,10 +215,12 @@ pub extern "C" fn rw_sim_port_up(sim: *const rw_sim, device: u32, port: u32) -> 
     })
 }
 
-/// The next `n` reads of the device's fd fail with EINTR.
+/// The next `n` reads of the device's fd fail with EINTR (`n` at most
+/// `RW_SIM_MAX_REPEAT`).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_eintr(sim: *const rw_sim, device: u32, n: u64) -> rw_status {
     with_device(sim, device, |h| {
+        check_repeat(n, "n")?;
         h.eintr(n);
         Ok(())
     })
@@ -238,6 +270,7 @@ pub extern "C" fn rw_sim_get_counters(sim: *const rw_sim, device: u32, counters:
             port_queries: c.port_queries,
             link_queries: c.link_queries,
             open: h.is_open(),
+            dropped: c.dropped,
         };
         // SAFETY: the caller passes writable counters or NULL.
         unsafe { put(counters, out, "counters") }

@@ -187,6 +187,78 @@ static void ranges(void)
 	rw_sim_free(sim);
 }
 
+/* ---- counts: bounded by what can be valid, checked before any read ------ */
+
+static void counts(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	uint32_t dev = 77;
+	const uint8_t one[] = { 1 };
+	rw_gid gid;
+	rw_port_address a;
+	rw_transfer_report line;
+	const char *name = "mlx5_0";
+	rw_sim_counters c;
+
+	memset(&gid, 0, sizeof(gid));
+	memset(&a, 0, sizeof(a));
+	memset(&line, 0, sizeof(line));
+	CHECK_OK("counts_machine_new", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	/* A one-byte array claimed to hold 2^40 ports: no device has more
+	 * than 255, so the count is refused before the array is read. */
+	CHECK_FAILS("add_device_2_to_40_ports", rw_machine_add_device(m, "x", one, (size_t)1 << 40, 0, &dev),
+		    RW_ERR_RANGE, "nports");
+	CHECK_FAILS("add_device_256_ports", rw_machine_add_device(m, "x", one, 256, 0, &dev), RW_ERR_RANGE, "255");
+	CHECK_EQ("refused_count_leaves_out_alone", dev, 77);
+	CHECK_OK("counts_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	a.gids = &gid;
+	a.ngids = (size_t)1 << 40;
+	CHECK_FAILS("address_2_to_40_gids", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE, "ngids");
+	a.ngids = RW_MAX_GIDS + 1;
+	CHECK_FAILS("address_more_gids_than_a_table", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE,
+		    "RW_MAX_GIDS");
+	a.ngids = 1;
+	gid.index = RW_MAX_GIDS;
+	CHECK_FAILS("address_gid_index_past_a_table", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE,
+		    "index");
+	CHECK_FAILS("opened_2_to_40_ports", rw_machine_handle_opened(m, 0, one, (size_t)1 << 40, 0, 0), RW_ERR_RANGE,
+		    "nports");
+	CHECK_FAILS("transfers_2_to_40_lines", rw_machine_report_transfers(m, 0, 1, &line, (size_t)1 << 40, 0),
+		    RW_ERR_RANGE, "RW_MAX_TRANSFER_REPORTS");
+	CHECK_FAILS("device_list_2_to_40_names", rw_machine_handle_device_list(m, &name, (size_t)1 << 40, 0),
+		    RW_ERR_RANGE, "RW_MAX_DEVICES");
+	rw_machine_free(m);
+
+	CHECK_OK("counts_sim_new", rw_sim_new(&sim));
+	if (!sim)
+		return;
+	CHECK_OK("counts_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	/* Nobody opened the device yet: an event now would be lost (the
+	 * kernel only queues events on an open context). Refused, and counted
+	 * as dropped. */
+	CHECK_FAILS("push_before_any_open_is_refused", rw_sim_push_event(sim, 0, 4, 0x1000, 3), RW_ERR_STATE,
+		    "not open");
+	memset(&c, 0, sizeof(c));
+	CHECK_OK("counts_sim_counters", rw_sim_get_counters(sim, 0, &c));
+	CHECK_EQ("refused_push_counted_dropped", c.dropped, 3);
+	CHECK_EQ("refused_push_not_queued", c.queued, 0);
+	/* Repeats beyond what any test needs are refused: a count that wraps
+	 * the counters, or keeps a monitor reading for hours. */
+	CHECK_FAILS("push_uint64_max_times", rw_sim_push_event(sim, 0, 4, 0x1000, UINT64_MAX), RW_ERR_RANGE,
+		    "RW_SIM_MAX_REPEAT");
+	CHECK_FAILS("push_max_repeat_plus_1", rw_sim_push_event(sim, 0, 4, 0x1000, RW_SIM_MAX_REPEAT + 1),
+		    RW_ERR_RANGE, "repeat");
+	CHECK_FAILS("eintr_uint64_max_times", rw_sim_eintr(sim, 0, UINT64_MAX), RW_ERR_RANGE, "RW_SIM_MAX_REPEAT");
+	rw_sim_port_down(sim, 0, 1);
+	memset(&c, 0, sizeof(c));
+	rw_sim_get_counters(sim, 0, &c);
+	CHECK_EQ("nothing_wrapped_the_queued_count", c.queued, 0);
+	rw_sim_free(sim);
+}
+
 /* ---- invalid settings --------------------------------------------------- */
 
 /* rw_machine_new, rw_monitor_start_sim and rw_monitor_start_verbs all
@@ -399,6 +471,7 @@ int main(void)
 	check(e != NULL && e[0] == '\0', "last_error_empty_before_any_failure", "\"%s\"", e ? e : "(null)");
 	nulls();
 	ranges();
+	counts();
 	settings();
 	names();
 	destroys_and_names();
