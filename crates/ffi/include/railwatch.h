@@ -584,10 +584,6 @@ typedef struct rw_selector {
   void (*reseed)(void *user, uint32_t device, uint32_t port, uint64_t rate_mbps);
 } rw_selector;
 
-// A notification callback: runs on the monitor thread, with `user` as
-// given to `rw_monitor_subscribe`; the notification lives for the call.
-typedef void (*rw_notify_fn)(void *user, const struct rw_notification *notification);
-
 // One rail in a snapshot.
 typedef struct rw_rail_info {
   // `"mlx5_0/1"`, NUL-terminated (truncated to fit).
@@ -613,6 +609,10 @@ typedef struct rw_rail_info {
   // Since when (ms since the monitor started).
   uint64_t since_ms;
 } rw_rail_info;
+
+// A notification callback: runs on the monitor thread, with `user` as
+// given to `rw_monitor_subscribe`; the notification lives for the call.
+typedef void (*rw_notify_fn)(void *user, const struct rw_notification *notification);
 
 // What happened to one simulated device so far.
 typedef struct rw_sim_counters {
@@ -942,21 +942,6 @@ enum rw_status rw_monitor_start_sim(const struct rw_config *config,
 // once that callback returns.
 enum rw_status rw_monitor_free(struct rw_monitor *monitor);
 
-// Calls `callback(user, notification)` on the monitor thread for every
-// notification from now on; its id into `*id` (may be NULL). A callback
-// may call any `rw_*` function, `rw_monitor_free` of its own monitor
-// included.
-enum rw_status rw_monitor_subscribe(const struct rw_monitor *monitor,
-                                    rw_notify_fn callback,
-                                    void *user,
-                                    uint64_t *id);
-
-// Ends subscription `id`. From another thread it waits for a call in
-// flight, so after it returns the callback never runs again and its
-// `user` may be freed; from inside a callback (the monitor thread) it
-// returns at once and no further call is made.
-enum rw_status rw_monitor_unsubscribe(const struct rw_monitor *monitor, uint64_t id);
-
 // A gate for the rail called `rail` (`"mlx5_0/1"`) into `*gate`.
 // `RW_ERR_NOT_FOUND` when there is no such rail (yet: devices attach on
 // the monitor thread).
@@ -981,6 +966,21 @@ enum rw_status rw_monitor_snapshot_json(const struct rw_monitor *monitor, char *
 
 // Releases a string this library returned; NULL is ignored.
 void rw_string_free(char *s);
+
+// Calls `callback(user, notification)` on the monitor thread for every
+// notification from now on; its id into `*id` (may be NULL). A callback
+// may call any `rw_*` function, `rw_monitor_free` of its own monitor
+// included.
+enum rw_status rw_monitor_subscribe(const struct rw_monitor *monitor,
+                                    rw_notify_fn callback,
+                                    void *user,
+                                    uint64_t *id);
+
+// Ends subscription `id`. From another thread it waits for a call in
+// flight, so after it returns the callback never runs again and its
+// `user` may be freed; from inside a callback (the monitor thread) it
+// returns at once and no further call is made.
+enum rw_status rw_monitor_unsubscribe(const struct rw_monitor *monitor, uint64_t id);
 
 // Makes an empty simulated host into `*out`.
 enum rw_status rw_sim_new(struct rw_sim **out);
