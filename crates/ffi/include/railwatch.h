@@ -572,7 +572,9 @@ typedef struct rw_drain_report {
   int32_t end;
 } rw_drain_report;
 
-// The engine's rail selector, called on the monitor thread: `user` is
+// The engine's rail selector, called on the monitor thread only (the
+// calls for the devices attached at start too, made there after
+// `rw_monitor_start_*` returned, before any event is read): `user` is
 // passed back as is. Either function may be NULL.
 typedef struct rw_selector {
   // Passed to both functions.
@@ -943,8 +945,10 @@ enum rw_status rw_monitor_start_sim(const struct rw_config *config,
 enum rw_status rw_monitor_free(struct rw_monitor *monitor);
 
 // A gate for the rail called `rail` (`"mlx5_0/1"`) into `*gate`.
-// `RW_ERR_NOT_FOUND` when there is no such rail (yet: devices attach on
-// the monitor thread).
+// `RW_ERR_NOT_FOUND` when there is no such rail (yet): the rails of the
+// devices that opened at start are there when `rw_monitor_start_*`
+// returns; those of devices that appear later once the monitor thread
+// attached them (a notification says so).
 enum rw_status rw_monitor_gate(const struct rw_monitor *monitor,
                                const char *rail,
                                struct rw_gate **gate);

@@ -98,25 +98,38 @@ fn start<P: VerbsPort + Send + 'static>(
         set_available: None,
         reseed: None,
     });
-    let mut monitor = Monitor::new(config, CSelector(selector), SystemClock::new()).map_err(|e| match e {
+    let mut monitor = Monitor::new(config, CSelector::holding(selector), SystemClock::new()).map_err(|e| match e {
         NewMonitorError::Config(e) => Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")),
         NewMonitorError::Io(e) => e.into(),
     })?;
     let notes = monitor.subscribe_unbounded();
+    // The attach runs here; the selector holds its calls for the thread.
     monitor.watch_devices(source, rescan_every)?;
     let shared = Arc::new(Shared::default());
+    shared.publish(&monitor);
+    // Subscriptions hear what happens from when they are made: nobody
+    // could subscribe to the attach, and its outcome is in the snapshot.
+    notes.try_iter().for_each(drop);
     let publisher = shared.clone();
-    let mut first = true;
     let id = NEXT_MONITOR.fetch_add(1, Ordering::Relaxed);
+    let (go, handed_out) = crossbeam_channel::bounded::<()>(1);
+    let mut first = true;
     let handle = monitor.spawn_with(move |m| {
-        if first {
+        if std::mem::take(&mut first) {
             MONITOR_THREAD.with(|t| t.set(id));
+            // Not before the caller has the handle, so that a callback can
+            // call back in (and one that takes a lock the caller holds
+            // around start waits for it, on this thread).
+            let _ = handed_out.recv();
+            m.selector().release();
         }
-        publisher.after_wake(m, &notes, &mut first)
+        publisher.after_wake(m, &notes)
     })?;
     let boxed = Box::into_raw(Box::new(rw_monitor { running: Mutex::new(Some(Box::new(handle))), id, shared }));
     // SAFETY: checked non-null; the caller passes a writable pointer.
-    unsafe { put(out, boxed, "out") }
+    let written = unsafe { put(out, boxed, "out") };
+    let _ = go.send(());
+    written
 }
 
 /// Starts a monitor over the host's libibverbs devices (every device, or

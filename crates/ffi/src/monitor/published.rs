@@ -30,31 +30,35 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// The monitor's snapshot and gates, for every thread: by `start`
+    /// before the thread runs, then on the thread after a wake-up that
+    /// notified something.
+    pub(super) fn publish<P: VerbsPort, S: Selector>(&self, monitor: &Monitor<P, S, SystemClock>) {
+        *lock(&self.snapshot) = Some(monitor.snapshot());
+        let rails = monitor.rails();
+        let mut gates = lock(&self.gates);
+        if gates.0 != rails.len() {
+            gates.0 = rails.len();
+            // In the order added: a later rail of the same name wins.
+            for (id, name) in rails {
+                if let Some(g) = monitor.gate(id) {
+                    gates.1.insert(name, g);
+                }
+            }
+        }
+    }
+
     /// On the monitor thread after every wake-up: publish, then dispatch.
     pub(super) fn after_wake<P: VerbsPort, S: Selector>(
         &self,
         monitor: &mut Monitor<P, S, SystemClock>,
         notes: &crossbeam_channel::Receiver<Notification>,
-        first: &mut bool,
     ) {
         let batch: Vec<Notification> = notes.try_iter().collect();
-        if !batch.is_empty() || std::mem::take(first) {
-            *lock(&self.snapshot) = Some(monitor.snapshot());
-            let rails = monitor.rails();
-            let mut gates = lock(&self.gates);
-            if gates.0 != rails.len() {
-                gates.0 = rails.len();
-                // In the order added: a later rail of the same name wins.
-                for (id, name) in rails {
-                    if let Some(g) = monitor.gate(id) {
-                        gates.1.insert(name, g);
-                    }
-                }
-            }
-        }
         if batch.is_empty() {
             return;
         }
+        self.publish(monitor);
         let subscribers = lock(&self.subscribers).clone();
         for n in &batch {
             let c = notification(n);
@@ -69,8 +73,10 @@ impl Shared {
 }
 
 /// A gate for the rail called `rail` (`"mlx5_0/1"`) into `*gate`.
-/// `RW_ERR_NOT_FOUND` when there is no such rail (yet: devices attach on
-/// the monitor thread).
+/// `RW_ERR_NOT_FOUND` when there is no such rail (yet): the rails of the
+/// devices that opened at start are there when `rw_monitor_start_*`
+/// returns; those of devices that appear later once the monitor thread
+/// attached them (a notification says so).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_gate(
     monitor: *const rw_monitor,

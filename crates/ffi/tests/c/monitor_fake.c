@@ -129,6 +129,16 @@ static unsigned rec_transitions(void)
 	return v;
 }
 
+static bool rec_available(void)
+{
+	bool v;
+
+	pthread_mutex_lock(&rec.mu);
+	v = rec.available;
+	pthread_mutex_unlock(&rec.mu);
+	return v;
+}
+
 static bool admits(const rw_gate *g)
 {
 	return g && rw_gate_check_inline(rw_gate_word(g), NULL);
@@ -183,9 +193,12 @@ int main(void)
 	check(ok, "fake_device_rail_admitted", "word %#llx", (unsigned long long)load(g));
 	WAIT_UNTIL(ok, recovered_by(mon) == RW_BY_ATTACH, WAIT_MS);
 	check(ok, "attached_rail_recovered_by_attach", "recovered_by %d", recovered_by(mon));
+	/* The selector hears of the attach on the monitor thread, after start
+	 * returned. */
+	WAIT_UNTIL(ok, rec_available(), WAIT_MS);
 	pthread_mutex_lock(&rec.mu);
-	check(rec.available && rec.rate == 400000, "selector_told_available_at_400g", "available %d rate %llu",
-	      rec.available, (unsigned long long)rec.rate);
+	check(ok && rec.rate == 400000, "selector_told_available_at_400g", "available %d rate %llu", rec.available,
+	      (unsigned long long)rec.rate);
 	pthread_mutex_unlock(&rec.mu);
 	check(fake_counter("opens") >= 1, "fake_device_opened", "opens %lld", fake_counter("opens"));
 

@@ -713,8 +713,178 @@ static void free_from_callback(void)
 	rw_sim_free(sim);
 }
 
+/* ---- callbacks run on the monitor thread, from the first one on -------- */
+
+/* An engine that holds its own lock around rw_monitor_start_sim and takes
+ * it in its selector: the selector must run on the monitor thread, once
+ * the handle exists, or the engine deadlocks on itself (the lock is an
+ * error-checking one: relocking it on the same thread says EDEADLK
+ * instead of hanging). */
+struct on_thread {
+	pthread_mutex_t engine_lock;
+	pthread_t main;
+	rw_monitor *mon;
+	atomic_uint calls, on_main, deadlocks, saw_handle, gate_ok;
+};
+
+static void on_thread_call(struct on_thread *t)
+{
+	int e;
+
+	atomic_fetch_add(&t->calls, 1);
+	if (pthread_equal(pthread_self(), t->main))
+		atomic_fetch_add(&t->on_main, 1);
+	e = pthread_mutex_lock(&t->engine_lock);
+	if (e == EDEADLK) {
+		atomic_fetch_add(&t->deadlocks, 1);
+		return;
+	}
+	if (e != 0)
+		return;
+	if (t->mon) {
+		rw_gate *g = NULL;
+
+		atomic_fetch_add(&t->saw_handle, 1);
+		if (rw_monitor_gate(t->mon, "mlx5_0/1", &g) == RW_OK)
+			atomic_fetch_add(&t->gate_ok, 1);
+		rw_gate_free(g);
+	}
+	pthread_mutex_unlock(&t->engine_lock);
+}
+
+static void on_thread_available(void *user, uint32_t device, uint32_t port, bool available)
+{
+	(void)device;
+	(void)port;
+	(void)available;
+	on_thread_call(user);
+}
+
+static void on_thread_reseed(void *user, uint32_t device, uint32_t port, uint64_t rate_mbps)
+{
+	(void)device;
+	(void)port;
+	(void)rate_mbps;
+	on_thread_call(user);
+}
+
+/* The first notification a subscriber made right after start sees. */
+struct first_seen {
+	pthread_mutex_t mu;
+	bool seen;
+	rw_notification first;
+};
+
+static void first_seen_cb(void *user, const rw_notification *n)
+{
+	struct first_seen *f = user;
+
+	pthread_mutex_lock(&f->mu);
+	if (!f->seen) {
+		f->first = *n;
+		f->seen = true;
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
+static bool first_seen_done(struct first_seen *f)
+{
+	bool v;
+
+	pthread_mutex_lock(&f->mu);
+	v = f->seen;
+	pthread_mutex_unlock(&f->mu);
+	return v;
+}
+
+struct unsub_job {
+	const rw_monitor *mon;
+	uint64_t id;
+	int status;
+};
+
+static void *unsubscribe_on_a_c_thread(void *arg)
+{
+	struct unsub_job *j = arg;
+
+	j->status = rw_monitor_unsubscribe(j->mon, j->id);
+	return NULL;
+}
+
+static void callbacks_on_the_monitor_thread(void)
+{
+	rw_sim *sim = NULL;
+	struct on_thread t;
+	struct first_seen f;
+	pthread_mutexattr_t attr;
+	rw_selector sel = { .user = &t, .set_available = on_thread_available, .reseed = on_thread_reseed };
+	rw_rail_info rails[4];
+	rw_gate *g = NULL;
+	size_t count = 0;
+	uint32_t dev = 0;
+	uint64_t id = 0;
+	bool ok;
+	int st;
+
+	memset(&t, 0, sizeof(t));
+	memset(&f, 0, sizeof(f));
+	pthread_mutex_init(&f.mu, NULL);
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&t.engine_lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	t.main = pthread_self();
+	CHECK_OK("thread_sim_new", rw_sim_new(&sim));
+	CHECK_OK("thread_sim_add", rw_sim_add_device(sim, "mlx5_0", 2, &dev));
+
+	pthread_mutex_lock(&t.engine_lock);
+	st = rw_monitor_start_sim(NULL, &sel, sim, &t.mon);
+	CHECK_STATUS("start_under_the_engines_lock", st, RW_OK);
+	/* What start attached is published when it returns. */
+	CHECK_STATUS("gate_right_after_start", rw_monitor_gate(t.mon, "mlx5_0/2", &g), RW_OK);
+	CHECK_STATUS("snapshot_right_after_start", rw_monitor_snapshot(t.mon, rails, 4, &count), RW_OK);
+	CHECK_EQ("snapshot_right_after_start_has_2_rails", count, 2);
+	CHECK_EQ("no_selector_call_on_the_starting_thread", atomic_load(&t.on_main), 0);
+	CHECK_OK("subscribe_right_after_start", rw_monitor_subscribe(t.mon, first_seen_cb, &f, &id));
+	pthread_mutex_unlock(&t.engine_lock);
+
+	/* Two rails: each reseeded, then made available. */
+	WAIT_UNTIL(ok, atomic_load(&t.calls) >= 4, WAIT_MS);
+	check(ok, "selector_told_of_both_rails", "%u calls", atomic_load(&t.calls));
+	CHECK_EQ("selector_never_on_the_starting_thread", atomic_load(&t.on_main), 0);
+	CHECK_EQ("selector_never_deadlocks_the_engine", atomic_load(&t.deadlocks), 0);
+	CHECK_EQ("selector_always_has_the_handle", atomic_load(&t.saw_handle), atomic_load(&t.calls));
+	CHECK_EQ("selector_calls_back_in", atomic_load(&t.gate_ok), atomic_load(&t.calls));
+
+	/* The subscription is "from now on": the attach before it is not
+	 * delivered, the first thing it hears is this event. */
+	CHECK_OK("thread_probe_event", rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 1));
+	WAIT_UNTIL(ok, first_seen_done(&f), WAIT_MS);
+	check(ok, "subscriber_hears_the_probe", "nothing");
+	check(f.first.event_code == CODE_QP_REQ_ERR &&
+		      (f.first.kind == RW_HAPPENING_EVENT || f.first.kind == RW_HAPPENING_OBJECT_ERROR),
+	      "subscriber_first_hears_the_probe_not_the_attach", "kind %u event %u", f.first.kind, f.first.event_code);
+
+	/* Unsubscribing from a thread the host made. */
+	{
+		pthread_t other;
+		struct unsub_job j = { t.mon, id, -1 };
+
+		if (pthread_create(&other, NULL, unsubscribe_on_a_c_thread, &j) == 0) {
+			pthread_join(other, NULL);
+			CHECK_STATUS("unsubscribe_on_a_c_thread", j.status, RW_OK);
+		}
+	}
+	rw_gate_free(g);
+	CHECK_OK("thread_monitor_free", rw_monitor_free(t.mon));
+	rw_sim_free(sim);
+	pthread_mutex_destroy(&t.engine_lock);
+	pthread_mutex_destroy(&f.mu);
+}
+
 int main(void)
 {
+	callbacks_on_the_monitor_thread();
 	drains_and_callbacks();
 	transport();
 	free_from_callback();
