@@ -694,8 +694,9 @@ const uint64_t *rw_gate_word(const struct rw_gate *gate);
 // writes the decoded word to `*ticket`.
 enum rw_status rw_gate_check(const struct rw_gate *gate, struct rw_ticket *ticket);
 
-// Destroys a gate; NULL is ignored.
-void rw_gate_free(struct rw_gate *gate);
+// Destroys the gate at `*gate` and sets `*gate` to NULL; NULL (either)
+// is ignored. Its word (`rw_gate_word`) is not valid after it.
+void rw_gate_free(struct rw_gate **gate);
 
 // The word layout version this library was built with
 // (`RW_WORD_LAYOUT_VERSION` of its header).
@@ -765,8 +766,9 @@ int32_t rw_uevents_fd(const struct rw_uevents *uevents);
 // hand the list to [`rw_machine_handle_device_list`].
 enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
 
-// Closes the uevent socket; NULL is ignored.
-void rw_uevents_free(struct rw_uevents *uevents);
+// Closes the uevent socket at `*uevents` and sets `*uevents` to NULL;
+// NULL (either) is ignored.
+void rw_uevents_free(struct rw_uevents **uevents);
 
 // Makes a machine with `config` (NULL: the defaults) into `*out`.
 // `RW_ERR_INVALID` names a setting it refuses.
@@ -778,11 +780,13 @@ void rw_uevents_free(struct rw_uevents *uevents);
 // leaves no room for them, so start it near 0.
 enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine **out);
 
-// Destroys a machine; NULL is ignored. Its gates stay valid (their words
-// no longer change). Called from the `get` callback of a
-// `rw_machine_drain` on this machine, it is done when the drain returns
-// (which then stops, feeds nothing more, and says so).
-void rw_machine_free(struct rw_machine *machine);
+// Destroys the machine at `*machine` and sets `*machine` to NULL; NULL
+// (either) is ignored, so a second destroy through the same pointer is
+// safe. Its gates stay valid (their words no longer change). Called from
+// the `get` callback of a `rw_machine_drain` on this machine, it is done
+// when the drain returns (which then stops, feeds nothing more, and says
+// so).
+void rw_machine_free(struct rw_machine **machine);
 
 // Adds a device called `name` with the `nports` port numbers at `ports`
 // (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
@@ -933,8 +937,10 @@ enum rw_status rw_monitor_start_sim(const struct rw_config *config,
                                     const struct rw_sim *sim,
                                     struct rw_monitor **out);
 
-// Stops the monitor, joins its thread and destroys it; NULL is ignored.
-// The handle is gone after this call, whatever it returns. From another
+// Stops the monitor at `*monitor`, joins its thread, destroys it and sets
+// `*monitor` to NULL (first: a second call through the same pointer, or
+// one from a callback meanwhile, finds NULL); NULL (either) is ignored
+// (`RW_OK`). The handle is gone after this call, whatever it returns. From another
 // thread: subscriber calls in flight finish first, the thread is joined,
 // and no callback (selector or subscriber) runs after it returns. From
 // the monitor thread itself (inside a callback), where it cannot join its
@@ -942,7 +948,7 @@ enum rw_status rw_monitor_start_sim(const struct rw_config *config,
 // subscriber call happens after it returns, except the rest of the
 // calling callback), and a short-lived thread joins the monitor thread
 // once that callback returns.
-enum rw_status rw_monitor_free(struct rw_monitor *monitor);
+enum rw_status rw_monitor_free(struct rw_monitor **monitor);
 
 // A gate for the rail called `rail` (`"mlx5_0/1"`) into `*gate`.
 // `RW_ERR_NOT_FOUND` when there is no such rail (yet): the rails of the
@@ -968,8 +974,9 @@ enum rw_status rw_monitor_snapshot(const struct rw_monitor *monitor,
 // ("Snapshot"), the same encoding as `railwatch watch`'s summary.
 enum rw_status rw_monitor_snapshot_json(const struct rw_monitor *monitor, char **json);
 
-// Releases a string this library returned; NULL is ignored.
-void rw_string_free(char *s);
+// Releases the string at `*s` (one this library returned) and sets `*s`
+// to NULL; NULL (either) is ignored.
+void rw_string_free(char **s);
 
 // Calls `callback(user, notification)` on the monitor thread for every
 // notification from now on; its id into `*id` (may be NULL). A callback
@@ -989,9 +996,10 @@ enum rw_status rw_monitor_unsubscribe(const struct rw_monitor *monitor, uint64_t
 // Makes an empty simulated host into `*out`.
 enum rw_status rw_sim_new(struct rw_sim **out);
 
-// Destroys a simulated host; NULL is ignored. Monitors started over it
-// keep running (they hold its devices' fds, not the host).
-void rw_sim_free(struct rw_sim *sim);
+// Destroys the simulated host at `*sim` and sets `*sim` to NULL; NULL
+// (either) is ignored. Monitors started over it keep running (they hold
+// its devices' fds, not the host).
+void rw_sim_free(struct rw_sim **sim);
 
 // Adds a device called `name` with ports 1..=`nports`, each ACTIVE at
 // NDR 4x (400 Gb/s); its index (0, 1, ... in the order added) into

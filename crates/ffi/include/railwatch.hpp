@@ -200,7 +200,7 @@ public:
                     throw error(RW_ERR_STATE, "rw_gate_word: no usable word");
             }
         } catch (...) {
-            rw_gate_free(g_);  // no destructor runs for a throwing constructor
+            rw_gate_free(&g_);  // no destructor runs for a throwing constructor
             throw;
         }
     }
@@ -244,7 +244,7 @@ public:
 
 private:
     void reset() noexcept {
-        rw_gate_free(g_);
+        rw_gate_free(&g_);
         g_ = nullptr;
         word_ = nullptr;
     }
@@ -263,14 +263,14 @@ public:
     owned_string(owned_string &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
     owned_string &operator=(owned_string &&o) noexcept {
         if (this != &o) {
-            rw_string_free(s_);
+            rw_string_free(&s_);
             s_ = std::exchange(o.s_, nullptr);
         }
         return *this;
     }
     owned_string(const owned_string &) = delete;
     owned_string &operator=(const owned_string &) = delete;
-    ~owned_string() { rw_string_free(s_); }
+    ~owned_string() { rw_string_free(&s_); }
 
     std::string_view view() const noexcept { return s_ ? std::string_view(s_) : std::string_view(); }
     std::string str() const { return std::string(view()); }
@@ -299,14 +299,14 @@ public:
     machine(machine &&o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
     machine &operator=(machine &&o) noexcept {
         if (this != &o) {
-            rw_machine_free(m_);
+            rw_machine_free(&m_);
             m_ = std::exchange(o.m_, nullptr);
         }
         return *this;
     }
     machine(const machine &) = delete;
     machine &operator=(const machine &) = delete;
-    ~machine() { rw_machine_free(m_); }
+    ~machine() { rw_machine_free(&m_); }
 
     explicit operator bool() const noexcept { return m_ != nullptr; }
     rw_machine *get() const noexcept { return m_; }
@@ -435,14 +435,14 @@ public:
     sim(sim &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
     sim &operator=(sim &&o) noexcept {
         if (this != &o) {
-            rw_sim_free(s_);
+            rw_sim_free(&s_);
             s_ = std::exchange(o.s_, nullptr);
         }
         return *this;
     }
     sim(const sim &) = delete;
     sim &operator=(const sim &) = delete;
-    ~sim() { rw_sim_free(s_); }
+    ~sim() { rw_sim_free(&s_); }
 
     explicit operator bool() const noexcept { return s_ != nullptr; }
     rw_sim *get() const noexcept { return s_; }
@@ -667,7 +667,7 @@ inline rw_status monitor_core::free() noexcept {
     l.unlock();
     // No lock held: from another thread this waits for the callbacks in
     // flight, and they may take mu.
-    const rw_status st = rw_monitor_free(h);
+    const rw_status st = rw_monitor_free(&h);
     l.lock();
     freeing = false;
     subscriber *gone = nullptr;

@@ -58,6 +58,22 @@ pub(crate) unsafe fn put<T>(p: *mut T, value: T, arg: &str) -> Result<()> {
     Ok(())
 }
 
+/// The handle in `*slot`, taken out: `*slot` is NULL afterwards (the
+/// move/drop convention of every destroy function, so a second destroy
+/// through the same pointer finds NULL). `None` when `slot` or `*slot` is
+/// NULL.
+///
+/// # Safety
+/// `slot` is NULL or valid for a read and a write of a pointer.
+pub(crate) unsafe fn take<T>(slot: *mut *mut T) -> Option<*mut T> {
+    if slot.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, and readable and writable by the caller's promise.
+    let handle = unsafe { slot.replace(std::ptr::null_mut()) };
+    (!handle.is_null()).then_some(handle)
+}
+
 /// A handle argument as a shared reference.
 ///
 /// # Safety

@@ -30,7 +30,9 @@
 //!   passed in are plain integers, validated.
 //! - Every handle has one destroy function: [`rw_machine_free`],
 //!   [`rw_monitor_free`], [`rw_sim_free`], [`rw_gate_free`],
-//!   [`rw_string_free`].
+//!   [`rw_string_free`], [`rw_uevents_free`]. Each takes the handle's
+//!   address and sets it to NULL (move/drop), so a second destroy through
+//!   the same pointer is a no-op.
 //! - Callbacks (selector, subscribers) run on the monitor thread; they may
 //!   call back into the API (a snapshot, a gate, unsubscribing) without
 //!   deadlock, because snapshot and gates are published, not requested.
@@ -69,8 +71,8 @@
 //! assert!(t.admitted);
 //! // A NULL handle is an error with a message, not a crash.
 //! assert_eq!(rw_machine_handle_timeout(std::ptr::null_mut(), 0), rw_status::RW_ERR_NULL);
-//! rw_gate_free(gate);
-//! rw_machine_free(m);
+//! rw_gate_free(&mut gate);
+//! rw_machine_free(&mut m);
 //! ```
 // The C API is this crate's reason to exist: `unsafe` is allowed here, and
 // every block says why it is sound (`// SAFETY:`).

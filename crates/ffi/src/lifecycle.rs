@@ -10,7 +10,7 @@ use std::ffi::c_char;
 
 use railwatch_core::{MAX_DEVICE_NAME_BYTES, Millis};
 
-use crate::args::{put, slice, text};
+use crate::args::{put, slice, take, text};
 use crate::limits::{DEVICES, PORTS};
 use crate::machine::{device_in, rw_machine, with};
 use crate::status::{Error, Result, guard, guard_void, rw_status};
@@ -212,12 +212,12 @@ fn drain_uevents(_: &mut rw_uevents) -> Result<bool> {
     Err(Error::new(rw_status::RW_ERR_UNSUPPORTED, "railwatch was built without the `verbs` feature"))
 }
 
-/// Closes the uevent socket; NULL is ignored.
+/// Closes the uevent socket at `*uevents` and sets `*uevents` to NULL;
+/// NULL (either) is ignored.
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_free(uevents: *mut rw_uevents) {
-    if uevents.is_null() {
-        return;
-    }
+pub extern "C" fn rw_uevents_free(uevents: *mut *mut rw_uevents) {
+    // SAFETY: NULL or the address of a handle, by the API's contract.
+    let Some(uevents) = (unsafe { take(uevents) }) else { return };
     guard_void(|| {
         // SAFETY: made by `rw_uevents_open`, destroyed once, by the API's
         // contract.

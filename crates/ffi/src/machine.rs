@@ -13,7 +13,7 @@ use railwatch_core::{
 
 use railwatch_runtime::{DEFAULT_DRAIN_BUDGET, DrainEnd, drain_with};
 
-use crate::args::{handle, handle_mut, put, slice, text};
+use crate::args::{handle, handle_mut, put, slice, take, text};
 use crate::config::{read, rw_config};
 use crate::gate::rw_gate;
 use crate::limits::{GIDS, PORTS, RW_MAX_GIDS};
@@ -239,15 +239,16 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
     })
 }
 
-/// Destroys a machine; NULL is ignored. Its gates stay valid (their words
-/// no longer change). Called from the `get` callback of a
-/// `rw_machine_drain` on this machine, it is done when the drain returns
-/// (which then stops, feeds nothing more, and says so).
+/// Destroys the machine at `*machine` and sets `*machine` to NULL; NULL
+/// (either) is ignored, so a second destroy through the same pointer is
+/// safe. Its gates stay valid (their words no longer change). Called from
+/// the `get` callback of a `rw_machine_drain` on this machine, it is done
+/// when the drain returns (which then stops, feeds nothing more, and says
+/// so).
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_machine_free(machine: *mut rw_machine) {
-    if machine.is_null() {
-        return;
-    }
+pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
+    // SAFETY: NULL or the address of a handle, by the API's contract.
+    let Some(machine) = (unsafe { take(machine) }) else { return };
     // SAFETY: a live machine, by the API's contract; no borrow of it is
     // held elsewhere (a drain holds none while its `get` runs).
     let m = unsafe { &*machine };

@@ -6,7 +6,7 @@ use std::ffi::c_char;
 use railwatch_core::PortState;
 use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 
-use crate::args::{handle, put, text};
+use crate::args::{handle, put, take, text};
 use crate::limits::RW_SIM_MAX_REPEAT;
 use crate::status::{Error, Result, guard, guard_void, rw_status};
 
@@ -68,13 +68,13 @@ pub extern "C" fn rw_sim_new(out: *mut *mut rw_sim) -> rw_status {
     })
 }
 
-/// Destroys a simulated host; NULL is ignored. Monitors started over it
-/// keep running (they hold its devices' fds, not the host).
+/// Destroys the simulated host at `*sim` and sets `*sim` to NULL; NULL
+/// (either) is ignored. Monitors started over it keep running (they hold
+/// its devices' fds, not the host).
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_sim_free(sim: *mut rw_sim) {
-    if sim.is_null() {
-        return;
-    }
+pub extern "C" fn rw_sim_free(sim: *mut *mut rw_sim) {
+    // SAFETY: NULL or the address of a handle, by the API's contract.
+    let Some(sim) = (unsafe { take(sim) }) else { return };
     guard_void(|| {
         // SAFETY: made by `rw_sim_new`, destroyed once, by the API's
         // contract.

@@ -52,7 +52,7 @@ public:
         : loop_base(std::move(rails), std::move(on_burst)), machine_(settings()) {
         must(rw_uevents_open(&uevents_), "rw_uevents_open");
     }
-    ~railwatch_loop() override { rw_uevents_free(uevents_); }
+    ~railwatch_loop() override { rw_uevents_free(&uevents_); }
 
     const char *engine_name() const override { return "railwatch"; }
 

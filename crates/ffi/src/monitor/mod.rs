@@ -16,7 +16,7 @@ use railwatch_core::{DeviceSource, VerbsPort};
 use railwatch_runtime::{Monitor, MonitorHandle, NewMonitorError, SystemClock};
 use railwatch_sim_backend::SimHost;
 
-use crate::args::{handle, put, text};
+use crate::args::{handle, put, take, text};
 use crate::config::{read, rw_config};
 use crate::sim::rw_sim;
 use crate::status::{Error, Result, guard, rw_status};
@@ -198,8 +198,10 @@ pub extern "C" fn rw_monitor_start_sim(
     })
 }
 
-/// Stops the monitor, joins its thread and destroys it; NULL is ignored.
-/// The handle is gone after this call, whatever it returns. From another
+/// Stops the monitor at `*monitor`, joins its thread, destroys it and sets
+/// `*monitor` to NULL (first: a second call through the same pointer, or
+/// one from a callback meanwhile, finds NULL); NULL (either) is ignored
+/// (`RW_OK`). The handle is gone after this call, whatever it returns. From another
 /// thread: subscriber calls in flight finish first, the thread is joined,
 /// and no callback (selector or subscriber) runs after it returns. From
 /// the monitor thread itself (inside a callback), where it cannot join its
@@ -208,10 +210,9 @@ pub extern "C" fn rw_monitor_start_sim(
 /// calling callback), and a short-lived thread joins the monitor thread
 /// once that callback returns.
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_monitor_free(monitor: *mut rw_monitor) -> rw_status {
-    if monitor.is_null() {
-        return rw_status::RW_OK;
-    }
+pub extern "C" fn rw_monitor_free(monitor: *mut *mut rw_monitor) -> rw_status {
+    // SAFETY: NULL or the address of a handle, by the API's contract.
+    let Some(monitor) = (unsafe { take(monitor) }) else { return rw_status::RW_OK };
     let status = guard(|| {
         // SAFETY: a live monitor, by the API's contract; only a shared
         // reference until the end, since a callback on the monitor thread

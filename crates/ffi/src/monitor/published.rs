@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use railwatch_core::{Gate, Notification, Selector, VerbsPort};
 use railwatch_runtime::{Monitor, Snapshot, SystemClock};
 
-use crate::args::{handle, put, text};
+use crate::args::{handle, put, take, text};
 use crate::gate::{port_code, reason_of, rw_gate, state_of};
 use crate::notify::{by_code, mbps, notification};
 use crate::status::{Error, Result, guard, rw_status};
@@ -213,12 +213,12 @@ pub extern "C" fn rw_monitor_snapshot_json(monitor: *const rw_monitor, json: *mu
     })
 }
 
-/// Releases a string this library returned; NULL is ignored.
+/// Releases the string at `*s` (one this library returned) and sets `*s`
+/// to NULL; NULL (either) is ignored.
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_string_free(s: *mut c_char) {
-    if s.is_null() {
-        return;
-    }
+pub extern "C" fn rw_string_free(s: *mut *mut c_char) {
+    // SAFETY: NULL or the address of a string, by the API's contract.
+    let Some(s) = (unsafe { take(s) }) else { return };
     crate::status::guard_void(|| {
         // SAFETY: made by `CString::into_raw` here, released once, by the
         // API's contract.

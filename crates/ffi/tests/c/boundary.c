@@ -88,8 +88,8 @@ static void nulls(void)
 		    "address");
 	CHECK_OK("gate_ok", rw_machine_gate(m, 0, 1, &g));
 	CHECK_FAILS("gate_check_null_ticket", rw_gate_check(g, NULL), RW_ERR_NULL, "ticket");
-	rw_gate_free(g);
-	rw_machine_free(m);
+	rw_gate_free(&g);
+	rw_machine_free(&m);
 
 	CHECK_FAILS("sim_new_null_out", rw_sim_new(NULL), RW_ERR_NULL, "out");
 	CHECK_FAILS("sim_add_device_null_sim", rw_sim_add_device(NULL, "mlx5_0", 1, &dev), RW_ERR_NULL, "sim");
@@ -125,9 +125,9 @@ static void nulls(void)
 		CHECK_FAILS("snapshot_json_null_out", rw_monitor_snapshot_json(mon, NULL), RW_ERR_NULL, "json");
 		CHECK_FAILS("unsubscribe_unknown_id", rw_monitor_unsubscribe(mon, 424242), RW_ERR_NOT_FOUND, "424242");
 		CHECK_FAILS("monitor_gate_unknown_rail", rw_monitor_gate(mon, "nope/1", &g), RW_ERR_NOT_FOUND, "nope/1");
-		CHECK_OK("monitor_free", rw_monitor_free(mon));
+		CHECK_OK("monitor_free", rw_monitor_free(&mon));
 	}
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- range -------------------------------------------------------------- */
@@ -170,7 +170,7 @@ static void ranges(void)
 		CHECK_FAILS("address_with_size_max_gids", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE,
 			    "gids");
 	}
-	rw_machine_free(m);
+	rw_machine_free(&m);
 
 	CHECK_OK("range_sim_new", rw_sim_new(&sim));
 	if (!sim)
@@ -184,7 +184,7 @@ static void ranges(void)
 	CHECK_FAILS("sim_eio_device_5", rw_sim_eio(sim, 5), RW_ERR_RANGE, "5");
 	CHECK_FAILS("sim_unplug_device_5", rw_sim_unplug(sim, 5), RW_ERR_RANGE, "5");
 	CHECK_FAILS("sim_plug_device_5", rw_sim_plug(sim, 5), RW_ERR_RANGE, "5");
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- counts: bounded by what can be valid, checked before any read ------ */
@@ -230,7 +230,7 @@ static void counts(void)
 		    RW_ERR_RANGE, "RW_MAX_TRANSFER_REPORTS");
 	CHECK_FAILS("device_list_2_to_40_names", rw_machine_handle_device_list(m, &name, (size_t)1 << 40, 0),
 		    RW_ERR_RANGE, "RW_MAX_DEVICES");
-	rw_machine_free(m);
+	rw_machine_free(&m);
 
 	CHECK_OK("counts_sim_new", rw_sim_new(&sim));
 	if (!sim)
@@ -256,7 +256,7 @@ static void counts(void)
 	memset(&c, 0, sizeof(c));
 	rw_sim_get_counters(sim, 0, &c);
 	CHECK_EQ("nothing_wrapped_the_queued_count", c.queued, 0);
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- invalid settings --------------------------------------------------- */
@@ -273,16 +273,16 @@ static void refuses(const char *name, const rw_config *c, const char *key, rw_si
 	CHECK_FAILS(full, rw_machine_new(c, &m), RW_ERR_INVALID, key);
 	snprintf(full, sizeof(full), "machine_new_refusing_%s_writes_no_machine", name);
 	check(m == NULL, full, "a machine was made");
-	rw_machine_free(m);
+	rw_machine_free(&m);
 	if (sim) {
 		snprintf(full, sizeof(full), "start_sim_refuses_%s", name);
 		CHECK_FAILS(full, rw_monitor_start_sim(c, NULL, sim, &mon), RW_ERR_INVALID, key);
-		rw_monitor_free(mon);
+		rw_monitor_free(&mon);
 		mon = NULL;
 	}
 	snprintf(full, sizeof(full), "start_verbs_refuses_%s", name);
 	CHECK_FAILS(full, rw_monitor_start_verbs(c, NULL, NULL, &mon), RW_ERR_INVALID, key);
-	rw_monitor_free(mon);
+	rw_monitor_free(&mon);
 }
 
 static void settings(void)
@@ -298,7 +298,7 @@ static void settings(void)
 	check(!d.damping.enabled, "default_damping_off", "on");
 	CHECK_EQ("default_size_is_the_structs", d.size, sizeof(rw_config));
 	CHECK_OK("defaults_are_accepted", rw_machine_new(&d, &m));
-	rw_machine_free(m);
+	rw_machine_free(&m);
 	if (rw_sim_new(&sim) == RW_OK)
 		rw_sim_add_device(sim, "mlx5_0", 1, &dev);
 
@@ -334,7 +334,7 @@ static void settings(void)
 	c.damping.enabled = true;
 	c.damping.half_life_ms = 0;
 	refuses("damping_half_life_0", &c, "damping.half_life_ms", sim);
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -366,7 +366,7 @@ static void names(void)
 			    "mlx5_0");
 		CHECK_OK("machine_second_name_ok", rw_machine_add_device(m, "mlx5_1", one, 1, 0, &dev));
 		CHECK_EQ("second_device_is_1", dev, 1);
-		rw_machine_free(m);
+		rw_machine_free(&m);
 	}
 	CHECK_OK("names_sim_new", rw_sim_new(&sim));
 	if (sim) {
@@ -377,7 +377,7 @@ static void names(void)
 		CHECK_FAILS("sim_nports_256", rw_sim_add_device(sim, "mlx5_0", 256, &dev), RW_ERR_INVALID, "256");
 		CHECK_OK("sim_name_ok", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
 		CHECK_FAILS("sim_name_taken", rw_sim_add_device(sim, "mlx5_0", 1, &dev), RW_ERR_INVALID, "mlx5_0");
-		rw_sim_free(sim);
+		rw_sim_free(&sim);
 	}
 }
 
@@ -391,13 +391,28 @@ static void destroys_and_names(void)
 	const int unknown[] = { 10, -1, 1000, INT32_MIN };
 	char before[256];
 
+	rw_machine *no_machine = NULL;
+	rw_gate *no_gate = NULL;
+	rw_sim *no_sim = NULL;
+	char *no_string = NULL;
+	rw_monitor *no_monitor = NULL;
+	rw_uevents *no_uevents = NULL;
+
 	rw_machine_handle_timeout(NULL, 0);
 	snprintf(before, sizeof(before), "%s", rw_last_error());
+	/* A NULL address, or the address of a NULL handle: nothing to do. */
 	rw_machine_free(NULL);
+	rw_machine_free(&no_machine);
 	rw_gate_free(NULL);
+	rw_gate_free(&no_gate);
 	rw_sim_free(NULL);
+	rw_sim_free(&no_sim);
 	rw_string_free(NULL);
+	rw_string_free(&no_string);
+	rw_uevents_free(NULL);
+	rw_uevents_free(&no_uevents);
 	CHECK_OK("monitor_free_null_is_ok", rw_monitor_free(NULL));
+	CHECK_OK("monitor_free_of_a_null_handle_is_ok", rw_monitor_free(&no_monitor));
 	check(strcmp(before, rw_last_error()) == 0, "destroying_null_sets_no_error", "last error became \"%s\"",
 	      rw_last_error());
 
@@ -415,6 +430,43 @@ static void destroys_and_names(void)
 		snprintf(name, sizeof(name), "status_name_%d_is_unknown_status", unknown[i]);
 		check(got != NULL && strcmp(got, "unknown status") == 0, name, "got \"%s\"", got ? got : "(null)");
 	}
+}
+
+/* ---- a second destroy is safe: each takes the handle's address, clears it - */
+
+static void destroy_twice(void)
+{
+	rw_machine *m = NULL;
+	rw_gate *g = NULL;
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	char *json = NULL;
+	uint32_t dev;
+	const uint8_t one[] = { 1 };
+
+	CHECK_OK("twice_machine_new", rw_machine_new(NULL, &m));
+	CHECK_OK("twice_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	CHECK_OK("twice_gate", rw_machine_gate(m, 0, 1, &g));
+	rw_gate_free(&g);
+	check(g == NULL, "gate_free_clears_the_handle", "%p", (void *)g);
+	rw_gate_free(&g);
+	rw_machine_free(&m);
+	check(m == NULL, "machine_free_clears_the_handle", "%p", (void *)m);
+	rw_machine_free(&m);
+
+	CHECK_OK("twice_sim_new", rw_sim_new(&sim));
+	CHECK_OK("twice_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("twice_monitor_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("twice_json", rw_monitor_snapshot_json(mon, &json));
+	rw_string_free(&json);
+	check(json == NULL, "string_free_clears_the_handle", "%p", (void *)json);
+	rw_string_free(&json);
+	CHECK_OK("monitor_free_once", rw_monitor_free(&mon));
+	check(mon == NULL, "monitor_free_clears_the_handle", "%p", (void *)mon);
+	CHECK_OK("monitor_free_twice", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
+	check(sim == NULL, "sim_free_clears_the_handle", "%p", (void *)sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- the last error is per thread ----------------------------------------- */
@@ -437,7 +489,7 @@ static void *other_thread(void *arg)
 		rw_machine_add_device(m, "other_0", one, 1, 0, &dev);
 		o->status = rw_machine_handle_event(m, 42, 9, 1, 0);
 		snprintf(o->after, sizeof(o->after), "%s", rw_last_error());
-		rw_machine_free(m);
+		rw_machine_free(&m);
 	}
 	return NULL;
 }
@@ -475,6 +527,7 @@ int main(void)
 	settings();
 	names();
 	destroys_and_names();
+	destroy_twice();
 	per_thread();
 	return check_done();
 }

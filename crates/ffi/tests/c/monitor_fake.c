@@ -269,8 +269,8 @@ int main(void)
 	      rec.last_transition.cause_code);
 	pthread_mutex_unlock(&rec.mu);
 out:
-	rw_gate_free(g);
-	CHECK_OK("monitor_free", rw_monitor_free(mon));
+	rw_gate_free(&g);
+	CHECK_OK("monitor_free", rw_monitor_free(&mon));
 	CHECK_EQ("device_closed_when_monitor_freed", fake_counter("closes"), fake_counter("opens"));
 	check(fake_counter("lists_freed") == fake_counter("lists"), "device_lists_freed", "lists %lld, freed %lld",
 	      fake_counter("lists"), fake_counter("lists_freed"));

@@ -107,11 +107,11 @@ static void call_inside(struct rec *r)
 	small = rw_monitor_snapshot(r->mon, rails, 0, &needed);
 	js = rw_monitor_snapshot_json(r->mon, &json);
 	has_rail = json != NULL && strstr(json, "\"mlx5_0/1\"") != NULL;
-	rw_string_free(json);
+	rw_string_free(&json);
 	gate = rw_monitor_gate(r->mon, "mlx5_0/1", &g);
 	if (g)
 		gate_check = rw_gate_check(g, &t);
-	rw_gate_free(g);
+	rw_gate_free(&g);
 	pthread_mutex_lock(&r->mu);
 	r->inside_snapshot = snap;
 	r->inside_snapshot_small = small;
@@ -512,7 +512,7 @@ static void drains_and_callbacks(void)
 		check(json && json[0] == '{' && json[strlen(json) - 1] == '}' && strstr(json, "\"rails\":[") &&
 			      strstr(json, "\"rail\":\"mlx5_0/1\"") && strstr(json, "\"rail\":\"mlx5_1/1\""),
 		      "snapshot_json_has_rails", "%s", json ? json : "(null)");
-		rw_string_free(json);
+		rw_string_free(&json);
 	}
 
 	pthread_mutex_lock(&r.mu);
@@ -520,10 +520,10 @@ static void drains_and_callbacks(void)
 	CHECK_EQ("events_acked_before_any_callback", r.ack_violations, 0);
 	pthread_mutex_unlock(&r.mu);
 out:
-	rw_gate_free(g0);
-	rw_gate_free(g1);
-	CHECK_OK("monitor_free", rw_monitor_free(mon));
-	rw_sim_free(sim);
+	rw_gate_free(&g0);
+	rw_gate_free(&g1);
+	CHECK_OK("monitor_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
 	pthread_mutex_destroy(&r.mu);
 	pthread_mutex_destroy(&su.mu);
 }
@@ -603,17 +603,18 @@ static void transport(void)
 	pthread_mutex_unlock(&r.mu);
 	CHECK_EQ("unplugged_device_still_never_queried", counters(sim, 1).port_queries, c1.port_queries);
 out:
-	rw_gate_free(g0);
-	rw_gate_free(g1);
-	CHECK_OK("transport_monitor_free", rw_monitor_free(mon));
-	rw_sim_free(sim);
+	rw_gate_free(&g0);
+	rw_gate_free(&g1);
+	CHECK_OK("transport_monitor_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
 	pthread_mutex_destroy(&r.mu);
 }
 
 /* A callback that unsubscribes itself while another thread frees the
  * monitor: neither may wait for the other. */
 struct slow_unsub {
-	rw_monitor *mon;
+	rw_monitor *mon;          /* the main thread's, freed (and cleared) there */
+	const rw_monitor *handle; /* the callback's copy, live until that free returns */
 	uint64_t id;
 	atomic_bool in_call;
 	atomic_int status; /* -1 until the unsubscribe returned */
@@ -627,7 +628,7 @@ static void slow_unsub_cb(void *user, const rw_notification *n)
 	if (atomic_exchange(&su->in_call, true))
 		return;
 	nanosleep(&nap, NULL); /* the main thread is in rw_monitor_free by now */
-	atomic_store(&su->status, rw_monitor_unsubscribe(su->mon, su->id));
+	atomic_store(&su->status, rw_monitor_unsubscribe(su->handle, su->id));
 }
 
 static void free_while_a_callback_unsubscribes(void)
@@ -642,13 +643,14 @@ static void free_while_a_callback_unsubscribes(void)
 	CHECK_OK("slow_unsub_sim_new", rw_sim_new(&sim));
 	CHECK_OK("slow_unsub_add_device", rw_sim_add_device(sim, "mlx5_6", 1, &dev));
 	CHECK_OK("slow_unsub_start", rw_monitor_start_sim(NULL, NULL, sim, &su.mon));
+	su.handle = su.mon;
 	CHECK_OK("slow_unsub_subscribe", rw_monitor_subscribe(su.mon, slow_unsub_cb, &su, &su.id));
 	CHECK_OK("slow_unsub_push", rw_sim_push_event(sim, dev, CODE_QP_REQ_ERR, QP_HANDLE, 1));
 	WAIT_UNTIL(ok, atomic_load(&su.in_call), WAIT_MS);
 	check(ok, "slow_unsub_callback_started", "never called");
-	CHECK_OK("slow_unsub_free_returns", rw_monitor_free(su.mon));
+	CHECK_OK("slow_unsub_free_returns", rw_monitor_free(&su.mon));
 	CHECK_STATUS("slow_unsub_callback_finished_first", atomic_load(&su.status), RW_ERR_NOT_FOUND);
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* A subscriber that frees its own monitor from inside its first call. */
@@ -667,7 +669,7 @@ static void self_free_cb(void *user, const rw_notification *n)
 	if (atomic_fetch_add(&sf->calls, 1) == 0) {
 		/* Work the monitor would do next, were it not stopped. */
 		rw_sim_port_down(sf->sim, 0, 1);
-		atomic_store(&sf->status, rw_monitor_free(sf->mon));
+		atomic_store(&sf->status, rw_monitor_free(&sf->mon));
 	}
 }
 
@@ -710,7 +712,7 @@ static void free_from_callback(void)
 	check(ok, "self_free_monitor_stopped_and_closed_the_device", "the device is still open");
 	CHECK_EQ("self_free_no_call_after_the_free", atomic_load(&sf.calls), 1);
 	CHECK_EQ("self_free_no_selector_call_after_the_free", atomic_load(&sf.selector_calls_late), 0);
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- callbacks run on the monitor thread, from the first one on -------- */
@@ -747,7 +749,7 @@ static void on_thread_call(struct on_thread *t)
 		atomic_fetch_add(&t->saw_handle, 1);
 		if (rw_monitor_gate(t->mon, "mlx5_0/1", &g) == RW_OK)
 			atomic_fetch_add(&t->gate_ok, 1);
-		rw_gate_free(g);
+		rw_gate_free(&g);
 	}
 	pthread_mutex_unlock(&t->engine_lock);
 }
@@ -875,9 +877,14 @@ static void callbacks_on_the_monitor_thread(void)
 			CHECK_STATUS("unsubscribe_on_a_c_thread", j.status, RW_OK);
 		}
 	}
-	rw_gate_free(g);
-	CHECK_OK("thread_monitor_free", rw_monitor_free(t.mon));
-	rw_sim_free(sim);
+	rw_gate_free(&g);
+	{
+		/* A copy: the callbacks read t.mon until the free returns. */
+		rw_monitor *mon = t.mon;
+
+		CHECK_OK("thread_monitor_free", rw_monitor_free(&mon));
+	}
+	rw_sim_free(&sim);
 	pthread_mutex_destroy(&t.engine_lock);
 	pthread_mutex_destroy(&f.mu);
 }
