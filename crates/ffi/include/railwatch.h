@@ -105,6 +105,23 @@ typedef enum rw_status {
   RW_ERR_BUFFER = 9,
 } rw_status;
 
+// How much the log callback hears (`rw_set_log_callback`'s `max_level`),
+// and the level of one message.
+typedef enum rw_log_level {
+  // Nothing (as `max_level`).
+  RW_LOG_LEVEL_OFF = 0,
+  // Something failed: a monitor thread stopped, railwatch panicked.
+  RW_LOG_LEVEL_ERROR = 1,
+  // A rail went down, a device could not be read.
+  RW_LOG_LEVEL_WARN = 2,
+  // A rail came back, a rate changed.
+  RW_LOG_LEVEL_INFO = 3,
+  // Every event.
+  RW_LOG_LEVEL_DEBUG = 4,
+  // Everything.
+  RW_LOG_LEVEL_TRACE = 5,
+} rw_log_level;
+
 // What happened (`rw_notification.kind`).
 typedef enum rw_happening {
   // An async event was read and acknowledged: `device`, `port` (0 for
@@ -434,6 +451,18 @@ typedef struct rw_ticket {
   // The generation: endpoints built under an older one are stale.
   uint64_t generation;
 } rw_ticket;
+
+// The log callback: `level` (`rw_log_level`), the module that logged it
+// (`"railwatch_runtime::monitor"`) and the message, both NUL-terminated
+// and valid for the call only. It runs on the thread that logs (a
+// monitor thread, or a thread inside a railwatch call), possibly on
+// several threads at once: it must be thread-safe. It may call railwatch
+// (what that logs on the same thread meanwhile is dropped, so it cannot
+// recurse), except `rw_set_log_callback`.
+typedef void (*rw_log_callback_fn)(void *user,
+                                   uint32_t level,
+                                   const char *target,
+                                   const char *message);
 
 // One GID table entry.
 typedef struct rw_gid {
@@ -769,6 +798,17 @@ enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
 // Closes the uevent socket at `*uevents` and sets `*uevents` to NULL;
 // NULL (either) is ignored.
 void rw_uevents_free(struct rw_uevents **uevents);
+
+// Sends railwatch's log lines up to `max_level` (`rw_log_level`), and
+// every panic's message (at `RW_LOG_LEVEL_ERROR`, whatever `max_level`
+// says unless it is `RW_LOG_LEVEL_OFF`), to `callback` with `user`,
+// replacing the callback set before. A NULL `callback` or
+// `RW_LOG_LEVEL_OFF` turns it off (the default: railwatch then says
+// nothing; it never writes to stderr). When this returns, the previous
+// callback is not running and is not called again, so its `user` may be
+// freed. `RW_ERR_STATE` from inside the callback (it would wait for
+// itself); `RW_ERR_INVALID` for a level above `RW_LOG_LEVEL_TRACE`.
+enum rw_status rw_set_log_callback(rw_log_callback_fn callback, void *user, uint32_t max_level);
 
 // Makes a machine with `config` (NULL: the defaults) into `*out`.
 // `RW_ERR_INVALID` names a setting it refuses.

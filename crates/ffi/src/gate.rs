@@ -254,6 +254,7 @@ pub extern "C" fn rw_word_encode(state: u32, reason: u32, port_state: u32, gener
 /// inline decoding).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_word_decode(word: u64, ticket: *mut rw_ticket) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         // SAFETY: the caller passes a writable ticket or NULL.
         unsafe { put(ticket, ticket_of(RailWord::from_raw(word)), "ticket") }

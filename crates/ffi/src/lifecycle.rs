@@ -150,6 +150,7 @@ pub struct rw_uevents {
 /// list on a timer instead.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_uevents_open(out: *mut *mut rw_uevents) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         if out.is_null() {
             return Err(crate::status::null("out"));

@@ -221,6 +221,7 @@ pub(crate) fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result
 /// leaves no room for them, so start it near 0.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_machine) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         if out.is_null() {
             return Err(crate::status::null("out"));

@@ -59,6 +59,7 @@ pub struct rw_sim_counters {
 /// Makes an empty simulated host into `*out`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_new(out: *mut *mut rw_sim) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         if out.is_null() {
             return Err(crate::status::null("out"));

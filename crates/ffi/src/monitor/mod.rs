@@ -112,7 +112,11 @@ fn start<P: VerbsPort + Send + 'static>(
     notes.try_iter().for_each(drop);
     let publisher = shared.clone();
     let id = NEXT_MONITOR.fetch_add(1, Ordering::Relaxed);
-    let (go, handed_out) = crossbeam_channel::bounded::<()>(1);
+    let latch = Arc::new(Latch::default());
+    let opened = latch.clone();
+    // Opened when this function ends, however it ends (a panic included:
+    // the handle's drop joins the thread, which must not wait for ever).
+    let handed_out = OpenOnDrop(latch);
     let mut first = true;
     let handle = monitor.spawn_with(move |m| {
         if std::mem::take(&mut first) {
@@ -120,7 +124,7 @@ fn start<P: VerbsPort + Send + 'static>(
             // Not before the caller has the handle, so that a callback can
             // call back in (and one that takes a lock the caller holds
             // around start waits for it, on this thread).
-            let _ = handed_out.recv();
+            opened.wait();
             m.selector().release();
         }
         publisher.after_wake(m, &notes)
@@ -128,8 +132,40 @@ fn start<P: VerbsPort + Send + 'static>(
     let boxed = Box::into_raw(Box::new(rw_monitor { running: Mutex::new(Some(Box::new(handle))), id, shared }));
     // SAFETY: checked non-null; the caller passes a writable pointer.
     let written = unsafe { put(out, boxed, "out") };
-    let _ = go.send(());
+    drop(handed_out);
     written
+}
+
+/// Opens its latch when dropped.
+struct OpenOnDrop(Arc<Latch>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
+/// A one-way gate between two threads: a mutex and a condition variable,
+/// so that the host's thread opening it makes no thread handle (a
+/// channel's send would: valgrind, 48 bytes "possibly lost").
+#[derive(Default)]
+struct Latch {
+    open: Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl Latch {
+    fn open(&self) {
+        *lock(&self.open) = true;
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = lock(&self.open);
+        while !*open {
+            open = self.opened.wait(open).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
 }
 
 /// Starts a monitor over the host's libibverbs devices (every device, or
@@ -144,6 +180,7 @@ pub extern "C" fn rw_monitor_start_verbs(
     only_device: *const c_char,
     out: *mut *mut rw_monitor,
 ) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         // SAFETY: NULL or a NUL-terminated name, by the API's contract.
         let only = if only_device.is_null() { None } else { Some(unsafe { text(only_device, "only_device") }?) };
@@ -160,7 +197,7 @@ fn start_verbs(
 ) -> Result<()> {
     let (source, no_uevents) = railwatch_verbs_backend::HostDevices::new(only.map(str::to_owned));
     if let Some(e) = no_uevents {
-        log_warn(&format!("no device uevents ({e}); re-reading the device list every 5 s"));
+        log::warn!("no device uevents ({e}); re-reading the device list every 5 s");
     }
     start(config, selector, Box::new(source), Duration::from_secs(5), out)
 }
@@ -175,11 +212,6 @@ fn start_verbs(
     Err(Error::new(rw_status::RW_ERR_UNSUPPORTED, "railwatch was built without the `verbs` feature"))
 }
 
-#[cfg(feature = "verbs")]
-fn log_warn(text: &str) {
-    eprintln!("railwatch: {text}");
-}
-
 /// Starts a monitor over the devices of the simulated host `sim` (add them
 /// all first). The host stays the caller's, to script while the monitor
 /// runs; the monitor holds what it reads, so either may be freed first.
@@ -190,6 +222,7 @@ pub extern "C" fn rw_monitor_start_sim(
     sim: *const rw_sim,
     out: *mut *mut rw_monitor,
 ) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         // SAFETY: a live sim or NULL, by the API's contract.
         let sim = unsafe { handle(sim, "sim") }?;

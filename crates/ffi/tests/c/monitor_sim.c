@@ -889,9 +889,88 @@ static void callbacks_on_the_monitor_thread(void)
 	pthread_mutex_destroy(&f.mu);
 }
 
+/* ---- railwatch's own log lines go to the log callback, never to stderr -- */
+
+struct heard {
+	pthread_mutex_t mu;
+	unsigned down_lines;
+	uint32_t level;
+	char target[128];
+	int set_inside; /* rw_set_log_callback from inside the callback */
+	bool on_main;
+	pthread_t main;
+};
+
+static void hear(void *user, uint32_t level, const char *target, const char *message)
+{
+	struct heard *h = user;
+	int inside = rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_OFF);
+
+	pthread_mutex_lock(&h->mu);
+	h->set_inside = inside;
+	if (strstr(message, "mlx5_0/1 down") != NULL) {
+		h->down_lines++;
+		h->level = level;
+		snprintf(h->target, sizeof(h->target), "%s", target);
+		h->on_main = pthread_equal(pthread_self(), h->main);
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+static unsigned heard_down(struct heard *h)
+{
+	unsigned v;
+
+	pthread_mutex_lock(&h->mu);
+	v = h->down_lines;
+	pthread_mutex_unlock(&h->mu);
+	return v;
+}
+
+static void log_callback(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	struct heard *h = calloc(1, sizeof(*h));
+	uint32_t dev;
+	bool ok;
+
+	if (!h)
+		return;
+	pthread_mutex_init(&h->mu, NULL);
+	h->main = pthread_self();
+	h->set_inside = -1;
+	CHECK_STATUS("log_level_6_refused", rw_set_log_callback(hear, h, 6), RW_ERR_INVALID);
+	CHECK_OK("log_callback_set", rw_set_log_callback(hear, h, RW_LOG_LEVEL_WARN));
+	CHECK_OK("log_sim_new", rw_sim_new(&sim));
+	CHECK_OK("log_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("log_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("log_port_down", rw_sim_port_down(sim, 0, 1));
+	WAIT_UNTIL(ok, heard_down(h) > 0, WAIT_MS);
+	check(ok, "log_callback_hears_the_monitor_line", "nothing heard");
+	pthread_mutex_lock(&h->mu);
+	CHECK_EQ("log_line_is_a_warning", h->level, RW_LOG_LEVEL_WARN);
+	check(strncmp(h->target, "railwatch_runtime", 17) == 0, "log_line_names_its_module", "\"%s\"", h->target);
+	check(!h->on_main, "log_line_on_the_monitor_thread", "on the main thread");
+	CHECK_STATUS("log_callback_set_from_inside_refused", h->set_inside, RW_ERR_STATE);
+	pthread_mutex_unlock(&h->mu);
+	CHECK_OK("log_monitor_free", rw_monitor_free(&mon));
+	/* Unset: when it returns the callback is not running and is never
+	 * called again, so its user may go (valgrind sees a late call). */
+	CHECK_OK("log_callback_unset", rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_OFF));
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+	CHECK_OK("log_after_unset_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("log_after_unset_port_up", rw_sim_port_up(sim, 0, 1));
+	CHECK_OK("log_after_unset_port_down", rw_sim_port_down(sim, 0, 1));
+	CHECK_OK("log_after_unset_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
+}
+
 int main(void)
 {
 	callbacks_on_the_monitor_thread();
+	log_callback();
 	drains_and_callbacks();
 	transport();
 	free_from_callback();
