@@ -103,7 +103,13 @@ pub(crate) fn quiet_panics() {
 
 /// "railwatch panicked at FILE:LINE: MESSAGE".
 fn panic_text(info: &PanicHookInfo<'_>) -> String {
-    let what = info.payload_as_str().unwrap_or("a panic with no message");
+    // (`payload_as_str` is newer than the workspace's MSRV.)
+    let payload = info.payload();
+    let what = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic with no message");
     match info.location() {
         Some(at) => format!("railwatch panicked at {}:{}: {what}", at.file(), at.line()),
         None => format!("railwatch panicked: {what}"),
