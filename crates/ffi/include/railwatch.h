@@ -770,9 +770,11 @@ enum rw_status rw_machine_handle_opened(struct rw_machine *machine,
 
 // Writes device `device`'s name, NUL-terminated, into the `capacity`
 // bytes at `buf`, and its length (without the NUL) to `*len` (may be
-// NULL). `RW_ERR_BUFFER` when it does not fit (`*len` still says how long
-// it is; names are at most 63 bytes): a NULL `buf` with `capacity` 0 asks
-// the length only. What `RW_ACTION_OPEN` opens.
+// NULL). The buffer idiom: `RW_ERR_BUFFER`, nothing written to `buf`,
+// when it does not fit (`capacity` below the length + 1; names are at
+// most 63 bytes, so 64 always fits): `*len` still says how long it is,
+// and a NULL `buf` with `capacity` 0 is the size query. What
+// `RW_ACTION_OPEN` opens.
 enum rw_status rw_machine_device_name(struct rw_machine *machine,
                                       uint32_t device,
                                       char *buf,
@@ -842,9 +844,13 @@ enum rw_status rw_machine_add_device(struct rw_machine *machine,
                                      uint32_t *device);
 
 // One event read (and already acknowledged) from `device`'s async fd:
-// `code` is `event_type`, `element` the port number for port events or
-// the object's pointer value for QP/CQ/SRQ/WQ events (anything for the
-// rest). Unknown codes are counted and logged once, never an error.
+// `code` is `event_type`, `element` the port number for port events
+// (`PORT_ACTIVE`, `PORT_ERR`, `LID_CHANGE`, `PKEY_CHANGE`, `SM_CHANGE`,
+// `CLIENT_REREGISTER`, `GID_CHANGE`: 1..=255, else `RW_ERR_RANGE`) or the
+// object's pointer value for QP/CQ/SRQ/WQ events (anything for the
+// rest). `rw_verbs_event_input` (railwatch_verbs.h) makes both from a
+// `struct ibv_async_event`. Unknown codes are counted and logged once,
+// never an error.
 enum rw_status rw_machine_handle_event(struct rw_machine *machine,
                                        uint32_t device,
                                        uint32_t code,
@@ -917,13 +923,17 @@ enum rw_status rw_machine_handle_timeout(struct rw_machine *machine, uint64_t no
 enum rw_status rw_machine_poll_action(struct rw_machine *machine, struct rw_action *action_out);
 
 // Up to `capacity` actions into `actions[0..]`, in order, and how many
-// into `*count` (0: none pending). One call for what
-// `rw_machine_poll_action` gives one by one; answering them after the
-// batch (before the next input) keeps the documented order. Poll again
-// after answering: answers cause further actions. The machine adds
-// actions only in response to an input (a `rw_machine_add_device` or
-// `rw_machine_handle_*` call), so a batch shorter than `capacity` with no
-// input since means the queue is empty.
+// into `*count`. One call for what `rw_machine_poll_action` gives one by
+// one; answering them after the batch (before the next input) keeps the
+// documented order. Poll again after answering: answers cause further
+// actions. The machine adds actions only in response to an input (a
+// `rw_machine_add_device` or `rw_machine_handle_*` call), so a batch
+// shorter than `capacity` with no input since means the queue is empty.
+//
+// The buffer idiom (as `rw_monitor_snapshot`'s): `capacity` 0 (`actions`
+// may then be NULL) asks how many are pending: `*count` is that number,
+// and the status `RW_OK` when it is 0, `RW_ERR_BUFFER` otherwise (none
+// taken).
 enum rw_status rw_machine_poll_actions(struct rw_machine *machine,
                                        struct rw_action *actions,
                                        size_t capacity,

@@ -91,9 +91,11 @@ pub(crate) fn check_ports(ports: &[u8]) -> Result<()> {
 
 /// Writes device `device`'s name, NUL-terminated, into the `capacity`
 /// bytes at `buf`, and its length (without the NUL) to `*len` (may be
-/// NULL). `RW_ERR_BUFFER` when it does not fit (`*len` still says how long
-/// it is; names are at most 63 bytes): a NULL `buf` with `capacity` 0 asks
-/// the length only. What `RW_ACTION_OPEN` opens.
+/// NULL). The buffer idiom: `RW_ERR_BUFFER`, nothing written to `buf`,
+/// when it does not fit (`capacity` below the length + 1; names are at
+/// most 63 bytes, so 64 always fits): `*len` still says how long it is,
+/// and a NULL `buf` with `capacity` 0 is the size query. What
+/// `RW_ACTION_OPEN` opens.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_device_name(
     machine: *mut rw_machine,
@@ -110,17 +112,14 @@ pub extern "C" fn rw_machine_device_name(
             // SAFETY: checked non-null; the caller passes a writable size_t.
             unsafe { put(len, name.len(), "len") }?;
         }
-        if buf.is_null() && capacity == 0 {
-            return Ok(());
-        }
-        if buf.is_null() {
-            return Err(crate::status::null("buf"));
-        }
         if capacity < name.len() + 1 {
             return Err(Error::new(
                 rw_status::RW_ERR_BUFFER,
                 format!("capacity {capacity}: the name needs {} bytes with its NUL", name.len() + 1),
             ));
+        }
+        if buf.is_null() {
+            return Err(crate::status::null("buf"));
         }
         // SAFETY: `buf` has room for `capacity` >= len + 1 bytes (the
         // caller's promise, the check above); the name holds no NUL (a

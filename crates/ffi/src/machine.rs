@@ -308,6 +308,8 @@ pub extern "C" fn rw_machine_add_device(
 
 /// The event from `ibv_async_event`, with its element: the port number
 /// for port events, the object's pointer value for QP/CQ/SRQ/WQ events.
+/// A port event's element that is no port number is kept as port
+/// `u32::MAX`, which no rail has (stray input): the drain's reading.
 pub(crate) fn event(code: u32, element: u64) -> AsyncEvent {
     let kind = railwatch_core::EventKind::from_code(code);
     let element = match kind.scope() {
@@ -318,10 +320,33 @@ pub(crate) fn event(code: u32, element: u64) -> AsyncEvent {
     AsyncEvent::new(code, element)
 }
 
+/// [`event`], refusing a port event whose element is no port number
+/// (1..=255): the union of `ibv_async_event` read through the wrong
+/// member (`qp` for a `LID_CHANGE`) looks like that, and would be
+/// silently ignored.
+pub(crate) fn checked_event(code: u32, element: u64) -> Result<AsyncEvent> {
+    let kind = railwatch_core::EventKind::from_code(code);
+    if kind.scope() == Scope::Port && !(1..=255).contains(&element) {
+        return Err(Error::new(
+            rw_status::RW_ERR_RANGE,
+            format!(
+                "element {element} ({element:#x}) of event {code} ({}) is not a port number (1..=255): pass \
+                 ev.element.port_num (railwatch_verbs.h's rw_verbs_event_input does)",
+                kind.ibv_str()
+            ),
+        ));
+    }
+    Ok(event(code, element))
+}
+
 /// One event read (and already acknowledged) from `device`'s async fd:
-/// `code` is `event_type`, `element` the port number for port events or
-/// the object's pointer value for QP/CQ/SRQ/WQ events (anything for the
-/// rest). Unknown codes are counted and logged once, never an error.
+/// `code` is `event_type`, `element` the port number for port events
+/// (`PORT_ACTIVE`, `PORT_ERR`, `LID_CHANGE`, `PKEY_CHANGE`, `SM_CHANGE`,
+/// `CLIENT_REREGISTER`, `GID_CHANGE`: 1..=255, else `RW_ERR_RANGE`) or the
+/// object's pointer value for QP/CQ/SRQ/WQ events (anything for the
+/// rest). `rw_verbs_event_input` (railwatch_verbs.h) makes both from a
+/// `struct ibv_async_event`. Unknown codes are counted and logged once,
+/// never an error.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_event(
     machine: *mut rw_machine,
@@ -332,7 +357,7 @@ pub extern "C" fn rw_machine_handle_event(
 ) -> rw_status {
     with(machine, |m| {
         device_in(m, device)?;
-        m.handle_event(device, event(code, element), Millis(now_ms));
+        m.handle_event(device, checked_event(code, element)?, Millis(now_ms));
         Ok(())
     })
 }
@@ -543,13 +568,17 @@ pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *
 }
 
 /// Up to `capacity` actions into `actions[0..]`, in order, and how many
-/// into `*count` (0: none pending). One call for what
-/// `rw_machine_poll_action` gives one by one; answering them after the
-/// batch (before the next input) keeps the documented order. Poll again
-/// after answering: answers cause further actions. The machine adds
-/// actions only in response to an input (a `rw_machine_add_device` or
-/// `rw_machine_handle_*` call), so a batch shorter than `capacity` with no
-/// input since means the queue is empty.
+/// into `*count`. One call for what `rw_machine_poll_action` gives one by
+/// one; answering them after the batch (before the next input) keeps the
+/// documented order. Poll again after answering: answers cause further
+/// actions. The machine adds actions only in response to an input (a
+/// `rw_machine_add_device` or `rw_machine_handle_*` call), so a batch
+/// shorter than `capacity` with no input since means the queue is empty.
+///
+/// The buffer idiom (as `rw_monitor_snapshot`'s): `capacity` 0 (`actions`
+/// may then be NULL) asks how many are pending: `*count` is that number,
+/// and the status `RW_OK` when it is 0, `RW_ERR_BUFFER` otherwise (none
+/// taken).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_poll_actions(
     machine: *mut rw_machine,
@@ -561,7 +590,16 @@ pub extern "C" fn rw_machine_poll_actions(
         if count.is_null() {
             return Err(crate::status::null("count"));
         }
-        if actions.is_null() && capacity > 0 {
+        if capacity == 0 {
+            let pending = m.pending_actions();
+            // SAFETY: checked non-null; the caller passes a writable count.
+            unsafe { put(count, pending, "count") }?;
+            if pending > 0 {
+                return Err(Error::new(rw_status::RW_ERR_BUFFER, format!("{pending} actions pending, room for 0")));
+            }
+            return Ok(());
+        }
+        if actions.is_null() {
             return Err(crate::status::null("actions"));
         }
         let mut n = 0;

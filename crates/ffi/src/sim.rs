@@ -164,7 +164,8 @@ pub extern "C" fn rw_sim_push_event(
 ) -> rw_status {
     with_device(sim, device, |h| {
         check_repeat(repeat, "repeat")?;
-        if h.queue(crate::machine::event(code, element), repeat) == 0 && repeat > 0 {
+        let event = crate::machine::checked_event(code, element)?;
+        if h.queue(event, repeat) == 0 && repeat > 0 {
             return Err(Error::new(
                 rw_status::RW_ERR_STATE,
                 format!("{} is not open (nobody opened it yet, or it was closed): {repeat} event(s) dropped", h.name()),

@@ -259,6 +259,82 @@ static void counts(void)
 	rw_sim_free(&sim);
 }
 
+/* ---- one buffer idiom: capacity 0 is the size query, RW_ERR_BUFFER says how many - */
+
+static void buffers(void)
+{
+	rw_machine *m = NULL;
+	rw_action actions[8];
+	char name[16];
+	size_t n = 99, k = 99, len = 99;
+	uint32_t dev;
+	const uint8_t one[] = { 1 };
+
+	CHECK_OK("buffers_machine_new", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	CHECK_STATUS("poll_actions_size_query_when_empty", rw_machine_poll_actions(m, NULL, 0, &n), RW_OK);
+	CHECK_EQ("poll_actions_size_query_says_0", n, 0);
+	CHECK_OK("buffers_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	/* The attach is pending: start reading, query port 1. */
+	CHECK_STATUS("poll_actions_size_query_with_actions", rw_machine_poll_actions(m, NULL, 0, &n), RW_ERR_BUFFER);
+	CHECK_EQ("poll_actions_size_query_counts_them", n, 2);
+	CHECK_STATUS("poll_actions_capacity_0_with_a_buffer", rw_machine_poll_actions(m, actions, 0, &k),
+		     RW_ERR_BUFFER);
+	CHECK_EQ("poll_actions_capacity_0_takes_none", k, 2);
+	CHECK_FAILS("poll_actions_null_buffer_with_room", rw_machine_poll_actions(m, NULL, 1, &k), RW_ERR_NULL,
+		    "actions");
+	CHECK_OK("poll_actions_room_for_all", rw_machine_poll_actions(m, actions, 8, &k));
+	CHECK_EQ("poll_actions_took_both", k, 2);
+	CHECK_EQ("poll_actions_first_is_start_reading", actions[0].kind, RW_ACTION_START_READING);
+	CHECK_STATUS("poll_actions_then_empty", rw_machine_poll_actions(m, NULL, 0, &n), RW_OK);
+	CHECK_EQ("poll_actions_then_0", n, 0);
+
+	CHECK_STATUS("device_name_size_query", rw_machine_device_name(m, 0, NULL, 0, &len), RW_ERR_BUFFER);
+	CHECK_EQ("device_name_size_query_says_6", len, 6);
+	memset(name, 'x', sizeof(name));
+	CHECK_STATUS("device_name_no_room_for_the_nul", rw_machine_device_name(m, 0, name, 6, &len), RW_ERR_BUFFER);
+	check(name[0] == 'x', "device_name_too_small_writes_nothing", "wrote \"%.6s\"", name);
+	CHECK_OK("device_name_fits", rw_machine_device_name(m, 0, name, 7, &len));
+	check(strcmp(name, "mlx5_0") == 0, "device_name_is_the_name", "\"%s\"", name);
+	CHECK_FAILS("device_name_null_buffer_with_room", rw_machine_device_name(m, 0, NULL, 7, &len), RW_ERR_NULL,
+		    "buf");
+	rw_machine_free(&m);
+}
+
+/* ---- a port event's element must be a port number --------------------------- */
+
+static void port_elements(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	uint32_t dev;
+	const uint8_t one[] = { 1 };
+
+	CHECK_OK("elements_machine_new", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	CHECK_OK("elements_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	/* ev.element.qp of a LID_CHANGE: the union read through the wrong
+	 * member. It was accepted and did nothing. */
+	CHECK_FAILS("lid_change_with_a_pointer_for_a_port", rw_machine_handle_event(m, 0, 11, 0x7f0000000001ull, 0),
+		    RW_ERR_RANGE, "not a port number");
+	CHECK_FAILS("port_err_for_port_0", rw_machine_handle_event(m, 0, 10, 0, 0), RW_ERR_RANGE, "port_num");
+	CHECK_FAILS("gid_change_for_port_256", rw_machine_handle_event(m, 0, 18, 256, 0), RW_ERR_RANGE, "256");
+	/* A port number the device lacks is a value: counted, not an error. */
+	CHECK_OK("port_err_for_port_200_is_stray", rw_machine_handle_event(m, 0, 10, 200, 0));
+	/* Elements of other events are not port numbers. */
+	CHECK_OK("device_fatal_any_element", rw_machine_handle_event(m, 0, 8, 0x7f0000000001ull, 0));
+	CHECK_OK("qp_event_a_pointer", rw_machine_handle_event(m, 0, 1, 0x7f0000000001ull, 0));
+	rw_machine_free(&m);
+
+	CHECK_OK("elements_sim_new", rw_sim_new(&sim));
+	CHECK_OK("elements_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_FAILS("sim_push_port_active_with_a_pointer", rw_sim_push_event(sim, 0, 9, 0x7f0000000001ull, 1),
+		    RW_ERR_RANGE, "not a port number");
+	rw_sim_free(&sim);
+}
+
 /* ---- invalid settings --------------------------------------------------- */
 
 /* rw_machine_new, rw_monitor_start_sim and rw_monitor_start_verbs all
@@ -524,6 +600,8 @@ int main(void)
 	nulls();
 	ranges();
 	counts();
+	buffers();
+	port_elements();
 	settings();
 	names();
 	destroys_and_names();
