@@ -93,9 +93,20 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         for src in &sources {
             let bin = dir.join(&src.name);
-            compile(src, link, &include, &lib_dir, &bin)?;
+            compile(src, link, Standard::Latest, &include, &lib_dir, &bin)?;
             binaries.push((src.name.clone(), link, bin));
         }
+    }
+    // railwatch.hpp builds as C++17 too: every C++ program again, with the
+    // same warnings, run once (linked dynamically, not under valgrind).
+    let mut cpp17 = Vec::new();
+    let dir = out.join("cpp17");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for src in sources.iter().filter(|s| s.cpp) {
+        let name = format!("{}17", src.name);
+        let bin = dir.join(&name);
+        compile(src, Link::Dynamic, Standard::Cpp17, &include, &lib_dir, &bin)?;
+        cpp17.push((name, Link::Dynamic, bin));
     }
 
     let ld_path = ld_library_path(&fake_dir, &lib_dir);
@@ -104,8 +115,8 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let (mut passed, mut failed) = (0, 0);
     let (mut runs_ok, mut runs_failed) = (0u64, 0u64);
     let mut problems = Vec::new();
-    for (name, link, bin) in &binaries {
-        let example = sources.iter().any(|s| s.example && s.name == *name);
+    for (name, link, bin) in binaries.iter().chain(&cpp17) {
+        let example = sources.iter().any(|s| s.example && name.starts_with(&s.name));
         let label = format!("{name} ({})", link.name());
         let mut cmd = Command::new(bin);
         cmd.env("LD_LIBRARY_PATH", &ld_path).current_dir(&root);
@@ -360,22 +371,40 @@ fn sources(root: &Path) -> Result<Vec<Source>, String> {
     Ok(found)
 }
 
+/// Which C++ a C++ program is built as (C is always C11).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Standard {
+    /// C++20.
+    Latest,
+    /// C++17: railwatch.hpp without std::span and std::atomic_ref.
+    Cpp17,
+}
+
+/// The warnings every program is built with, as errors: the headers must
+/// be clean under them (`-Wpedantic` in C; in C++ also old-style casts
+/// and implicit conversions), and so is every test.
+const C_WARNINGS: [&str; 4] = ["-Wall", "-Wextra", "-Wpedantic", "-Werror"];
+const CPP_WARNINGS: [&str; 6] = ["-Wall", "-Wextra", "-Wpedantic", "-Wold-style-cast", "-Wconversion", "-Werror"];
+
 /// Compiles one test program into `bin`.
-fn compile(src: &Source, link: Link, include: &Path, lib_dir: &Path, bin: &Path) -> Result<(), String> {
+fn compile(
+    src: &Source,
+    link: Link,
+    standard: Standard,
+    include: &Path,
+    lib_dir: &Path,
+    bin: &Path,
+) -> Result<(), String> {
     let mut cmd = if src.cpp {
         let mut c = Command::new("c++");
-        c.arg("-std=c++20");
+        c.arg(if standard == Standard::Cpp17 { "-std=c++17" } else { "-std=c++20" }).args(CPP_WARNINGS);
         c
     } else {
         let mut c = Command::new("cc");
-        c.arg("-std=c11");
+        c.arg("-std=c11").args(C_WARNINGS);
         c
     };
-    cmd.args(["-g", "-Wall", "-Wextra", "-Werror"])
-        .arg(format!("-I{}", include.display()))
-        .arg("-o")
-        .arg(bin)
-        .arg(&src.path);
+    cmd.arg("-g").arg(format!("-I{}", include.display())).arg("-o").arg(bin).arg(&src.path);
     match link {
         Link::Dynamic => {
             cmd.arg(format!("-L{}", lib_dir.display()))
@@ -388,12 +417,14 @@ fn compile(src: &Source, link: Link, include: &Path, lib_dir: &Path, bin: &Path)
             cmd.arg(lib_dir.join("librailwatch.a")).args(["-libverbs", "-lm"]);
         }
     }
-    if src.example && link == Link::Dynamic {
-        // The examples call libibverbs themselves.
+    if link == Link::Dynamic {
+        // The examples, and the programs that use railwatch_verbs.h, call
+        // libibverbs themselves.
         cmd.arg("-libverbs");
     }
     cmd.args(["-pthread", "-ldl"]);
-    step(&format!("compile {} ({})", src.name, link.name()), &mut cmd)
+    let std_name = if src.cpp && standard == Standard::Cpp17 { ", C++17" } else { "" };
+    step(&format!("compile {} ({}{std_name})", src.name, link.name()), &mut cmd)
 }
 
 /// `LD_LIBRARY_PATH`: the fake libibverbs first, then the library

@@ -253,7 +253,7 @@ private:
                 now_ms());
             drained_ += r.events;
             if (r.events > 1) say("%s  drained %llu events in one wake-up", devices_[dev].name.c_str(),
-                                  (unsigned long long)r.events);
+                                  static_cast<unsigned long long>(r.events));
             carry_out();
             if (r.end != -1) return;  // emptied, or a read error the machine now handles
         }
@@ -379,22 +379,22 @@ private:
                 if (r) r->recovered_by = int(n.cause_code);
                 say("%-10s %s -> %s  by %s, generation %llu", name, rw::state_name(n.from_state),
                     rw::state_name(n.to_state), rw::recovered_by_name(int32_t(n.cause_code)),
-                    (unsigned long long)n.generation);
+                    static_cast<unsigned long long>(n.generation));
             } else if (n.cause == RW_CAUSE_REASON) {
                 if (r) r->recovered_by = -1;
                 say("%-10s %s -> %s  because %s, generation %llu", name, rw::state_name(n.from_state),
-                    rw::state_name(n.to_state), rw::reason_name(n.cause_code), (unsigned long long)n.generation);
+                    rw::state_name(n.to_state), rw::reason_name(n.cause_code), static_cast<unsigned long long>(n.generation));
             } else {
-                say("%-10s generation %llu (event %u)", name, (unsigned long long)n.generation, n.cause_code);
+                say("%-10s generation %llu (event %u)", name, static_cast<unsigned long long>(n.generation), n.cause_code);
             }
             break;
         case RW_HAPPENING_RESEED:
-            say("%-10s selector re-seeded: %llu Mb/s", name, (unsigned long long)n.rate_to_mbps);
+            say("%-10s selector re-seeded: %llu Mb/s", name, static_cast<unsigned long long>(n.rate_to_mbps));
             break;
         case RW_HAPPENING_AVAILABLE: say("%-10s selector: %s", name, n.available ? "available" : "unavailable"); break;
         case RW_HAPPENING_OBJECT_ERROR:
             say("device %u   object error, event %u on object %#llx", n.device, n.event_code,
-                (unsigned long long)n.object_handle);
+                static_cast<unsigned long long>(n.object_handle));
             break;
         default: break;  // every event, address changes: not shown
         }
@@ -406,7 +406,7 @@ private:
         case RW_LOG_READ_FAILED: say("%s  reading its events failed (%s): polling its ports", dev, std::strerror(l.error)); break;
         case RW_LOG_HUNG_UP: say("%s  event fd hung up", dev); break;
         case RW_LOG_STILL_PAUSED: say("%s/%u  still paused (%s)", dev, l.port, rw::reason_name(l.reason)); break;
-        case RW_LOG_DEVICE_GONE: say("%s  gone; re-open at %llu ms", dev, (unsigned long long)l.until_ms); break;
+        case RW_LOG_DEVICE_GONE: say("%s  gone; re-open at %llu ms", dev, static_cast<unsigned long long>(l.until_ms)); break;
         case RW_LOG_UNHANDLED: say("%s  event %u not acted on", dev, l.code); break;
         default: break;
         }
@@ -530,7 +530,8 @@ static int demonstrate(fake_ibverbs &fake) {
     say("--- summary ---");
     for (auto &r : e.rails())
         say("%-10s admitted %llu, refused %llu, endpoints rebuilt %llu", r->name.c_str(),
-            (unsigned long long)r->admitted, (unsigned long long)r->refused, (unsigned long long)r->rebuilt);
+            static_cast<unsigned long long>(r->admitted), static_cast<unsigned long long>(r->refused),
+            static_cast<unsigned long long>(r->rebuilt));
     say(checks_failed ? "%d check(s) failed" : "every check held", checks_failed);
     return checks_failed ? 1 : 0;
 }
@@ -548,8 +549,8 @@ static int watch(int seconds) {
     for (auto &r : e.rails())
         say("%-10s %s, %llu Mb/s, admitted %llu, refused %llu, generation %llu", r->name.c_str(),
             r->gate.check() ? "active" : rw::state_name(r->gate.load().state()),
-            (unsigned long long)r->rate_mbps, (unsigned long long)r->admitted, (unsigned long long)r->refused,
-            (unsigned long long)r->gate.load().generation());
+            static_cast<unsigned long long>(r->rate_mbps), static_cast<unsigned long long>(r->admitted),
+            static_cast<unsigned long long>(r->refused), static_cast<unsigned long long>(r->gate.load().generation()));
     return 0;
 }
 

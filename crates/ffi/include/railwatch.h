@@ -1158,15 +1158,25 @@ enum rw_status rw_version_numbers(uint32_t *major, uint32_t *minor, uint32_t *pa
  * reasons above 7 are never written (rw_word_decode reads them as inert
  * and none; the decoders below return the bits as they are). The decoders
  * below are plain C and C++; the load itself is C11 here and
- * std::atomic_ref in railwatch.hpp.
+ * std::atomic_ref (C++20) or the GCC/Clang __atomic builtins (C++17) in
+ * railwatch.hpp.
  */
 
+/* A cast that is a C cast in C and a static_cast in C++, so that the
+ * inline functions here and in railwatch_verbs.h are clean under
+ * -Wold-style-cast. Not for use outside railwatch's headers. */
+#ifdef __cplusplus
+#define RW_CAST_(type, value) static_cast<type>(value)
+#else
+#define RW_CAST_(type, value) ((type)(value))
+#endif
+
 /** The word's state (rw_rail_state). */
-static inline uint32_t rw_word_state(uint64_t word) { return (uint32_t)(word & RW_WORD_STATE_MASK); }
+static inline uint32_t rw_word_state(uint64_t word) { return RW_CAST_(uint32_t, word & RW_WORD_STATE_MASK); }
 /** The word's pause reason (rw_pause_reason). */
-static inline uint32_t rw_word_reason(uint64_t word) { return (uint32_t)((word >> RW_WORD_REASON_SHIFT) & RW_WORD_REASON_MASK); }
+static inline uint32_t rw_word_reason(uint64_t word) { return RW_CAST_(uint32_t, (word >> RW_WORD_REASON_SHIFT) & RW_WORD_REASON_MASK); }
 /** The word's last port state (ibv_port_state; RW_WORD_PORT_NONE never read). */
-static inline uint32_t rw_word_port_state(uint64_t word) { return (uint32_t)((word >> RW_WORD_PORT_SHIFT) & RW_WORD_PORT_MASK); }
+static inline uint32_t rw_word_port_state(uint64_t word) { return RW_CAST_(uint32_t, (word >> RW_WORD_PORT_SHIFT) & RW_WORD_PORT_MASK); }
 /** The word's generation (the top field: the shift alone isolates it). */
 static inline uint64_t rw_word_generation(uint64_t word) { return word >> RW_WORD_GEN_SHIFT; }
 /** Whether the word admits (the rail is active). */

@@ -1,5 +1,8 @@
 /*
- * railwatch.hpp: a header-only C++20 wrapper over railwatch.h.
+ * railwatch.hpp: a header-only C++ wrapper over railwatch.h, for C++20 and
+ * C++17 (there std::span is railwatch::span's own, and the gate's load the
+ * GCC/Clang __atomic builtin), clean under -Wall -Wextra -Wpedantic
+ * -Wold-style-cast -Wconversion.
  *
  * Everything is in namespace `railwatch`. A map for a newcomer:
  *
@@ -7,8 +10,8 @@
  *                    library's rw_last_error() text.
  *   config           rw_config with the library's defaults (default_config()).
  *   word, gate       a rail's 64-bit state word, decoded; a gate keeps one
- *                    word alive and checks it inline (one acquire load
- *                    through std::atomic_ref, no call into the library).
+ *                    word alive and checks it inline (one acquire load,
+ *                    no call into the library).
  *   machine          embedding 1, the engine keeps its loop: feed events,
  *                    answers and time in; poll actions out; drain() is the
  *                    edge-triggered drain done right.
@@ -19,6 +22,8 @@
  *                    simulator or libibverbs, subscribe, snapshot, gates.
  *   subscription     an RAII subscription holding a std::function.
  *   owned_string     an RAII string returned by the library.
+ *   uevents          the kernel's device uevents as an fd, for embedding 1.
+ *   log_to()         railwatch's own log lines and panic messages.
  *
  * Conventions:
  *
@@ -46,7 +51,7 @@
  *     callback; see monitor::stop). How teardown avoids races and
  *     deadlocks: "Teardown" in namespace detail.
  *   - Names are std::string_view (copied to add the NUL the C API needs),
- *     port lists and snapshot buffers std::span.
+ *     port lists and snapshot buffers railwatch::span (std::span in C++20).
  *   - The word layout (RW_WORD_LAYOUT_VERSION) is checked against the
  *     library once, when the first machine, monitor or gate is made; a
  *     mismatch throws error with RW_ERR_UNSUPPORTED.
@@ -66,7 +71,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -74,7 +78,66 @@
 #include <utility>
 #include <vector>
 
+#if __cplusplus >= 202002L && __has_include(<span>)
+#include <span>
+#define RAILWATCH_STD_SPAN 1
+#endif
+
 namespace railwatch {
+
+// ---- C++17 and C++20 ---------------------------------------------------------
+
+#ifdef RAILWATCH_STD_SPAN
+/** A view of contiguous elements: std::span in C++20. */
+template <class T>
+using span = std::span<T>;
+#else
+/** A view of contiguous elements: in C++17, the part of std::span this
+ *  header uses (from a pointer and a size, a C array, or a container with
+ *  data() and size(), such as std::vector and std::array). */
+template <class T>
+class span {
+public:
+    constexpr span() noexcept = default;
+    constexpr span(T *data, std::size_t size) noexcept : data_(data), size_(size) {}
+    template <std::size_t N>
+    constexpr span(T (&array)[N]) noexcept : data_(array), size_(N) {}
+    template <class C, class = std::enable_if_t<std::is_convertible_v<decltype(std::declval<C &>().data()), T *>>>
+    constexpr span(C &c) noexcept : data_(c.data()), size_(c.size()) {}
+    template <class C, class = std::enable_if_t<std::is_convertible_v<decltype(std::declval<const C &>().data()), T *>>>
+    constexpr span(const C &c) noexcept : data_(c.data()), size_(c.size()) {}
+    constexpr T *data() const noexcept { return data_; }
+    constexpr std::size_t size() const noexcept { return size_; }
+    constexpr bool empty() const noexcept { return size_ == 0; }
+    constexpr T *begin() const noexcept { return data_; }
+    constexpr T *end() const noexcept { return data_ + size_; }
+    constexpr T &operator[](std::size_t i) const noexcept { return data_[i]; }
+
+private:
+    T *data_ = nullptr;
+    std::size_t size_ = 0;
+};
+#endif
+
+namespace detail {
+/** One acquire load of a word only railwatch writes: std::atomic_ref in
+ *  C++20, the GCC/Clang __atomic builtin (the same instruction) in C++17. */
+inline uint64_t load_acquire(uint64_t *word) noexcept {
+#if defined(__cpp_lib_atomic_ref)
+    return std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
+#else
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+#endif
+}
+/** Whether `word` is aligned as that load needs. */
+inline bool load_aligned(const uint64_t *word) noexcept {
+#if defined(__cpp_lib_atomic_ref)
+    return reinterpret_cast<std::uintptr_t>(word) % std::atomic_ref<uint64_t>::required_alignment == 0;
+#else
+    return reinterpret_cast<std::uintptr_t>(word) % alignof(uint64_t) == 0;
+#endif
+}
+}  // namespace detail
 
 // ---- errors ---------------------------------------------------------------
 
@@ -145,8 +208,9 @@ inline const char *state_name(uint32_t state) noexcept {
     }
 }
 inline const char *reason_name(uint32_t reason) noexcept {
-    static const char *const names[] = {"none", "port_err", "port_not_active", "device_fatal",
-                                        "device_removed", "not_opened", "damped", "settling"};
+    static const char *const names[] = {"none",       "port_err",  "port_not_active", "device_fatal",
+                                        "device_removed", "not_opened", "damped",        "settling",
+                                        "data_path",  "no_address", "probation"};
     return reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "?";
 }
 inline const char *recovered_by_name(int32_t by) noexcept {
@@ -154,6 +218,7 @@ inline const char *recovered_by_name(int32_t by) noexcept {
     case RW_BY_EVENT: return "event";
     case RW_BY_POLL: return "poll";
     case RW_BY_ATTACH: return "attach";
+    case RW_BY_TRIAL: return "trial";
     default: return "-";
     }
 }
@@ -196,8 +261,7 @@ public:
             detail::check_layout();
             if (g_) {
                 word_ = const_cast<uint64_t *>(rw_gate_word(g_));
-                if (!word_ || reinterpret_cast<std::uintptr_t>(word_) % std::atomic_ref<uint64_t>::required_alignment)
-                    throw error(RW_ERR_STATE, "rw_gate_word: no usable word");
+                if (!word_ || !detail::load_aligned(word_)) throw error(RW_ERR_STATE, "rw_gate_word: no usable word");
             }
         } catch (...) {
             rw_gate_free(&g_);  // no destructor runs for a throwing constructor
@@ -226,7 +290,7 @@ public:
         if (!word_) return word{uint64_t{RW_RAIL_INERT} | (uint64_t{RW_WORD_PORT_NONE} << RW_WORD_PORT_SHIFT)};
         // The library only ever writes this word atomically; C++20's
         // atomic_ref needs a non-const object even for a load.
-        return word{std::atomic_ref<uint64_t>(*word_).load(std::memory_order_acquire)};
+        return word{detail::load_acquire(word_)};
     }
     /** The inline check: the generation when the rail admits, else
      *  nullopt. Endpoints built under an older generation are stale. */
@@ -313,7 +377,7 @@ public:
 
     /** Adds a device; its index. The machine then asks to start reading it
      *  and to query each port (the attach). */
-    uint32_t add_device(std::string_view name, std::span<const uint8_t> ports, uint64_t now_ms) {
+    uint32_t add_device(std::string_view name, railwatch::span<const uint8_t> ports, uint64_t now_ms) {
         uint32_t device = 0;
         const std::string n(name);
         detail::check(rw_machine_add_device(m_, n.c_str(), ports.data(), ports.size(), now_ms, &device),
@@ -370,7 +434,7 @@ public:
     }
     /** Up to out.size() actions at once, in order; how many (0: none).
      *  Answer them all before the next input, then poll again. */
-    size_t poll_actions(std::span<rw_action> out) {
+    size_t poll_actions(railwatch::span<rw_action> out) {
         size_t n = 0;
         detail::check(rw_machine_poll_actions(m_, out.data(), out.size(), &n), "rw_machine_poll_actions");
         return n;
@@ -383,6 +447,67 @@ public:
         if (d == RW_NO_DEADLINE) return std::nullopt;
         return d;
     }
+    /** How many actions are waiting (the size query of poll_actions). */
+    size_t pending_actions() {
+        size_t n = 0;
+        const rw_status st = rw_machine_poll_actions(m_, nullptr, 0, &n);
+        if (st != RW_ERR_BUFFER) detail::check(st, "rw_machine_poll_actions");
+        return n;
+    }
+
+    // -- the device lifecycle (devices appear and leave) --
+
+    /** The host's device list now (after a uevent, or on a rescan): who
+     *  left is closed, who appeared is asked for (RW_ACTION_OPEN). */
+    void handle_device_list(const std::vector<std::string> &names, uint64_t now_ms) {
+        std::vector<const char *> ptrs;
+        ptrs.reserve(names.size());
+        for (const std::string &n : names) ptrs.push_back(n.c_str());
+        detail::check(rw_machine_handle_device_list(m_, ptrs.data(), ptrs.size(), now_ms),
+                      "rw_machine_handle_device_list");
+    }
+    /** Answer to RW_ACTION_OPEN: the device opened with these ports. */
+    void handle_opened(uint32_t device, railwatch::span<const uint8_t> ports, uint64_t now_ms) {
+        detail::check(rw_machine_handle_opened(m_, device, ports.data(), ports.size(), 0, now_ms),
+                      "rw_machine_handle_opened");
+    }
+    /** Answer to RW_ACTION_OPEN: it would not open (errno); asked again
+     *  after a backoff. */
+    void handle_open_failed(uint32_t device, int32_t error, uint64_t now_ms) {
+        detail::check(rw_machine_handle_opened(m_, device, nullptr, 0, error, now_ms), "rw_machine_handle_opened");
+    }
+    /** The device's name (what RW_ACTION_OPEN opens). */
+    std::string device_name(uint32_t device) {
+        char name[64];
+        detail::check(rw_machine_device_name(m_, device, name, sizeof name, nullptr), "rw_machine_device_name");
+        return name;
+    }
+
+    // -- evidence beyond the port state --
+
+    /** The transfer outcomes on rail (device, port) since the last report. */
+    void report_transfers(uint32_t device, uint32_t port, railwatch::span<const rw_transfer_report> lines,
+                          uint64_t now_ms) {
+        detail::check(rw_machine_report_transfers(m_, device, port, lines.data(), lines.size(), now_ms),
+                      "rw_machine_report_transfers");
+    }
+    /** Answer to RW_ACTION_READ_COUNTERS (RW_COUNTER_NONE for a counter
+     *  the driver lacks; `error` ENOENT where it has none). */
+    void handle_counters(uint32_t device, uint32_t port, int32_t error, uint64_t link_downed,
+                         uint64_t carrier_changes, uint64_t carrier_down, uint64_t now_ms) {
+        detail::check(rw_machine_handle_counters(m_, device, port, error, link_downed, carrier_changes, carrier_down,
+                                                 now_ms),
+                      "rw_machine_handle_counters");
+    }
+    /** The GID index require_address chose for the rail, or nullopt. */
+    std::optional<uint32_t> gid_index(uint32_t device, uint32_t port) {
+        uint32_t index = 0;
+        const rw_status st = rw_machine_gid_index(m_, device, port, &index);
+        if (st == RW_ERR_NOT_FOUND) return std::nullopt;
+        detail::check(st, "rw_machine_gid_index");
+        return index;
+    }
+
     /** A gate for rail (device, port), for worker threads. */
     railwatch::gate gate(uint32_t device, uint32_t port) {
         rw_gate *g = nullptr;
@@ -424,6 +549,102 @@ public:
 private:
     rw_machine *m_ = nullptr;
 };
+
+// ---- device uevents, for an engine's own epoll -----------------------------------
+
+/** The kernel's device uevents as an fd (rw_uevents): readable when RDMA
+ *  devices may have appeared or left. One thread at a time. */
+class uevents {
+public:
+    uevents() noexcept = default;
+    /** Opens the uevent socket (throws RW_ERR_IO where the kernel refuses
+     *  it, RW_ERR_UNSUPPORTED without the `verbs` feature). */
+    static uevents open() {
+        uevents u;
+        detail::check(rw_uevents_open(&u.u_), "rw_uevents_open");
+        return u;
+    }
+    /** Takes ownership of an rw_uevents (rw_sim_uevents_open's, say). */
+    explicit uevents(rw_uevents *u) noexcept : u_(u) {}
+    uevents(uevents &&o) noexcept : u_(std::exchange(o.u_, nullptr)) {}
+    uevents &operator=(uevents &&o) noexcept {
+        if (this != &o) {
+            rw_uevents_free(&u_);
+            u_ = std::exchange(o.u_, nullptr);
+        }
+        return *this;
+    }
+    uevents(const uevents &) = delete;
+    uevents &operator=(const uevents &) = delete;
+    ~uevents() { rw_uevents_free(&u_); }
+
+    explicit operator bool() const noexcept { return u_ != nullptr; }
+    rw_uevents *get() const noexcept { return u_; }
+    /** The fd for epoll (edge-triggered; drain() after every wake-up). */
+    int fd() const noexcept { return rw_uevents_fd(u_); }
+    /** Reads every pending uevent; whether the device list may have
+     *  changed (then hand the list to machine::handle_device_list). */
+    bool drain() {
+        bool changed = false;
+        detail::check(rw_uevents_drain(u_, &changed), "rw_uevents_drain");
+        return changed;
+    }
+
+private:
+    rw_uevents *u_ = nullptr;
+};
+
+// ---- railwatch's own log lines ------------------------------------------------
+
+namespace detail {
+/** The function log_to() installed, owned here until it is replaced. */
+struct log_sink {
+    std::function<void(uint32_t, std::string_view, std::string_view)> fn;
+    static void call(void *user, uint32_t level, const char *target, const char *message) noexcept {
+        inside() = true;
+        try {
+            static_cast<log_sink *>(user)->fn(level, target, message);
+        } catch (...) {
+            swallowed().fetch_add(1, std::memory_order_relaxed);
+        }
+        inside() = false;
+    }
+    /** This thread runs the function now. */
+    static bool &inside() noexcept {
+        thread_local bool in = false;
+        return in;
+    }
+};
+inline std::mutex &log_sink_mutex() noexcept {
+    static std::mutex mu;
+    return mu;
+}
+inline std::unique_ptr<log_sink> &log_sink_slot() noexcept {
+    static std::unique_ptr<log_sink> slot;
+    return slot;
+}
+}  // namespace detail
+
+/**
+ * Sends railwatch's log lines up to `max_level` (RW_LOG_LEVEL_*) and its
+ * panic messages to `fn(level, target, message)`, on whichever thread logs
+ * (it must be thread-safe); an empty `fn` turns it off. railwatch never
+ * writes to stderr. When it returns, the previous function is not running
+ * and is never called again. Not from inside `fn` itself (throws
+ * RW_ERR_STATE). Exceptions from `fn` are counted (callback_exceptions()).
+ */
+inline void log_to(std::function<void(uint32_t, std::string_view, std::string_view)> fn,
+                   uint32_t max_level = RW_LOG_LEVEL_WARN) {
+    if (detail::log_sink::inside())
+        throw error(RW_ERR_STATE, "railwatch::log_to from inside the log function (it would wait for itself)");
+    std::lock_guard<std::mutex> l(detail::log_sink_mutex());
+    std::unique_ptr<detail::log_sink> next;
+    if (fn) next.reset(new detail::log_sink{std::move(fn)});
+    const rw_status st =
+        next ? rw_set_log_callback(&detail::log_sink::call, next.get(), max_level) : rw_set_log_callback(nullptr, nullptr, 0);
+    detail::check(st, "rw_set_log_callback");
+    detail::log_sink_slot() = std::move(next);  // the old one is no longer called
+}
 
 // ---- the simulated host -----------------------------------------------------
 
@@ -868,7 +1089,7 @@ public:
     /** The latest snapshot's rails into `out`; their number. Throws
      *  RW_ERR_BUFFER (nothing copied) when `out` is too small, and
      *  RW_ERR_STATE before the first snapshot is published. */
-    size_t snapshot(std::span<rw_rail_info> out) const {
+    size_t snapshot(railwatch::span<rw_rail_info> out) const {
         size_t n = 0;
         detail::check(rw_monitor_snapshot(handle(), out.data(), out.size(), &n), "rw_monitor_snapshot");
         return n;
