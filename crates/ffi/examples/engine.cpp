@@ -27,12 +27,10 @@
 //   c++ -std=c++20 -I crates/ffi/include crates/ffi/examples/engine.cpp
 //       -L target/release -lrailwatch -libverbs -lpthread -o engine
 
-#include <infiniband/verbs.h>
-
+#include "railwatch_verbs.h"  // libibverbs and railwatch.h, with the glue between them
 #include "railwatch.hpp"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -192,9 +190,9 @@ private:
     static ibv_context *open_nonblocking(ibv_device *dev) {
         ibv_context *ctx = ibv_open_device(dev);
         if (!ctx) return nullptr;
-        const int flags = fcntl(ctx->async_fd, F_GETFL);
-        if (flags < 0 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            const int err = errno;
+        // Before the fd goes into epoll: the drain's last read must find
+        // the queue empty (EAGAIN), not block.
+        if (const int err = rw_verbs_make_nonblocking(ctx)) {
             ibv_close_device(ctx);
             errno = err;
             return nullptr;
@@ -245,8 +243,7 @@ private:
                 [ctx](uint32_t &code, uint64_t &element) -> int {
                     ibv_async_event ev{};
                     if (ibv_get_async_event(ctx, &ev) != 0) return errno;  // EAGAIN: empty
-                    code = ev.event_type;
-                    element = element_of(ev);
+                    rw_verbs_event_input(&ev, &code, &element);  // the union's right member
                     ibv_ack_async_event(&ev);  // acked before the machine sees it
                     return 0;
                 },
@@ -256,24 +253,6 @@ private:
                                   static_cast<unsigned long long>(r.events));
             carry_out();
             if (r.end != -1) return;  // emptied, or a read error the machine now handles
-        }
-    }
-
-    static uint64_t element_of(const ibv_async_event &ev) {
-        switch (ev.event_type) {
-        case IBV_EVENT_CQ_ERR: return uint64_t(uintptr_t(ev.element.cq));
-        case IBV_EVENT_SRQ_ERR:
-        case IBV_EVENT_SRQ_LIMIT_REACHED: return uint64_t(uintptr_t(ev.element.srq));
-        case IBV_EVENT_WQ_FATAL: return uint64_t(uintptr_t(ev.element.wq));
-        case IBV_EVENT_QP_FATAL:
-        case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST:
-        case IBV_EVENT_SQ_DRAINED:
-        case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR:
-        case IBV_EVENT_QP_LAST_WQE_REACHED: return uint64_t(uintptr_t(ev.element.qp));
-        default: return uint64_t(ev.element.port_num);
         }
     }
 
