@@ -967,10 +967,48 @@ static void log_callback(void)
 	rw_sim_free(&sim);
 }
 
+/* ---- unplugging after the monitor is gone, and two monitors over one sim -- */
+
+/* The sim's uevent twin was a pipe whose reader went with the monitor:
+ * the next unplug raised SIGPIPE and killed the host. And a second
+ * monitor over the same sim took the first one's notifications. */
+static void two_monitors_and_a_late_unplug(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *a = NULL, *b = NULL;
+	rw_gate *ga = NULL, *gb = NULL;
+	uint32_t dev;
+	bool ok;
+
+	CHECK_OK("late_sim_new", rw_sim_new(&sim));
+	CHECK_OK("late_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("late_add_2", rw_sim_add_device(sim, "mlx5_1", 1, &dev));
+	CHECK_OK("late_start_a", rw_monitor_start_sim(NULL, NULL, sim, &a));
+	CHECK_OK("late_free_a", rw_monitor_free(&a));
+	CHECK_OK("unplug_after_the_monitor_is_gone", rw_sim_unplug(sim, 0));
+	CHECK_OK("plug_after_the_monitor_is_gone", rw_sim_plug(sim, 0));
+	/* Two monitors over one sim (the later one opens the devices anew):
+	 * the first still hears the unplug, on its own notification fd. */
+	CHECK_OK("late_start_a_again", rw_monitor_start_sim(NULL, NULL, sim, &a));
+	CHECK_OK("late_start_b", rw_monitor_start_sim(NULL, NULL, sim, &b));
+	CHECK_OK("late_gate_a", rw_monitor_gate(a, "mlx5_1/1", &ga));
+	CHECK_OK("late_gate_b", rw_monitor_gate(b, "mlx5_1/1", &gb));
+	CHECK_OK("late_unplug_with_two", rw_sim_unplug(sim, 1));
+	WAIT_UNTIL(ok, rw_word_state(load(ga)) == RW_RAIL_INERT, WAIT_MS);
+	check(ok, "first_monitor_hears_the_unplug", "word %#llx", (unsigned long long)load(ga));
+	rw_gate_free(&ga);
+	rw_gate_free(&gb);
+	CHECK_OK("late_free_b", rw_monitor_free(&b));
+	CHECK_OK("late_free_a_again", rw_monitor_free(&a));
+	CHECK_OK("late_unplug_with_none", rw_sim_unplug(sim, 0));
+	rw_sim_free(&sim);
+}
+
 int main(void)
 {
 	callbacks_on_the_monitor_thread();
 	log_callback();
+	two_monitors_and_a_late_unplug();
 	drains_and_callbacks();
 	transport();
 	free_from_callback();
