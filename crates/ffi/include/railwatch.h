@@ -338,14 +338,17 @@ typedef struct rw_monitor rw_monitor;
 
 // A simulated host: devices whose async fds are real pipes. Made by
 // [`rw_sim_new`], destroyed by [`rw_sim_free`], before or after the
-// monitors started over it (they hold what they read). Any thread may
-// script it.
+// monitors started over it and the contexts opened on it (they hold what
+// they read). Any thread may script it.
 typedef struct rw_sim rw_sim;
 
-// The kernel's device uevents (a netlink socket), for an engine's epoll
-// set: readable when RDMA devices may have appeared or left. Made by
-// [`rw_uevents_open`], destroyed by [`rw_uevents_free`]; one thread at a
-// time.
+// An open simulated device, the twin of an `ibv_context`. Made by
+// [`rw_sim_open`], destroyed by [`rw_sim_close`]; one thread at a time.
+typedef struct rw_sim_context rw_sim_context;
+
+// The device uevents of the host (`rw_uevents_open`) or of a simulated
+// one (`rw_sim_uevents_open`): readable when devices may have appeared or
+// left. Destroyed by [`rw_uevents_free`]; one thread at a time.
 typedef struct rw_uevents rw_uevents;
 
 // Flap damping settings (see `docs/STATE-MACHINE.md`).
@@ -649,10 +652,11 @@ typedef void (*rw_notify_fn)(void *user, const struct rw_notification *notificat
 typedef struct rw_sim_counters {
   // Events queued (every repeat counted).
   uint64_t queued;
-  // Events read by the monitor.
+  // Events read (by a monitor or a context).
   uint64_t read;
-  // Events acknowledged (right after each read, as libibverbs users
-  // must).
+  // Events acknowledged: a monitor acknowledges each right after
+  // reading it, as libibverbs users must; through a context, what the
+  // engine acknowledged (`rw_sim_ack_event`).
   uint64_t acked;
   // Reads, including failed ones (EAGAIN included).
   uint64_t gets;
@@ -660,14 +664,47 @@ typedef struct rw_sim_counters {
   uint64_t port_queries;
   // Link reads.
   uint64_t link_queries;
-  // A monitor holds the device open (false once the monitor closed it,
-  // or was freed).
+  // A monitor or a context holds the device open (false once it closed
+  // it, or was freed).
   bool open;
   // Events never read: pushed while the device was not open (refused
   // with `RW_ERR_STATE`, or the events of `rw_sim_port_down` /
   // `rw_sim_port_up` then), or still queued when it was closed.
   uint64_t dropped;
+  // Events read through a context and not acknowledged (yet).
+  uint64_t unacked;
+  // `rw_sim_ack_event` calls with nothing left to acknowledge.
+  uint64_t bad_acks;
+  // Reads through a context of an empty queue while its fd was still
+  // blocking: the real `ibv_get_async_event` would have blocked for ever
+  // there (the engine forgot `O_NONBLOCK`). Answered `EDEADLK`.
+  uint64_t blocking_gets;
 } rw_sim_counters;
+
+// A port as `rw_sim_query_port` reads it (the fields of `ibv_port_attr`
+// the machine asks about).
+typedef struct rw_sim_port_attr {
+  // `ibv_port_state`.
+  uint32_t state;
+  // The speed code (`active_speed`, or `active_speed_ex` when above
+  // 255).
+  uint32_t active_speed;
+  // `active_width`.
+  uint8_t active_width;
+  // `link_layer`: 2, Ethernet (the simulator's ports are RoCE).
+  uint8_t link_layer;
+} rw_sim_port_attr;
+
+// A port's flap counters as `rw_sim_query_counters` reads them
+// (`RW_COUNTER_NONE` for one the device does not have).
+typedef struct rw_sim_port_counters {
+  // `link_downed`.
+  uint64_t link_downed;
+  // The netdev's `carrier_changes`.
+  uint64_t carrier_changes;
+  // The netdev's `carrier_down_count`.
+  uint64_t carrier_down;
+} rw_sim_port_counters;
 
 #ifdef __cplusplus
 extern "C" {
@@ -780,26 +817,6 @@ enum rw_status rw_machine_device_name(struct rw_machine *machine,
                                       char *buf,
                                       size_t capacity,
                                       size_t *len);
-
-// Opens the uevent socket into `*out` (no privilege is needed).
-// `RW_ERR_UNSUPPORTED` when built without the `verbs` feature; `RW_ERR_IO`
-// when the kernel refuses the socket (a container may): rescan the device
-// list on a timer instead.
-enum rw_status rw_uevents_open(struct rw_uevents **out);
-
-// The socket's fd (non-blocking), for epoll: add it edge-triggered and
-// call [`rw_uevents_drain`] after every wake-up. -1 for NULL.
-int32_t rw_uevents_fd(const struct rw_uevents *uevents);
-
-// Reads every pending uevent (to EAGAIN) and writes to `*changed` whether
-// the RDMA device list may have changed (an `infiniband` or
-// `infiniband_verbs` uevent, or uevents lost): then list the devices and
-// hand the list to [`rw_machine_handle_device_list`].
-enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
-
-// Closes the uevent socket at `*uevents` and sets `*uevents` to NULL;
-// NULL (either) is ignored.
-void rw_uevents_free(struct rw_uevents **uevents);
 
 // Sends railwatch's log lines up to `max_level` (`rw_log_level`), and
 // every panic's message (at `RW_LOG_LEVEL_ERROR`, whatever `max_level`
@@ -1060,6 +1077,95 @@ enum rw_status rw_sim_add_device(const struct rw_sim *sim,
                                  uint32_t nports,
                                  uint32_t *device);
 
+// The device's counters into `*counters`. (Not `rw_sim_counters`: C
+// keeps typedef and function names in one namespace, and that is the
+// struct's.)
+enum rw_status rw_sim_get_counters(const struct rw_sim *sim,
+                                   uint32_t device,
+                                   struct rw_sim_counters *counters);
+
+// The names of the devices the host lists now (not unplugged), as
+// `ibv_get_device_list` would give them, for an engine's own
+// `rw_machine_handle_device_list`: `*count` of them into `names` (room
+// for `capacity`), each valid until `rw_sim_free`. The buffer idiom:
+// `RW_ERR_BUFFER` (nothing written) when they do not fit, `*count` then
+// says how many; `capacity` 0 (`names` may be NULL) is the size query.
+enum rw_status rw_sim_device_list(const struct rw_sim *sim,
+                                  const char **names,
+                                  size_t capacity,
+                                  size_t *count);
+
+// Opens the simulated device called `name` (a name `rw_sim_device_list`
+// gives), as `ibv_open_device` would, into `*context`. Returns 0, or the
+// errno of an open that failed: `ENODEV` when the host does not list it
+// (unplugged) or it hung up (`rw_sim_hang_up`), `EBUSY` while a monitor
+// or another context has it open (one opener at a time: the simulator
+// keeps one event queue per device). `EINVAL` for a NULL argument.
+//
+// Like the real async fd, the context's fd (`rw_sim_context_fd`) is
+// blocking until the engine makes it `O_NONBLOCK` (`fcntl`), which it
+// must before its first drain.
+int32_t rw_sim_open(const struct rw_sim *sim, const char *name, struct rw_sim_context **context);
+
+// Closes the context at `*context` (the device can be opened again) and
+// sets `*context` to NULL; NULL (either) is ignored. Events still queued
+// are dropped; events read and not acknowledged stay counted
+// (`rw_sim_counters.unacked`).
+void rw_sim_close(struct rw_sim_context **context);
+
+// The context's async fd, for the engine's epoll set (edge-triggered:
+// drain it to `EAGAIN` after every wake-up); -1 for NULL. Valid until
+// `rw_sim_close`.
+int32_t rw_sim_context_fd(const struct rw_sim_context *context);
+
+// The number of ports into `*phys_port_cnt` (`ibv_query_device`'s
+// field): the device's ports are 1..=that. 0, or `ENODEV` once it hung
+// up.
+int32_t rw_sim_query_device(struct rw_sim_context *context, uint32_t *phys_port_cnt);
+
+// The next event, as `ibv_get_async_event` gives it: 0 and its code and
+// element (the port number for port events, the object's pointer value
+// for QP/CQ/SRQ/WQ events, 0 for the rest) in `*code` and `*element`, or
+// the errno of the read: `EAGAIN` when the queue is empty, `EINTR` (to
+// retry), `EIO` once the device hung up. The event stays unacknowledged
+// until `rw_sim_ack_event`. Where the real call would block for ever (an
+// empty queue on a fd the engine did not make `O_NONBLOCK`), it answers
+// `EDEADLK` and counts it (`rw_sim_counters.blocking_gets`).
+int32_t rw_sim_get_event(struct rw_sim_context *context, uint32_t *code, uint64_t *element);
+
+// Acknowledges the oldest event `rw_sim_get_event` gave and nobody
+// acknowledged (`ibv_ack_async_event`): 0, or `EINVAL` when none is left
+// (counted: `rw_sim_counters.bad_acks`).
+int32_t rw_sim_ack_event(struct rw_sim_context *context);
+
+// `rw_sim_get_event` and, when it gave an event, `rw_sim_ack_event`:
+// a reader for `rw_machine_drain` (`user` is the `rw_sim_context *`).
+int32_t rw_sim_next_event(void *context, uint32_t *code, uint64_t *element);
+
+// `port`'s state and link into `*attr`, as `ibv_query_port` reads them
+// (a port query and a link read in the counters): 0, `EINVAL` for a port
+// the device lacks, `ENODEV` once it hung up.
+int32_t rw_sim_query_port(struct rw_sim_context *context,
+                          uint32_t port,
+                          struct rw_sim_port_attr *attr);
+
+// `port`'s address into `*address`, ready for
+// `rw_machine_handle_address`: 0, `EOPNOTSUPP` while no GID was ever set
+// on the device (`rw_sim_set_gid`), `ENODEV` once it hung up. Its `gids`
+// point into the context, valid until its next `rw_sim_query_address` or
+// `rw_sim_close`.
+int32_t rw_sim_query_address(struct rw_sim_context *context,
+                             uint32_t port,
+                             struct rw_port_address *address);
+
+// `port`'s flap counters into `*counters`, ready for
+// `rw_machine_handle_counters`: 0, `ENOENT` while none was ever set on
+// the port (`rw_sim_set_flap_counters`: a driver without them), `ENODEV`
+// once it hung up.
+int32_t rw_sim_query_counters(struct rw_sim_context *context,
+                              uint32_t port,
+                              struct rw_sim_port_counters *counters);
+
 // Queues `repeat` copies of the event (`code`, `element`: the port number
 // for port events, an object's pointer value for QP/CQ/SRQ/WQ events) on
 // the device's async fd. `repeat` is at most `RW_SIM_MAX_REPEAT`
@@ -1105,12 +1211,46 @@ enum rw_status rw_sim_unplug(const struct rw_sim *sim, uint32_t device);
 // The device comes back (a new device of the same name).
 enum rw_status rw_sim_plug(const struct rw_sim *sim, uint32_t device);
 
-// The device's counters into `*counters`. (Not `rw_sim_counters`: C
-// keeps typedef and function names in one namespace, and that is the
-// struct's.)
-enum rw_status rw_sim_get_counters(const struct rw_sim *sim,
-                                   uint32_t device,
-                                   struct rw_sim_counters *counters);
+// Sets `port`'s link (`ibv_port_attr`'s `active_speed` code, or
+// `active_speed_ex` for codes above 255, and `active_width`) from now on,
+// silently: push `DEVICE_SPEED_CHANGE` (20) to announce it.
+enum rw_status rw_sim_set_link(const struct rw_sim *sim,
+                               uint32_t device,
+                               uint32_t port,
+                               uint32_t speed,
+                               uint8_t width);
+
+// Sets entry `index` (below `RW_MAX_GIDS`) of `port`'s GID table to the
+// 16 bytes at `raw` (network order; a RoCE v2 GID on an Ethernet link),
+// or empties it when `raw` is NULL, silently: push `GID_CHANGE` (18) to
+// announce it. A device with no GID ever set answers address reads with
+// `EOPNOTSUPP`, as a backend that cannot read addresses does.
+enum rw_status rw_sim_set_gid(const struct rw_sim *sim,
+                              uint32_t device,
+                              uint32_t port,
+                              uint32_t index,
+                              const uint8_t *raw);
+
+// Sets `port`'s flap counters from now on (`RW_COUNTER_NONE` for one the
+// driver does not have), silently: the machine reads them on its own
+// (`RW_ACTION_READ_COUNTERS`). A port whose counters were never set
+// answers `ENOENT`, as a driver without them does.
+enum rw_status rw_sim_set_flap_counters(const struct rw_sim *sim,
+                                        uint32_t device,
+                                        uint32_t port,
+                                        uint64_t link_downed,
+                                        uint64_t carrier_changes,
+                                        uint64_t carrier_down);
+
+// The device goes away under whoever has it open: its fd hangs up
+// (`EPOLLHUP`), reads fail with `EIO`, port queries with `ENODEV`, and
+// opening it again fails with `ENODEV` until `rw_sim_restore`; queued
+// events are dropped. (Unplugging, by contrast, only changes the list.)
+enum rw_status rw_sim_hang_up(const struct rw_sim *sim, uint32_t device);
+
+// The device hung up by `rw_sim_hang_up` can be opened again (the old fd
+// stays dead).
+enum rw_status rw_sim_restore(const struct rw_sim *sim, uint32_t device);
 
 // The last error of a failed call on this thread, as UTF-8 text; an
 // empty string when none failed yet. Valid until the next failing call on
@@ -1120,6 +1260,33 @@ const char *rw_last_error(void);
 // A short name for a status (`"RW_ERR_NULL"`; `"unknown status"` for a
 // value that is none); never NULL.
 const char *rw_status_name(int32_t status);
+
+// Opens the kernel's uevent socket into `*out` (no privilege is needed).
+// `RW_ERR_UNSUPPORTED` when built without the `verbs` feature; `RW_ERR_IO`
+// when the kernel refuses the socket (a container may): rescan the device
+// list on a timer instead.
+enum rw_status rw_uevents_open(struct rw_uevents **out);
+
+// The uevents of the simulated host `sim` into `*out`: readable after
+// every `rw_sim_unplug` and `rw_sim_plug` of its devices (those added
+// before this call), drained with `rw_uevents_drain`, so that an engine
+// then lists the devices (`rw_sim_device_list`) as it would the host's.
+enum rw_status rw_sim_uevents_open(const struct rw_sim *sim, struct rw_uevents **out);
+
+// The fd (non-blocking), for epoll: add it edge-triggered and call
+// [`rw_uevents_drain`] after every wake-up. -1 for NULL.
+int32_t rw_uevents_fd(const struct rw_uevents *uevents);
+
+// Reads every pending uevent (to EAGAIN) and writes to `*changed` whether
+// the device list may have changed (an `infiniband` or
+// `infiniband_verbs` uevent, uevents lost, or a simulated plug or
+// unplug): then list the devices and hand the list to
+// `rw_machine_handle_device_list`.
+enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
+
+// Closes the uevents at `*uevents` and sets `*uevents` to NULL; NULL
+// (either) is ignored.
+void rw_uevents_free(struct rw_uevents **uevents);
 
 // The library's version, `"MAJOR.MINOR.PATCH"` (`RW_VERSION` of the
 // header it was built with). A static string: never NULL, never freed.

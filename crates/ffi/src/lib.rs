@@ -100,6 +100,7 @@ mod monitor;
 mod notify;
 mod sim;
 mod status;
+mod uevents;
 mod version;
 
 pub use config::{rw_config, rw_config_default, rw_damping};
@@ -113,4 +114,5 @@ pub use monitor::*;
 pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, rw_recovered_by};
 pub use sim::*;
 pub use status::{rw_last_error, rw_status, rw_status_name};
+pub use uevents::*;
 pub use version::*;

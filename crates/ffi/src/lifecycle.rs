@@ -3,17 +3,17 @@
 //! rescan), and the machine asks it to open the new ones
 //! (`RW_ACTION_OPEN`, answered with [`rw_machine_handle_opened`]) and to
 //! close those that left (`RW_ACTION_CLOSE`), retrying an open that fails
-//! with backoff. [`rw_uevents`] is the kernel's device uevents as an fd for
-//! the engine's own epoll set.
+//! with backoff. [`crate::rw_uevents`] is the kernel's device uevents as an
+//! fd for the engine's own epoll set.
 
 use std::ffi::c_char;
 
 use railwatch_core::{MAX_DEVICE_NAME_BYTES, Millis};
 
-use crate::args::{put, slice, take, text};
+use crate::args::{put, slice, text};
 use crate::limits::{DEVICES, PORTS};
 use crate::machine::{device_in, rw_machine, with};
-use crate::status::{Error, Result, guard, guard_void, rw_status};
+use crate::status::{Error, Result, rw_status};
 
 /// The host's RDMA devices now, by name (`ibv_get_device_list`'s
 /// `ibv_get_device_name`s, after a uevent, or on a rescan): devices that
@@ -130,97 +130,4 @@ pub extern "C" fn rw_machine_device_name(
         }
         Ok(())
     })
-}
-
-// ---- uevents -----------------------------------------------------------------------
-
-/// The kernel's device uevents (a netlink socket), for an engine's epoll
-/// set: readable when RDMA devices may have appeared or left. Made by
-/// [`rw_uevents_open`], destroyed by [`rw_uevents_free`]; one thread at a
-/// time.
-pub struct rw_uevents {
-    #[cfg(feature = "verbs")]
-    socket: railwatch_verbs_backend::UeventSocket,
-}
-
-/// Opens the uevent socket into `*out` (no privilege is needed).
-/// `RW_ERR_UNSUPPORTED` when built without the `verbs` feature; `RW_ERR_IO`
-/// when the kernel refuses the socket (a container may): rescan the device
-/// list on a timer instead.
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_open(out: *mut *mut rw_uevents) -> rw_status {
-    crate::status::quiet_panics();
-    guard(|| {
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        let boxed = Box::into_raw(Box::new(open_uevents()?));
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, boxed, "out") }
-    })
-}
-
-#[cfg(feature = "verbs")]
-fn open_uevents() -> Result<rw_uevents> {
-    let socket = railwatch_verbs_backend::UeventSocket::open()
-        .map_err(|e| Error::new(rw_status::RW_ERR_IO, format!("the uevent socket: {e}")))?;
-    Ok(rw_uevents { socket })
-}
-
-#[cfg(not(feature = "verbs"))]
-fn open_uevents() -> Result<rw_uevents> {
-    Err(Error::new(rw_status::RW_ERR_UNSUPPORTED, "railwatch was built without the `verbs` feature"))
-}
-
-/// The socket's fd (non-blocking), for epoll: add it edge-triggered and
-/// call [`rw_uevents_drain`] after every wake-up. -1 for NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_fd(uevents: *const rw_uevents) -> i32 {
-    // SAFETY: a live handle or NULL, by the API's contract.
-    match unsafe { uevents.as_ref() } {
-        #[cfg(feature = "verbs")]
-        Some(u) => u.socket.fd(),
-        _ => -1,
-    }
-}
-
-/// Reads every pending uevent (to EAGAIN) and writes to `*changed` whether
-/// the RDMA device list may have changed (an `infiniband` or
-/// `infiniband_verbs` uevent, or uevents lost): then list the devices and
-/// hand the list to [`rw_machine_handle_device_list`].
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_drain(uevents: *mut rw_uevents, changed: *mut bool) -> rw_status {
-    guard(|| {
-        // SAFETY: a live handle or NULL, used by one thread at a time.
-        let u = unsafe { crate::args::handle_mut(uevents, "uevents") }?;
-        if changed.is_null() {
-            return Err(crate::status::null("changed"));
-        }
-        let may_have_changed = drain_uevents(u)?;
-        // SAFETY: checked non-null; the caller passes a writable bool.
-        unsafe { put(changed, may_have_changed, "changed") }
-    })
-}
-
-#[cfg(feature = "verbs")]
-fn drain_uevents(u: &mut rw_uevents) -> Result<bool> {
-    u.socket.drain().map_err(|e| Error::new(rw_status::RW_ERR_IO, format!("reading uevents: {e}")))
-}
-
-#[cfg(not(feature = "verbs"))]
-fn drain_uevents(_: &mut rw_uevents) -> Result<bool> {
-    Err(Error::new(rw_status::RW_ERR_UNSUPPORTED, "railwatch was built without the `verbs` feature"))
-}
-
-/// Closes the uevent socket at `*uevents` and sets `*uevents` to NULL;
-/// NULL (either) is ignored.
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_free(uevents: *mut *mut rw_uevents) {
-    // SAFETY: NULL or the address of a handle, by the API's contract.
-    let Some(uevents) = (unsafe { take(uevents) }) else { return };
-    guard_void(|| {
-        // SAFETY: made by `rw_uevents_open`, destroyed once, by the API's
-        // contract.
-        drop(unsafe { Box::from_raw(uevents) });
-    });
 }

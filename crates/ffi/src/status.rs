@@ -150,6 +150,23 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> rw_status {
     }
 }
 
+/// Runs the body of a function that answers as libibverbs does, with an
+/// errno (0: done): an error of the call itself (NULL, a value out of
+/// range) is `EINVAL`, a panic `EIO`, with the thread's last error saying
+/// what happened either way.
+pub(crate) fn guard_errno(body: impl FnOnce() -> Result<i32>) -> i32 {
+    let mut errno = libc::EIO;
+    let status = guard(|| {
+        errno = body()?;
+        Ok(())
+    });
+    match status {
+        rw_status::RW_OK => errno,
+        rw_status::RW_ERR_PANIC => libc::EIO,
+        _ => libc::EINVAL,
+    }
+}
+
 /// Runs a destructor's body; a panic there is swallowed (there is nobody
 /// to return it to) but recorded as the last error.
 pub(crate) fn guard_void(body: impl FnOnce()) {
