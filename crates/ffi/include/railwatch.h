@@ -105,6 +105,21 @@ typedef enum rw_status {
   RW_ERR_BUFFER = 9,
 } rw_status;
 
+// What a rail needs in its GID table before it is used
+// (`rw_config.require_address`).
+typedef enum rw_address_requirement {
+  // Nothing (the default).
+  RW_ADDRESS_NONE = 0,
+  // Any GID.
+  RW_ADDRESS_ANY = 1,
+  // A RoCE v2 GID.
+  RW_ADDRESS_ROCE_V2 = 2,
+  // A RoCE v2 GID that is an IPv4-mapped address.
+  RW_ADDRESS_ROCE_V2_IPV4 = 3,
+  // An InfiniBand LID.
+  RW_ADDRESS_IB = 4,
+} rw_address_requirement;
+
 // How much the log callback hears (`rw_set_log_callback`'s `max_level`),
 // and the level of one message.
 typedef enum rw_log_level {
