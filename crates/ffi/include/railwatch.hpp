@@ -15,7 +15,9 @@
  *   machine          embedding 1, the engine keeps its loop: feed events,
  *                    answers and time in; poll actions out; drain() is the
  *                    edge-triggered drain done right.
- *   sim              a simulated host for embedding 2 (tests, demos).
+ *   sim, sim_context a simulated host for tests of both embeddings: a
+ *                    monitor over it, or an engine's own loop opening its
+ *                    devices (sim::open) as it would libibverbs ones.
  *   selector         the engine's rail selector, called on the monitor
  *                    thread (subclass it, or use function_selector).
  *   monitor          embedding 2, railwatch owns a thread: start over the
@@ -61,6 +63,7 @@
 
 #include "railwatch.h"
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -648,8 +651,62 @@ inline void log_to(std::function<void(uint32_t, std::string_view, std::string_vi
 
 // ---- the simulated host -----------------------------------------------------
 
-/** A simulated host (real pipes as async fds), for embedding 2 in tests
- *  and demos. Any thread may script it. */
+/**
+ * A simulated device an engine's own loop opened (sim::open), the twin of
+ * an ibv_context: its fd is the device's real pipe (edge-triggered,
+ * EAGAIN when empty, blocking until made O_NONBLOCK), and its calls answer
+ * as libibverbs does, with an errno (0: done), never throwing. One thread
+ * at a time.
+ */
+class sim_context {
+public:
+    sim_context() noexcept = default;
+    explicit sim_context(rw_sim_context *c) noexcept : c_(c) {}
+    sim_context(sim_context &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+    sim_context &operator=(sim_context &&o) noexcept {
+        if (this != &o) {
+            rw_sim_close(&c_);
+            c_ = std::exchange(o.c_, nullptr);
+        }
+        return *this;
+    }
+    sim_context(const sim_context &) = delete;
+    sim_context &operator=(const sim_context &) = delete;
+    ~sim_context() { rw_sim_close(&c_); }
+
+    explicit operator bool() const noexcept { return c_ != nullptr; }
+    rw_sim_context *get() const noexcept { return c_; }
+
+    /** The async fd, for the engine's epoll set. */
+    int fd() const noexcept { return rw_sim_context_fd(c_); }
+    /** ibv_query_device's phys_port_cnt: ports are 1..=n. */
+    int32_t query_device(uint32_t &phys_port_cnt) noexcept { return rw_sim_query_device(c_, &phys_port_cnt); }
+    /** ibv_get_async_event: the event stays unacknowledged. */
+    int32_t get_event(uint32_t &code, uint64_t &element) noexcept { return rw_sim_get_event(c_, &code, &element); }
+    /** ibv_ack_async_event of the oldest unacknowledged event. */
+    int32_t ack_event() noexcept { return rw_sim_ack_event(c_); }
+    /** get_event then ack_event: a reader for machine::drain. */
+    int32_t next_event(uint32_t &code, uint64_t &element) noexcept {
+        return rw_sim_next_event(c_, &code, &element);
+    }
+    /** ibv_query_port's state and link. */
+    int32_t query_port(uint32_t port, rw_sim_port_attr &attr) noexcept { return rw_sim_query_port(c_, port, &attr); }
+    /** The port's address (its gids valid until the next call). */
+    int32_t query_address(uint32_t port, rw_port_address &address) noexcept {
+        return rw_sim_query_address(c_, port, &address);
+    }
+    /** The port's flap counters. */
+    int32_t query_counters(uint32_t port, rw_sim_port_counters &counters) noexcept {
+        return rw_sim_query_counters(c_, port, &counters);
+    }
+
+private:
+    rw_sim_context *c_ = nullptr;
+};
+
+/** A simulated host (real pipes as async fds), for tests and demos of
+ *  both embeddings: a monitor over it, or an engine's own loop opening its
+ *  devices (open, device_list, uevents). Any thread may script it. */
 class sim {
 public:
     sim() { detail::check(rw_sim_new(&s_), "rw_sim_new"); }
@@ -696,6 +753,53 @@ public:
         rw_sim_counters c{};
         detail::check(rw_sim_get_counters(s_, device, &c), "rw_sim_get_counters");
         return c;
+    }
+    /** The port's link from now on, silently. */
+    void set_link(uint32_t device, uint32_t port, uint32_t speed, uint8_t width) const {
+        detail::check(rw_sim_set_link(s_, device, port, speed, width), "rw_sim_set_link");
+    }
+    /** GID table entry `index` of the port (nullopt empties it), silently. */
+    void set_gid(uint32_t device, uint32_t port, uint32_t index, std::optional<std::array<uint8_t, 16>> gid) const {
+        detail::check(rw_sim_set_gid(s_, device, port, index, gid ? gid->data() : nullptr), "rw_sim_set_gid");
+    }
+    /** The port's flap counters from now on (RW_COUNTER_NONE: absent). */
+    void set_flap_counters(uint32_t device, uint32_t port, uint64_t link_downed,
+                           uint64_t carrier_changes = RW_COUNTER_NONE, uint64_t carrier_down = RW_COUNTER_NONE) const {
+        detail::check(rw_sim_set_flap_counters(s_, device, port, link_downed, carrier_changes, carrier_down),
+                      "rw_sim_set_flap_counters");
+    }
+    /** The device goes away under its opener (EPOLLHUP) until restore(). */
+    void hang_up(uint32_t device) const { detail::check(rw_sim_hang_up(s_, device), "rw_sim_hang_up"); }
+    void restore(uint32_t device) const { detail::check(rw_sim_restore(s_, device), "rw_sim_restore"); }
+
+    /** The names the host lists now (ibv_get_device_list's). */
+    std::vector<std::string> device_list() const {
+        std::vector<const char *> names(8);
+        for (;;) {
+            size_t n = 0;
+            const rw_status st = rw_sim_device_list(s_, names.data(), names.size(), &n);
+            if (st == RW_ERR_BUFFER && n > names.size()) {
+                names.resize(n);
+                continue;
+            }
+            detail::check(st, "rw_sim_device_list");
+            return std::vector<std::string>(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(n));
+        }
+    }
+    /** Opens the device called `name` as ibv_open_device would, into
+     *  `out`: 0, or the errno (ENODEV not listed or hung up, EBUSY open). */
+    int32_t open(std::string_view name, sim_context &out) const noexcept {
+        const std::string n(name);
+        rw_sim_context *c = nullptr;
+        const int32_t err = rw_sim_open(s_, n.c_str(), &c);
+        if (err == 0) out = sim_context(c);
+        return err;
+    }
+    /** The host's uevent twin: readable after every plug and unplug. */
+    railwatch::uevents uevents() const {
+        rw_uevents *u = nullptr;
+        detail::check(rw_sim_uevents_open(s_, &u), "rw_sim_uevents_open");
+        return railwatch::uevents(u);
     }
 
 private:
