@@ -6,6 +6,7 @@
  */
 #include "check.h" /* first: it sets the feature macros */
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -335,6 +336,81 @@ static void port_elements(void)
 	rw_sim_free(&sim);
 }
 
+/* ---- the newer surface: NULLs and values no call may take ----------------- */
+
+static void newer_surface(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	rw_sim_context *ctx = NULL;
+	rw_uevents *u = NULL;
+	uint32_t dev, u32 = 0, code = 0;
+	uint64_t u64 = 0;
+	size_t count = 0;
+	rw_sim_port_attr attr;
+	rw_port_address addr;
+	rw_sim_port_counters pc;
+	const uint8_t one[] = { 1 };
+	rw_transfer_report line = { 1, 12, 1 };
+
+	/* Without a machine. */
+	CHECK_FAILS("device_list_null_machine", rw_machine_handle_device_list(NULL, NULL, 0, 0), RW_ERR_NULL, "machine");
+	CHECK_FAILS("opened_null_machine", rw_machine_handle_opened(NULL, 0, one, 1, 0, 0), RW_ERR_NULL, "machine");
+	CHECK_FAILS("device_name_null_machine", rw_machine_device_name(NULL, 0, NULL, 0, &count), RW_ERR_NULL,
+		    "machine");
+	CHECK_FAILS("transfers_null_machine", rw_machine_report_transfers(NULL, 0, 1, &line, 1, 0), RW_ERR_NULL,
+		    "machine");
+	CHECK_FAILS("counters_null_machine", rw_machine_handle_counters(NULL, 0, 1, 0, 0, 0, 0, 0), RW_ERR_NULL,
+		    "machine");
+	CHECK_FAILS("gid_index_null_machine", rw_machine_gid_index(NULL, 0, 1, &u32), RW_ERR_NULL, "machine");
+	CHECK_OK("newer_machine", rw_machine_new(NULL, &m));
+	CHECK_FAILS("device_name_of_no_device", rw_machine_device_name(m, 0, NULL, 0, &count), RW_ERR_RANGE, "device 0");
+	CHECK_FAILS("opened_of_no_device", rw_machine_handle_opened(m, 0, one, 1, 0, 0), RW_ERR_RANGE, "device 0");
+	CHECK_OK("newer_add", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	CHECK_FAILS("transfers_port_0", rw_machine_report_transfers(m, 0, 0, &line, 1, 0), RW_ERR_RANGE, "port 0");
+	CHECK_FAILS("counters_port_256", rw_machine_handle_counters(m, 0, 256, 0, 0, 0, 0, 0), RW_ERR_RANGE, "256");
+	CHECK_FAILS("gid_index_device_3", rw_machine_gid_index(m, 3, 1, &u32), RW_ERR_RANGE, "device 3");
+	rw_machine_free(&m);
+
+	/* The sim's newer calls. */
+	CHECK_FAILS("device_list_null_sim", rw_sim_device_list(NULL, NULL, 0, &count), RW_ERR_NULL, "sim");
+	CHECK_FAILS("sim_uevents_null_sim", rw_sim_uevents_open(NULL, &u), RW_ERR_NULL, "sim");
+	CHECK_EQ_I("sim_open_null_sim", rw_sim_open(NULL, "mlx5_0", &ctx), EINVAL);
+	CHECK_OK("newer_sim", rw_sim_new(&sim));
+	CHECK_OK("newer_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_FAILS("device_list_null_count", rw_sim_device_list(sim, NULL, 0, NULL), RW_ERR_NULL, "count");
+	CHECK_FAILS("device_list_null_names", rw_sim_device_list(sim, NULL, 4, &count), RW_ERR_NULL, "names");
+	CHECK_FAILS("sim_uevents_null_out", rw_sim_uevents_open(sim, NULL), RW_ERR_NULL, "out");
+	CHECK_EQ_I("sim_open_null_name", rw_sim_open(sim, NULL, &ctx), EINVAL);
+	CHECK_FAILS("set_link_port_2", rw_sim_set_link(sim, 0, 2, 128, 2), RW_ERR_RANGE, "port 2");
+	CHECK_OK("set_gid_null_empties", rw_sim_set_gid(sim, 0, 1, 0, NULL));
+	CHECK_FAILS("set_flap_counters_device_4", rw_sim_set_flap_counters(sim, 4, 1, 0, 0, 0), RW_ERR_RANGE, "4");
+	CHECK_FAILS("hang_up_device_4", rw_sim_hang_up(sim, 4), RW_ERR_RANGE, "4");
+	CHECK_FAILS("restore_null_sim", rw_sim_restore(NULL, 0), RW_ERR_NULL, "sim");
+	/* A NULL context answers EINVAL everywhere, never crashes. */
+	CHECK_EQ_I("query_device_null", rw_sim_query_device(NULL, &u32), EINVAL);
+	CHECK_EQ_I("get_event_null", rw_sim_get_event(NULL, &code, &u64), EINVAL);
+	CHECK_EQ_I("ack_event_null", rw_sim_ack_event(NULL), EINVAL);
+	CHECK_EQ_I("next_event_null", rw_sim_next_event(NULL, &code, &u64), EINVAL);
+	CHECK_EQ_I("query_port_null", rw_sim_query_port(NULL, 1, &attr), EINVAL);
+	CHECK_EQ_I("query_address_null", rw_sim_query_address(NULL, 1, &addr), EINVAL);
+	CHECK_EQ_I("query_counters_null", rw_sim_query_counters(NULL, 1, &pc), EINVAL);
+	rw_sim_close(NULL);
+	rw_sim_close(&ctx);
+	CHECK_EQ_I("newer_open", rw_sim_open(sim, "mlx5_0", &ctx), 0);
+	CHECK_EQ_I("query_device_null_out", rw_sim_query_device(ctx, NULL), EINVAL);
+	CHECK_EQ_I("query_address_null_out", rw_sim_query_address(ctx, 1, NULL), EINVAL);
+	CHECK_EQ_I("query_counters_null_out", rw_sim_query_counters(ctx, 1, NULL), EINVAL);
+	CHECK_EQ_I("query_address_port_300", rw_sim_query_address(ctx, 300, &addr), EINVAL);
+	check(strstr(rw_last_error(), "300") != NULL, "query_address_port_300_says_so", "\"%s\"", rw_last_error());
+	rw_sim_close(&ctx);
+	rw_sim_free(&sim);
+
+	/* The log callback. */
+	CHECK_OK("log_off_with_null", rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_TRACE));
+	CHECK_FAILS("log_level_99", rw_set_log_callback(NULL, NULL, 99), RW_ERR_INVALID, "max_level");
+}
+
 /* ---- invalid settings --------------------------------------------------- */
 
 /* rw_machine_new, rw_monitor_start_sim and rw_monitor_start_verbs all
@@ -602,6 +678,7 @@ int main(void)
 	counts();
 	buffers();
 	port_elements();
+	newer_surface();
 	settings();
 	names();
 	destroys_and_names();

@@ -1004,11 +1004,95 @@ static void two_monitors_and_a_late_unplug(void)
 	rw_sim_free(&sim);
 }
 
+/* ---- many threads at one monitor while it works ------------------------------- */
+
+struct hammer {
+	const rw_monitor *mon;
+	atomic_uint *calls;
+	unsigned failures;
+};
+
+static void hammer_cb(void *user, const rw_notification *n)
+{
+	atomic_uint *calls = user;
+
+	(void)n;
+	atomic_fetch_add(calls, 1);
+}
+
+/* Subscribes, reads the snapshot (structs and JSON) and a gate, and
+ * unsubscribes, again and again, from a thread of the host's. */
+static void *hammer(void *arg)
+{
+	struct hammer *h = arg;
+
+	for (int i = 0; i < 200; i++) {
+		rw_rail_info rails[4];
+		size_t n = 0;
+		uint64_t id = 0;
+		char *json = NULL;
+		rw_gate *g = NULL;
+
+		if (rw_monitor_subscribe(h->mon, hammer_cb, h->calls, &id) != RW_OK)
+			h->failures++;
+		if (rw_monitor_snapshot(h->mon, rails, 4, &n) != RW_OK || n != 2)
+			h->failures++;
+		if (rw_monitor_snapshot_json(h->mon, &json) != RW_OK)
+			h->failures++;
+		rw_string_free(&json);
+		if (rw_monitor_gate(h->mon, "mlx5_1/1", &g) != RW_OK)
+			h->failures++;
+		rw_gate_free(&g);
+		if (rw_monitor_unsubscribe(h->mon, id) != RW_OK)
+			h->failures++;
+	}
+	return NULL;
+}
+
+static void many_threads(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	pthread_t threads[4];
+	struct hammer hs[4];
+	atomic_uint calls;
+	uint32_t dev;
+	int started = 0;
+
+	atomic_init(&calls, 0);
+	CHECK_OK("many_sim_new", rw_sim_new(&sim));
+	CHECK_OK("many_add_0", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("many_add_1", rw_sim_add_device(sim, "mlx5_1", 1, &dev));
+	CHECK_OK("many_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	for (int i = 0; i < 4; i++) {
+		hs[i] = (struct hammer){ mon, &calls, 0 };
+		if (pthread_create(&threads[i], NULL, hammer, &hs[i]) == 0)
+			started++;
+	}
+	/* The monitor meanwhile reads events and flaps a port. */
+	for (int i = 0; i < 50; i++) {
+		rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 2);
+		if (i % 10 == 0)
+			rw_sim_port_down(sim, 0, 1);
+		if (i % 10 == 5)
+			rw_sim_port_up(sim, 0, 1);
+		check_sleep_ms(1);
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	CHECK_EQ("many_threads_started", started, 4);
+	CHECK_EQ("many_threads_every_call_succeeded", hs[0].failures + hs[1].failures + hs[2].failures + hs[3].failures,
+		 0);
+	CHECK_OK("many_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
+}
+
 int main(void)
 {
 	callbacks_on_the_monitor_thread();
 	log_callback();
 	two_monitors_and_a_late_unplug();
+	many_threads();
 	drains_and_callbacks();
 	transport();
 	free_from_callback();
