@@ -311,8 +311,11 @@ pub extern "C" fn rw_machine_add_device(
 /// A port event's element that is no port number is kept as port
 /// `u32::MAX`, which no rail has (stray input): the drain's reading.
 pub(crate) fn event(code: u32, element: u64) -> AsyncEvent {
-    let kind = railwatch_core::EventKind::from_code(code);
-    let element = match kind.scope() {
+    event_in(code, railwatch_core::EventKind::from_code(code).scope(), element)
+}
+
+fn event_in(code: u32, scope: Scope, element: u64) -> AsyncEvent {
+    let element = match scope {
         Scope::Port => Element::Port(u32::try_from(element).unwrap_or(u32::MAX)),
         Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq => Element::Object(ObjectHandle(element)),
         Scope::Device | Scope::Unknown => Element::None,
@@ -324,19 +327,26 @@ pub(crate) fn event(code: u32, element: u64) -> AsyncEvent {
 /// (1..=255): the union of `ibv_async_event` read through the wrong
 /// member (`qp` for a `LID_CHANGE`) looks like that, and would be
 /// silently ignored.
+#[inline]
 pub(crate) fn checked_event(code: u32, element: u64) -> Result<AsyncEvent> {
-    let kind = railwatch_core::EventKind::from_code(code);
-    if kind.scope() == Scope::Port && !(1..=255).contains(&element) {
-        return Err(Error::new(
-            rw_status::RW_ERR_RANGE,
-            format!(
-                "element {element} ({element:#x}) of event {code} ({}) is not a port number (1..=255): pass \
-                 ev.element.port_num (railwatch_verbs.h's rw_verbs_event_input does)",
-                kind.ibv_str()
-            ),
-        ));
+    let scope = railwatch_core::EventKind::from_code(code).scope();
+    if scope == Scope::Port && !(1..=255).contains(&element) {
+        return Err(not_a_port(code, element));
     }
-    Ok(event(code, element))
+    Ok(event_in(code, scope, element))
+}
+
+#[cold]
+#[inline(never)]
+fn not_a_port(code: u32, element: u64) -> Error {
+    Error::new(
+        rw_status::RW_ERR_RANGE,
+        format!(
+            "element {element} ({element:#x}) of event {code} ({}) is not a port number (1..=255): pass \
+             ev.element.port_num (railwatch_verbs.h's rw_verbs_event_input does)",
+            railwatch_core::EventKind::from_code(code).ibv_str()
+        ),
+    )
 }
 
 /// One event read (and already acknowledged) from `device`'s async fd:
