@@ -23,20 +23,29 @@
 //!
 //! ## The boundary
 //!
-//! - Every function returns an [`rw_status`] (or is a destructor that
-//!   ignores NULL); on failure [`rw_last_error`] says what happened, per
-//!   thread. No panic crosses: each export catches it (`RW_ERR_PANIC`).
-//! - NULL and out-of-range arguments are errors, never crashes. Enums
-//!   passed in are plain integers, validated.
+//! - Every function returns an [`rw_status`]; on failure
+//!   [`rw_last_error`] says what happened, per thread. The simulator's
+//!   context calls ([`rw_sim_open`], ...) answer an errno instead, as
+//!   libibverbs does. No panic crosses: each export catches it
+//!   (`RW_ERR_PANIC`), and none prints to the host's stderr (the text goes
+//!   to the last error and to [`rw_set_log_callback`]'s callback).
+//! - NULL and out-of-range arguments are errors, never crashes; every
+//!   count is bounded by what can be valid (`RW_MAX_*`) before its array
+//!   is read. Enums passed in are plain integers, validated.
 //! - Every handle has one destroy function: [`rw_machine_free`],
 //!   [`rw_monitor_free`], [`rw_sim_free`], [`rw_gate_free`],
 //!   [`rw_string_free`], [`rw_uevents_free`]. Each takes the handle's
 //!   address and sets it to NULL (move/drop), so a second destroy through
 //!   the same pointer is a no-op.
-//! - Callbacks (selector, subscribers) run on the monitor thread; they may
-//!   call back into the API (a snapshot, a gate, unsubscribing) without
-//!   deadlock, because snapshot and gates are published, not requested.
-//!   Events are read and acknowledged before any callback runs.
+//! - Callbacks (selector, subscribers) run on the monitor thread only,
+//!   those for the devices attached at start included (after
+//!   `rw_monitor_start_*` returned); they may call back into the API (a
+//!   snapshot, a gate, unsubscribing) without deadlock, because snapshot
+//!   and gates are published, not requested. Events are read and
+//!   acknowledged before any callback runs.
+//! - The simulator ([`rw_sim`]) serves both embeddings: a monitor over it,
+//!   or an engine's own loop opening its devices ([`rw_sim_open`]) as it
+//!   would libibverbs ones.
 //!
 //! ## Example (from Rust, as C calls it)
 //!
