@@ -522,10 +522,10 @@ fn valgrind_problem(report: &str) -> Option<String> {
         return Some(line[line.find("ERROR SUMMARY:").unwrap_or(0)..].to_string());
     }
     for kind in ["definitely lost:", "possibly lost:"] {
-        if let Some(lost) = report.lines().find(|l| l.contains(kind)) {
-            if !lost.contains(&format!("{kind} 0 bytes")) {
-                return Some(lost[lost.find(kind).unwrap_or(0)..].to_string());
-            }
+        if let Some(lost) = report.lines().find(|l| l.contains(kind))
+            && !lost.contains(&format!("{kind} 0 bytes"))
+        {
+            return Some(lost[lost.find(kind).unwrap_or(0)..].to_string());
         }
     }
     None
