@@ -143,11 +143,15 @@ typedef enum rw_log_level {
 
 // What happened (`rw_notification.kind`).
 typedef enum rw_happening {
-  // An async event was read and acknowledged: `device`, `port` (0 for
+  // An async event was read and acknowledged (every one but
+  // `COMM_EST`, which is only counted): `device`, `port` (0 for
   // non-port events), `event_code`.
   RW_HAPPENING_EVENT = 0,
   // A rail's state word changed: `device`, `port`, `from_state`,
-  // `to_state`, `cause`, `cause_code`, `generation`.
+  // `to_state`, `cause`, `cause_code`, `generation`. The generation
+  // moves at every activation, on `CQ_ERR` (every rail of the device),
+  // on `LID_CHANGE`/`GID_CHANGE` when the address changed, and on a
+  // silent flap; never on a pause.
   RW_HAPPENING_TRANSITION = 1,
   // The selector's rate for a rail was (re)seeded: `device`, `port`,
   // `rate_from_mbps` (0: never seeded or unknown), `rate_to_mbps` (0:
@@ -588,9 +592,11 @@ typedef struct rw_log {
 typedef struct rw_action {
   // `rw_action_kind`.
   uint32_t kind;
-  // Device index.
+  // Device index (0 for `RW_ACTION_NOTIFY` and `RW_ACTION_LOG`: theirs
+  // is `notification.device` or `log.device`).
   uint32_t device;
-  // Port number (0: not about a port).
+  // Port number (0: not about a port; 0 for `RW_ACTION_NOTIFY` and
+  // `RW_ACTION_LOG`: theirs is `notification.port` or `log.port`).
   uint32_t port;
   // For `RW_ACTION_SET_AVAILABLE`.
   bool available;
@@ -990,13 +996,17 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // The edge-triggered drain, done right: calls `get` until the queue is
 // empty (EAGAIN), retrying EINTR, feeding each event to the machine as
 // read; a real error stops it and is fed as a read error (the device is
-// then polled). At most `budget` calls (0: 256, the monitor's default). Every event is
-// acknowledged by `get` before the machine sees it, so nothing the engine
-// does in response (destroying a QP) waits on an unacknowledged event.
+// then polled). At most `budget` calls (0: 256, the monitor's default).
+// Every event is acknowledged by `get` before the machine sees it, so
+// nothing the engine does in response (destroying a QP) waits on an
+// unacknowledged event.
 // `get` may call other `rw_machine_*` functions on this machine (no
 // borrow of it is held while `get` runs); a `rw_machine_free` of it from
 // `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
-// nothing after it.
+// nothing after it. `get` runs on the calling thread. What the drain did
+// goes to `*report`, which may be NULL; drain again while its `end` is
+// -1 (the budget ran out first). Drain a device once right after its
+// `RW_ACTION_START_READING` too: events may predate the epoll add.
 enum rw_status rw_machine_drain(struct rw_machine *machine,
                                 uint32_t device,
                                 rw_get_event_fn get,

@@ -86,9 +86,11 @@ pub enum rw_action_kind {
 pub struct rw_action {
     /// `rw_action_kind`.
     pub kind: u32,
-    /// Device index.
+    /// Device index (0 for `RW_ACTION_NOTIFY` and `RW_ACTION_LOG`: theirs
+    /// is `notification.device` or `log.device`).
     pub device: u32,
-    /// Port number (0: not about a port).
+    /// Port number (0: not about a port; 0 for `RW_ACTION_NOTIFY` and
+    /// `RW_ACTION_LOG`: theirs is `notification.port` or `log.port`).
     pub port: u32,
     /// For `RW_ACTION_SET_AVAILABLE`.
     pub available: bool,
@@ -688,13 +690,17 @@ pub struct rw_drain_report {
 /// The edge-triggered drain, done right: calls `get` until the queue is
 /// empty (EAGAIN), retrying EINTR, feeding each event to the machine as
 /// read; a real error stops it and is fed as a read error (the device is
-/// then polled). At most `budget` calls (0: 256, the monitor's default). Every event is
-/// acknowledged by `get` before the machine sees it, so nothing the engine
-/// does in response (destroying a QP) waits on an unacknowledged event.
+/// then polled). At most `budget` calls (0: 256, the monitor's default).
+/// Every event is acknowledged by `get` before the machine sees it, so
+/// nothing the engine does in response (destroying a QP) waits on an
+/// unacknowledged event.
 /// `get` may call other `rw_machine_*` functions on this machine (no
 /// borrow of it is held while `get` runs); a `rw_machine_free` of it from
 /// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
-/// nothing after it.
+/// nothing after it. `get` runs on the calling thread. What the drain did
+/// goes to `*report`, which may be NULL; drain again while its `end` is
+/// -1 (the budget ran out first). Drain a device once right after its
+/// `RW_ACTION_START_READING` too: events may predate the epoll add.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_drain(
     machine: *mut rw_machine,
