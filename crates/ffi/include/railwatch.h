@@ -1143,7 +1143,8 @@ int32_t rw_sim_open(const struct rw_sim *sim, const char *name, struct rw_sim_co
 void rw_sim_close(struct rw_sim_context **context);
 
 // The context's async fd, for the engine's epoll set (edge-triggered:
-// drain it to `EAGAIN` after every wake-up); -1 for NULL. Valid until
+// drain it to `EAGAIN` after every wake-up); -1 for NULL, and once a
+// monitor opened the device anew (one opener at a time). Valid until
 // `rw_sim_close`.
 int32_t rw_sim_context_fd(const struct rw_sim_context *context);
 
@@ -1156,7 +1157,8 @@ int32_t rw_sim_query_device(struct rw_sim_context *context, uint32_t *phys_port_
 // element (the port number for port events, the object's pointer value
 // for QP/CQ/SRQ/WQ events, 0 for the rest) in `*code` and `*element`, or
 // the errno of the read: `EAGAIN` when the queue is empty, `EINTR` (to
-// retry), `EIO` once the device hung up. The event stays unacknowledged
+// retry), `EIO` once the device hung up, `EBADF` once a monitor opened
+// the device anew (one opener at a time). The event stays unacknowledged
 // until `rw_sim_ack_event`. Where the real call would block for ever (an
 // empty queue on a fd the engine did not make `O_NONBLOCK`), it answers
 // `EDEADLK` and counts it (`rw_sim_counters.blocking_gets`).

@@ -240,6 +240,13 @@ impl SimDevice {
         self.inner.lock().counters
     }
 
+    /// Whether the device was opened anew since this one was (by a host,
+    /// or [`SimHandle::open`]): this one then reads and closes nothing of
+    /// the new one's.
+    pub fn is_stale(&self) -> bool {
+        self.inner.lock().epoch != self.epoch
+    }
+
     /// A duplicate of the async fd (same pipe, same readiness), for an
     /// engine that waits on it with its own epoll and reads events through
     /// [`get_event`](VerbsPort::get_event). `EBADF` while closed.

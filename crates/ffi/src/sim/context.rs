@@ -143,12 +143,13 @@ pub extern "C" fn rw_sim_close(context: *mut *mut rw_sim_context) {
 }
 
 /// The context's async fd, for the engine's epoll set (edge-triggered:
-/// drain it to `EAGAIN` after every wake-up); -1 for NULL. Valid until
+/// drain it to `EAGAIN` after every wake-up); -1 for NULL, and once a
+/// monitor opened the device anew (one opener at a time). Valid until
 /// `rw_sim_close`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_context_fd(context: *const rw_sim_context) -> i32 {
     // SAFETY: a live context or NULL, by the API's contract.
-    unsafe { context.as_ref() }.map_or(-1, |c| c.device.async_fd())
+    unsafe { context.as_ref() }.filter(|c| !c.device.is_stale()).map_or(-1, |c| c.device.async_fd())
 }
 
 /// With the context, answering an errno.
@@ -179,7 +180,8 @@ pub extern "C" fn rw_sim_query_device(context: *mut rw_sim_context, phys_port_cn
 /// element (the port number for port events, the object's pointer value
 /// for QP/CQ/SRQ/WQ events, 0 for the rest) in `*code` and `*element`, or
 /// the errno of the read: `EAGAIN` when the queue is empty, `EINTR` (to
-/// retry), `EIO` once the device hung up. The event stays unacknowledged
+/// retry), `EIO` once the device hung up, `EBADF` once a monitor opened
+/// the device anew (one opener at a time). The event stays unacknowledged
 /// until `rw_sim_ack_event`. Where the real call would block for ever (an
 /// empty queue on a fd the engine did not make `O_NONBLOCK`), it answers
 /// `EDEADLK` and counts it (`rw_sim_counters.blocking_gets`).
@@ -188,6 +190,10 @@ pub extern "C" fn rw_sim_get_event(context: *mut rw_sim_context, code: *mut u32,
     with_context(context, |c| {
         if code.is_null() || element.is_null() {
             return Err(crate::status::null(if code.is_null() { "code" } else { "element" }));
+        }
+        if c.device.is_stale() {
+            // A monitor opened the device anew: its events are not ours.
+            return Ok(libc::EBADF);
         }
         let live = c.handle.is_open() && !c.handle.is_removed();
         if live && c.handle.pending() == 0 && !is_nonblocking(c.device.async_fd()) {

@@ -577,7 +577,19 @@ static void sim_rules(void)
 	rw_sim_close(&ctx);
 	CHECK_STATUS("push_after_close_refused", rw_sim_push_event(sim, 2, 10, 1, 1), RW_ERR_STATE);
 	CHECK_EQ_I("open_again_after_close", rw_sim_open(sim, "mlx5_2", &ctx), 0);
-	rw_sim_close(&ctx);
+
+	/* One opener at a time: a monitor started over the sim opens its
+	 * devices anew, and the context then reads nothing of theirs. */
+	{
+		rw_monitor *mon = NULL;
+
+		CHECK_OK("rules_monitor_takes_the_devices", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+		CHECK_EQ_I("stale_context_get_is_ebadf", rw_sim_get_event(ctx, &code, &element), EBADF);
+		CHECK_EQ_I("stale_context_has_no_fd", rw_sim_context_fd(ctx), -1);
+		rw_sim_close(&ctx);
+		check(counters(sim, 2).open, "closing_the_stale_context_leaves_the_monitors_device_open", "closed");
+		CHECK_OK("rules_monitor_free", rw_monitor_free(&mon));
+	}
 	rw_sim_free(&sim);
 }
 
