@@ -632,6 +632,12 @@ impl Machine {
         !self.actions.is_empty()
     }
 
+    /// How many actions are waiting (what a driver polling them in
+    /// batches needs room for).
+    pub fn pending_actions(&self) -> usize {
+        self.actions.len()
+    }
+
     // ---- views ----------------------------------------------------------
 
     /// A gate for `rail`, to clone into worker threads.

@@ -56,7 +56,7 @@ std::vector<std::string> device_names() {
 // The uevent socket, or none (the engine then rescans on a timer).
 std::optional<railwatch::uevents> open_uevents() {
     try {
-        return railwatch::uevents();
+        return railwatch::uevents::open();
     } catch (const railwatch::error &e) {
         note("no device uevents (%s): the device list is read every %llu ms instead", e.what(),
              (unsigned long long)rescan_every_ms);
@@ -105,7 +105,7 @@ private:
         for (const std::string &name : device_names())
             if (std::any_of(slots_.begin(), slots_.end(), [&](const device_slot &s) { return s.name == name; }))
                 ours.push_back(name);
-        machine_.handle_device_list(std::span<const std::string>(ours), now_ms());
+        machine_.handle_device_list(ours, now_ms());
         if (!uevents_) next_rescan_ = now_ms() + rescan_every_ms;
         carry_out();
     }
@@ -143,8 +143,8 @@ private:
             note("%s: %s", s.name.c_str(), e.what());
             err = e.err();
         }
-        machine_.handle_opened(device, port, err, now_ms());
-        if (err) return;
+        if (err) return machine_.handle_open_failed(device, err, now_ms());
+        machine_.handle_opened(device, port, now_ms());
         line("device").num("t_ns", now_ns()).str("device", s.name).str("what", "open").emit();
         // The rail keeps its gate when the device comes back (same index).
         if (!s.end->gate.bound()) s.end->gate = rail_gate(machine_.gate(device, port[0]));
@@ -365,10 +365,7 @@ private:
     // The flap counters from sysfs (a closed device's are not read).
     void answer_counters(device_slot &s, const rw_action &a) {
         const flap_counters c = s.dev ? read_flap_counters(s.name, uint8_t(a.port)) : flap_counters{ENODEV};
-        if (c.error)
-            machine_.handle_counters_error(a.device, a.port, c.error, now_ms());
-        else
-            machine_.handle_counters(a.device, a.port, c.link_downed, c.carrier_changes, c.carrier_down, now_ms());
+        machine_.handle_counters(a.device, a.port, c.error, c.link_downed, c.carrier_changes, c.carrier_down, now_ms());
         line("counters").num("t_ns", now_ns()).str("device", s.name).signed_num("error", c.error)
             .signed_num("link_downed", counter(c.link_downed)).signed_num("carrier_changes", counter(c.carrier_changes))
             .signed_num("carrier_down", counter(c.carrier_down)).emit();

@@ -65,7 +65,7 @@ struct rig {
     void answer(const rw_action &a) {
         static constexpr uint8_t one_port[] = {1};
         switch (a.kind) {
-        case RW_ACTION_OPEN: m.handle_opened(a.device, one_port, 0, now); break;
+        case RW_ACTION_OPEN: m.handle_opened(a.device, one_port, now); break;
         case RW_ACTION_QUERY_PORT: m.handle_port_state(a.device, a.port, 0, port_state, now); break;
         case RW_ACTION_READ_LINK: m.handle_link(a.device, a.port, 0, 128, 2, 0, now); break;
         case RW_ACTION_READ_ADDRESS: {
@@ -79,9 +79,10 @@ struct rig {
         }
         case RW_ACTION_READ_COUNTERS:
             if (counters_error)
-                m.handle_counters_error(a.device, a.port, counters_error, now);
+                m.handle_counters(a.device, a.port, counters_error, RW_COUNTER_NONE, RW_COUNTER_NONE, RW_COUNTER_NONE,
+                                  now);
             else
-                m.handle_counters(a.device, a.port, link_downed, 10, RW_COUNTER_NONE, now);
+                m.handle_counters(a.device, a.port, 0, link_downed, 10, RW_COUNTER_NONE, now);
             break;
         default: break;
         }
@@ -120,7 +121,7 @@ struct rig {
     // The devices listed, opened and attached; their indices by name order.
     std::vector<uint32_t> list(std::vector<std::string> names) {
         size_t from = mark();
-        m.handle_device_list(std::span<const std::string>(names), now);
+        m.handle_device_list(names, now);
         run();
         std::vector<uint32_t> opened;
         for (const rw_action &a : since(from, RW_ACTION_OPEN)) opened.push_back(a.device);
@@ -169,7 +170,7 @@ static void lifecycle() {
     auto open = f.m.poll_action();
     check(open && open->kind == RW_ACTION_OPEN, "lifecycle: a listed device is asked to be opened");
     if (!open) return;
-    f.m.handle_opened(open->device, {}, ENODEV, 0);
+    f.m.handle_open_failed(open->device, ENODEV, 0);
     f.run();
     const size_t before = f.mark();
     f.advance_to(5000);
@@ -282,7 +283,7 @@ static void gid_index() {
 
 static void uevents() {
     try {
-        rw::uevents u;
+        rw::uevents u = rw::uevents::open();
         check(u && u.fd() >= 0, "uevents: opened, its fd is for epoll");
         check(!u.drain(), "uevents: nothing pending right after opening");
         rw::uevents moved = std::move(u);
