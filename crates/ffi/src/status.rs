@@ -92,7 +92,7 @@ pub(crate) fn quiet_panics() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let text = panic_text(info);
-            crate::logging::emit(log::Level::Error, "railwatch", &text);
+            crate::log_sink::emit(log::Level::Error, "railwatch", &text);
             let _ = PANIC_TEXT.try_with(|t| *t.borrow_mut() = Some(text));
             if ALSO_PRINT.load(Ordering::Relaxed) {
                 previous(info);
