@@ -1,0 +1,254 @@
+//! `/metrics` under attack (`cargo xtask attack`): a well-behaved scraper's
+//! latency and failures while clients hostile to the endpoint hold it,
+//! each attack against a baseline measured in the same run
+//! (docs/PERFORMANCE.md, "The metrics endpoint under attack").
+//!
+//! The server is the one `watch --metrics-listen` starts, over a registry
+//! fed with 16 rails. The attacks, one at a time, each held while the
+//! scraper scrapes:
+//!
+//! - `idle`: 1,000 connections that send nothing;
+//! - `slowloris`: 100 connections sending a never-ending head, a byte a
+//!   second each;
+//! - `neverread`: 200 clients that send requests (8 pipelined) and never
+//!   read an answer, each replaced by a new one every second;
+//! - `heads`: 8 clients sending 1 MiB request heads, over and over.
+//!
+//! A scrape is a fresh connection, a GET, the whole answer read; it fails
+//! unless it gets a `200` with a body within [`SCRAPE_TIMEOUT`] (the
+//! default scrape timeout of Prometheus). Prints `key<TAB>value` lines:
+//! `attack_<name>_p50_ns`, `_p99_ns`, `_failures`, `_scrapes`, and
+//! `_ratio` (p99 over the baseline's p99).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use railwatch_cli::metrics::{Metrics, Server};
+use railwatch_runtime::lines::Names;
+use railwatch_runtime::{Config, Monitor, NoSelector, SystemClock};
+use railwatch_sim_backend::{PortSpec, SimDevice};
+
+/// Scrapes per phase (p99 is the second worst of 200).
+const SCRAPES: usize = 200;
+/// Between two scrapes.
+const SCRAPE_EVERY: Duration = Duration::from_millis(20);
+/// A phase ends after this long even if its scrapes are not done (a
+/// server that makes every scrape wait its timeout).
+const PHASE_LIMIT: Duration = Duration::from_secs(30);
+/// Prometheus's default scrape timeout.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an attack runs before the scraper starts (its connections
+/// are in place).
+const SETTLE: Duration = Duration::from_millis(500);
+
+fn main() {
+    let (_monitor, metrics) = fed_metrics();
+    let addr: SocketAddr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let _server = Server::start(addr, metrics.exporter()).expect("the metrics server");
+    // Warm-up: the first encodings allocate.
+    for _ in 0..20 {
+        let _ = scrape(addr);
+    }
+    let base = phase(addr, |_| Vec::new());
+    base.print("baseline", base.p99);
+    let attacks: [(&str, fn(SocketAddr, Arc<AtomicBool>) -> Vec<JoinHandle<()>>); 4] =
+        [("idle", idle), ("slowloris", slowloris), ("neverread", never_read), ("heads", big_heads)];
+    for (name, attack) in attacks {
+        let figures = phase(addr, |stop| attack(addr, stop));
+        figures.print(name, base.p99);
+        // The server's timeouts clear what the attack left.
+        thread::sleep(Duration::from_secs(1));
+    }
+    let after = phase(addr, |_| Vec::new());
+    after.print("after", base.p99);
+}
+
+/// A monitor over 8 simulated dual-port devices, fed to the metrics once.
+fn fed_metrics() -> (Monitor<SimDevice, NoSelector, SystemClock>, Metrics) {
+    let mut monitor = Monitor::new(Config::default(), NoSelector, SystemClock::new()).expect("a monitor");
+    let notes = monitor.subscribe_unbounded();
+    let names: Vec<String> = (0..8).map(|n| format!("mlx5_{n}")).collect();
+    for name in &names {
+        monitor.add_device(SimDevice::new(name, &[PortSpec::active(1), PortSpec::active(2)]).expect("a sim device"));
+    }
+    monitor.poll_once(Some(Duration::from_millis(10))).expect("poll");
+    let names = Names::new(names, monitor.rails());
+    let mut metrics = Metrics::new("bench");
+    for n in notes.try_iter() {
+        metrics.note(&names, &n);
+    }
+    metrics.update(&monitor.snapshot());
+    (monitor, metrics)
+}
+
+/// One phase's figures.
+struct Figures {
+    p50: f64,
+    p99: f64,
+    scrapes: usize,
+    failures: usize,
+}
+
+impl Figures {
+    fn print(&self, name: &str, base_p99: f64) {
+        println!("attack_{name}_p50_ns\t{:.0}", self.p50);
+        println!("attack_{name}_p99_ns\t{:.0}", self.p99);
+        println!("attack_{name}_scrapes\t{}", self.scrapes);
+        println!("attack_{name}_failures\t{}", self.failures);
+        println!("attack_{name}_ratio\t{:.4}", self.p99 / base_p99);
+        eprintln!(
+            "{name:>10}: p50 {:>8.2} ms  p99 {:>8.2} ms  ({:.2}× the baseline's)  {} of {} scrapes failed",
+            self.p50 / 1e6,
+            self.p99 / 1e6,
+            self.p99 / base_p99,
+            self.failures,
+            self.scrapes
+        );
+    }
+}
+
+/// Starts an attack, lets it settle, scrapes, stops it.
+fn phase(addr: SocketAddr, attack: impl FnOnce(Arc<AtomicBool>) -> Vec<JoinHandle<()>>) -> Figures {
+    let stop = Arc::new(AtomicBool::new(false));
+    let attackers = attack(Arc::clone(&stop));
+    thread::sleep(SETTLE);
+    let started = Instant::now();
+    let (mut lat, mut failures) = (Vec::new(), 0);
+    while lat.len() < SCRAPES && started.elapsed() < PHASE_LIMIT {
+        let t0 = Instant::now();
+        let ok = scrape(addr);
+        lat.push(t0.elapsed().as_nanos() as f64);
+        if !ok {
+            failures += 1;
+        }
+        thread::sleep(SCRAPE_EVERY);
+    }
+    stop.store(true, Ordering::Release);
+    for a in attackers {
+        let _ = a.join();
+    }
+    lat.sort_by(f64::total_cmp);
+    let at = |q: usize| lat[(lat.len() * q / 100).min(lat.len() - 1)];
+    Figures { p50: at(50), p99: at(99), scrapes: lat.len(), failures }
+}
+
+/// One scrape as Prometheus makes it: whether it got a 200 with a body.
+fn scrape(addr: SocketAddr) -> bool {
+    let deadline = Instant::now() + SCRAPE_TIMEOUT;
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, SCRAPE_TIMEOUT) else { return false };
+    let _ = s.set_write_timeout(Some(SCRAPE_TIMEOUT));
+    let request =
+        "GET /metrics HTTP/1.1\r\nHost: scraper\r\nAccept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n";
+    if s.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    text.starts_with("HTTP/1.1 200") && text.contains("railwatch_rail_available")
+}
+
+/// Connections held open until `stop`, each started with `first`.
+fn hold(addr: SocketAddr, count: usize, first: &[u8]) -> Vec<TcpStream> {
+    (0..count)
+        .filter_map(|_| {
+            let mut s = TcpStream::connect(addr).ok()?;
+            let _ = s.set_nonblocking(true);
+            let _ = s.write(first);
+            Some(s)
+        })
+        .collect()
+}
+
+/// Waits for `stop`, then drops `held`.
+fn until(stop: &AtomicBool, held: Vec<TcpStream>) {
+    while !stop.load(Ordering::Acquire) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+}
+
+/// 1,000 connections that send nothing.
+fn idle(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    let held = hold(addr, 1000, b"");
+    vec![thread::spawn(move || until(&stop, held))]
+}
+
+/// 100 connections sending a head that never ends, a byte a second each.
+fn slowloris(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    let mut held = hold(addr, 100, b"GET /metrics HTTP/1.1\r\nX-Slow: ");
+    vec![thread::spawn(move || {
+        let mut next = Instant::now();
+        while !stop.load(Ordering::Acquire) {
+            if Instant::now() >= next {
+                for s in &mut held {
+                    let _ = s.write(b"a");
+                }
+                next += Duration::from_secs(1);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    })]
+}
+
+/// 200 clients that send 8 pipelined requests and never read, each
+/// replaced by a new one every second.
+fn never_read(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    let requests = "GET /metrics HTTP/1.1\r\nHost: attacker\r\n\r\n".repeat(8);
+    vec![thread::spawn(move || {
+        let mut held = hold(addr, 200, requests.as_bytes());
+        let mut next = Instant::now() + Duration::from_secs(1);
+        while !stop.load(Ordering::Acquire) {
+            if Instant::now() >= next {
+                held.clear();
+                held.extend(hold(addr, 200, requests.as_bytes()));
+                next += Duration::from_secs(1);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        drop(held);
+    })]
+}
+
+/// 8 clients sending 1 MiB heads, reconnecting each time.
+fn big_heads(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    let head = {
+        let mut h = b"GET /metrics HTTP/1.1\r\n".to_vec();
+        while h.len() < 1 << 20 {
+            h.extend_from_slice(format!("X-Big-{}: {}\r\n", h.len(), "b".repeat(1000)).as_bytes());
+        }
+        h.extend_from_slice(b"\r\n");
+        Arc::new(h)
+    };
+    (0..8)
+        .map(|_| {
+            let (stop, head) = (Arc::clone(&stop), Arc::clone(&head));
+            thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    let Ok(mut s) = TcpStream::connect(addr) else { continue };
+                    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                    let _ = s.write_all(&head);
+                    let mut sink = Vec::new();
+                    let _ = s.read_to_end(&mut sink);
+                }
+            })
+        })
+        .collect()
+}

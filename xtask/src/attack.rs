@@ -1,0 +1,71 @@
+//! `cargo xtask attack`: the `/metrics` endpoint under the attacks of
+//! `crates/cli/benches/attack.rs` (idle connections, slowloris, clients
+//! that never read, 1 MiB heads), a well-behaved scraper's p50 and p99
+//! and failed scrapes under each, against its baseline in the same run.
+//! The target: p99 within 2× the baseline's and no scrape failing.
+//! The figures land in `<target>/railwatch-bench/attack.tsv`.
+
+use std::fmt::Write as _;
+use std::process::Stdio;
+
+use crate::run::cargo;
+
+/// The attacks, in the bench's order, after the baseline.
+const PHASES: [(&str, &str); 6] = [
+    ("baseline", "no attack"),
+    ("idle", "1,000 idle connections"),
+    ("slowloris", "100 slowloris clients (a byte a second)"),
+    ("neverread", "200 clients that never read (renewed every second)"),
+    ("heads", "8 clients sending 1 MiB heads"),
+    ("after", "no attack, after them"),
+];
+
+/// The most a scrape's p99 may grow under an attack.
+const P99_BOUND: f64 = 2.0;
+
+/// Runs the bench and prints the table; an error if a target is missed.
+pub fn run(args: &[String]) -> Result<(), String> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask attack".into());
+    }
+    let out = crate::run::target_dir().join("railwatch-bench");
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut cmd = cargo();
+    cmd.args(["bench", "-q", "-p", "railwatch", "--bench", "attack"]).stdout(Stdio::piped());
+    eprintln!("==> attack bench: {cmd:?}");
+    let run = cmd.output().map_err(|e| format!("attack bench: {e}"))?;
+    if !run.status.success() {
+        return Err(format!("the attack bench failed ({})", run.status));
+    }
+    let file = out.join("attack.tsv");
+    std::fs::write(&file, &run.stdout).map_err(|e| format!("{}: {e}", file.display()))?;
+    let values = crate::bench::read_results(&file)?;
+    let get = |k: &str| values.get(k).copied().ok_or_else(|| format!("the attack bench did not report {k}"));
+    let (text, missed) = table(&get)?;
+    println!("\n{text}");
+    if missed > 0 { Err(format!("{missed} attack(s) missed the target")) } else { Ok(()) }
+}
+
+/// The table (Markdown) and how many attacks missed the target.
+fn table(get: &dyn Fn(&str) -> Result<f64, String>) -> Result<(String, usize), String> {
+    let mut s = String::new();
+    let _ = writeln!(s, "| attack | scrape p50 | scrape p99 | p99 / baseline | failed scrapes | result |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+    let mut missed = 0;
+    for (key, what) in PHASES {
+        let (p50, p99) = (get(&format!("attack_{key}_p50_ns"))?, get(&format!("attack_{key}_p99_ns"))?);
+        let ratio = get(&format!("attack_{key}_ratio"))?;
+        let (failed, scrapes) = (get(&format!("attack_{key}_failures"))?, get(&format!("attack_{key}_scrapes"))?);
+        let pass = ratio <= P99_BOUND && failed == 0.0;
+        missed += usize::from(!pass);
+        let _ = writeln!(
+            s,
+            "| {what} | {:.2} ms | {:.2} ms | {ratio:.2}× | {failed:.0} of {scrapes:.0} | {} |",
+            p50 / 1e6,
+            p99 / 1e6,
+            if pass { "pass" } else { "**FAIL**" }
+        );
+    }
+    let _ = writeln!(s, "\nTarget: p99 ≤ {P99_BOUND}× the baseline's, no scrape failing.");
+    Ok((s, missed))
+}
