@@ -1,6 +1,6 @@
 //! `/metrics` under attack (`cargo xtask attack`): a well-behaved scraper's
 //! latency and failures while clients hostile to the endpoint hold it,
-//! each attack against a baseline measured in the same run
+//! each attack against rounds without it in the same run
 //! (docs/PERFORMANCE.md, "The metrics endpoint under attack").
 //!
 //! The server is the one `watch --metrics-listen` starts, over a registry
@@ -12,13 +12,17 @@
 //!   second each;
 //! - `neverread`: 200 clients that send requests (8 pipelined) and never
 //!   read an answer, each replaced by a new one every second;
-//! - `heads`: 8 clients sending 1 MiB request heads, over and over.
+//! - `heads`: 8 clients sending 1 MiB request heads, each a new one
+//!   every 50 ms.
 //!
-//! A scrape is a fresh connection, a GET, the whole answer read; it fails
-//! unless it gets a `200` with a body within [`SCRAPE_TIMEOUT`] (the
-//! default scrape timeout of Prometheus). Prints `key<TAB>value` lines:
-//! `attack_<name>_p50_ns`, `_p99_ns`, `_failures`, `_scrapes`, and
-//! `_ratio` (p99 over the baseline's p99).
+//! Each attack runs in rounds of 200 scrapes, alternating with rounds
+//! without it (6 pairs, the order rotating); the ratio is the median of
+//! the per-pair p99 ratios. A scrape is a fresh connection, a GET, the
+//! whole answer read; it fails unless it gets a `200` with the metrics
+//! within [`SCRAPE_TIMEOUT`] (the default scrape timeout of Prometheus).
+//! Prints `key<TAB>value` lines: `attack_<name>_p50_ns`, `_p99_ns`,
+//! `_base_p50_ns`, `_base_p99_ns`, `_ratio`, `_scrapes`, `_failures`,
+//! `_base_failures`.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -32,18 +36,24 @@ use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Config, Monitor, NoSelector, SystemClock};
 use railwatch_sim_backend::{PortSpec, SimDevice};
 
-/// Scrapes per phase (p99 is the second worst of 200).
+/// Pairs of rounds per attack, one round under it and one not, in
+/// alternating order (a burst of load from another build hits both).
+const PAIRS: usize = 6;
+/// Scrapes per round (p99: the second worst of 200).
 const SCRAPES: usize = 200;
 /// Between two scrapes.
-const SCRAPE_EVERY: Duration = Duration::from_millis(20);
-/// A phase ends after this long even if its scrapes are not done (a
+const SCRAPE_EVERY: Duration = Duration::from_millis(5);
+/// A round ends after this long even if its scrapes are not done (a
 /// server that makes every scrape wait its timeout).
-const PHASE_LIMIT: Duration = Duration::from_secs(30);
+const ROUND_LIMIT: Duration = Duration::from_secs(15);
 /// Prometheus's default scrape timeout.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an attack runs before the scraper starts (its connections
-/// are in place).
+/// are in place), and the pause after it ends.
 const SETTLE: Duration = Duration::from_millis(500);
+
+/// An attack: started against an address, its threads stopping when told.
+type Attack = fn(SocketAddr, Arc<AtomicBool>) -> Vec<JoinHandle<()>>;
 
 fn main() {
     let (_monitor, metrics) = fed_metrics();
@@ -53,18 +63,54 @@ fn main() {
     for _ in 0..20 {
         let _ = scrape(addr);
     }
-    let base = phase(addr, |_| Vec::new());
-    base.print("baseline", base.p99);
-    let attacks: [(&str, fn(SocketAddr, Arc<AtomicBool>) -> Vec<JoinHandle<()>>); 4] =
+    let attacks: [(&str, Attack); 4] =
         [("idle", idle), ("slowloris", slowloris), ("neverread", never_read), ("heads", big_heads)];
     for (name, attack) in attacks {
-        let figures = phase(addr, |stop| attack(addr, stop));
-        figures.print(name, base.p99);
-        // The server's timeouts clear what the attack left.
-        thread::sleep(Duration::from_secs(1));
+        let (mut on, mut off, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for pair in 0..PAIRS {
+            let sides = if pair % 2 == 0 { [false, true] } else { [true, false] };
+            let mut p99 = [0f64; 2];
+            for attacked in sides {
+                let figures = round(addr, attacked.then_some(attack));
+                p99[usize::from(attacked)] = figures.p99;
+                if attacked { on.push(figures) } else { off.push(figures) }
+            }
+            ratios.push(p99[1] / p99[0]);
+        }
+        print(name, &on, &off, ratios);
     }
-    let after = phase(addr, |_| Vec::new());
-    after.print("after", base.p99);
+}
+
+/// Prints an attack's figures: the medians over its rounds.
+fn print(name: &str, on: &[Figures], off: &[Figures], ratios: Vec<f64>) {
+    let p50 = median(on.iter().map(|f| f.p50).collect());
+    let p99 = median(on.iter().map(|f| f.p99).collect());
+    let base_p50 = median(off.iter().map(|f| f.p50).collect());
+    let base_p99 = median(off.iter().map(|f| f.p99).collect());
+    let ratio = median(ratios);
+    let scrapes: usize = on.iter().map(|f| f.scrapes).sum();
+    let failures: usize = on.iter().map(|f| f.failures).sum();
+    let base_failures: usize = off.iter().map(|f| f.failures).sum();
+    println!("attack_{name}_p50_ns\t{p50:.0}");
+    println!("attack_{name}_p99_ns\t{p99:.0}");
+    println!("attack_{name}_base_p50_ns\t{base_p50:.0}");
+    println!("attack_{name}_base_p99_ns\t{base_p99:.0}");
+    println!("attack_{name}_ratio\t{ratio:.4}");
+    println!("attack_{name}_scrapes\t{scrapes}");
+    println!("attack_{name}_failures\t{failures}");
+    println!("attack_{name}_base_failures\t{base_failures}");
+    eprintln!(
+        "{name:>10}: p50 {:.2} ms, p99 {:.2} ms (baseline {:.2} / {:.2} ms; p99 {ratio:.2}×); {failures} of {scrapes} scrapes failed",
+        p50 / 1e6,
+        p99 / 1e6,
+        base_p50 / 1e6,
+        base_p99 / 1e6,
+    );
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// A monitor over 8 simulated dual-port devices, fed to the metrics once.
@@ -85,7 +131,7 @@ fn fed_metrics() -> (Monitor<SimDevice, NoSelector, SystemClock>, Metrics) {
     (monitor, metrics)
 }
 
-/// One phase's figures.
+/// One round's figures.
 struct Figures {
     p50: f64,
     p99: f64,
@@ -93,44 +139,27 @@ struct Figures {
     failures: usize,
 }
 
-impl Figures {
-    fn print(&self, name: &str, base_p99: f64) {
-        println!("attack_{name}_p50_ns\t{:.0}", self.p50);
-        println!("attack_{name}_p99_ns\t{:.0}", self.p99);
-        println!("attack_{name}_scrapes\t{}", self.scrapes);
-        println!("attack_{name}_failures\t{}", self.failures);
-        println!("attack_{name}_ratio\t{:.4}", self.p99 / base_p99);
-        eprintln!(
-            "{name:>10}: p50 {:>8.2} ms  p99 {:>8.2} ms  ({:.2}× the baseline's)  {} of {} scrapes failed",
-            self.p50 / 1e6,
-            self.p99 / 1e6,
-            self.p99 / base_p99,
-            self.failures,
-            self.scrapes
-        );
-    }
-}
-
-/// Starts an attack, lets it settle, scrapes, stops it.
-fn phase(addr: SocketAddr, attack: impl FnOnce(Arc<AtomicBool>) -> Vec<JoinHandle<()>>) -> Figures {
+/// Starts an attack (if any), lets it settle, scrapes, stops it.
+fn round(addr: SocketAddr, attack: Option<Attack>) -> Figures {
     let stop = Arc::new(AtomicBool::new(false));
-    let attackers = attack(Arc::clone(&stop));
+    let attackers = attack.map(|a| a(addr, Arc::clone(&stop))).unwrap_or_default();
     thread::sleep(SETTLE);
     let started = Instant::now();
     let (mut lat, mut failures) = (Vec::new(), 0);
-    while lat.len() < SCRAPES && started.elapsed() < PHASE_LIMIT {
+    while lat.len() < SCRAPES && started.elapsed() < ROUND_LIMIT {
         let t0 = Instant::now();
         let ok = scrape(addr);
         lat.push(t0.elapsed().as_nanos() as f64);
-        if !ok {
-            failures += 1;
-        }
+        failures += usize::from(!ok);
         thread::sleep(SCRAPE_EVERY);
     }
     stop.store(true, Ordering::Release);
     for a in attackers {
         let _ = a.join();
     }
+    // What the attack left is closed by the server's timeouts or its
+    // clients' going.
+    thread::sleep(SETTLE);
     lat.sort_by(f64::total_cmp);
     let at = |q: usize| lat[(lat.len() * q / 100).min(lat.len() - 1)];
     Figures { p50: at(50), p99: at(99), scrapes: lat.len(), failures }
@@ -226,6 +255,10 @@ fn never_read(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
     })]
 }
 
+/// Between two heads of one client (the attack is the size; a tight
+/// loop would only measure two cores shared by attacker and scraper).
+const HEAD_EVERY: Duration = Duration::from_millis(50);
+
 /// 8 clients sending 1 MiB heads, reconnecting each time.
 fn big_heads(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
     let head = {
@@ -247,6 +280,7 @@ fn big_heads(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
                     let _ = s.write_all(&head);
                     let mut sink = Vec::new();
                     let _ = s.read_to_end(&mut sink);
+                    thread::sleep(HEAD_EVERY);
                 }
             })
         })
