@@ -212,6 +212,8 @@ fn init_logging() {
 }
 
 fn main() -> ExitCode {
+    // A file-size limit makes a write fail (EFBIG), not end the process.
+    railwatch_cli::outfile::ignore_file_size_signal();
     init_logging();
     let cli = Cli::parse();
     match cli.command {

@@ -16,7 +16,6 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 
 use crate::scenario::MAX_FILE_BYTES;
 
@@ -48,11 +47,10 @@ pub(super) struct RecordingFile {
 }
 
 impl RecordingFile {
-    /// Creates (or truncates) `path` and writes `preamble` (comments), then
-    /// the scenario `header` with its `duration_ms` value (1) widened to
-    /// be rewritten in place.
-    pub(super) fn create(path: &Path, mut preamble: String, header: &str) -> io::Result<RecordingFile> {
-        let file = File::create(path)?;
+    /// Writes `preamble` (comments) to `file` (new and empty), then the
+    /// scenario `header` with its `duration_ms` value (1) widened to be
+    /// rewritten in place.
+    pub(super) fn create(file: File, mut preamble: String, header: &str) -> io::Result<RecordingFile> {
         let key = "duration_ms = ";
         let at = header.find(key).map_or(0, |i| i + key.len());
         let duration_at = (preamble.len() + at) as u64;

@@ -112,6 +112,12 @@ pub struct Recorder {
 impl Recorder {
     /// Creates (or truncates) `path` and writes the header.
     pub fn create(path: &Path, opts: &RecordOptions) -> io::Result<Recorder> {
+        Recorder::create_in(File::create(path)?, opts)
+    }
+
+    /// Writes the header to `file` (new and empty: the caller created it,
+    /// as it sees fit) and records into it.
+    pub fn create_in(file: File, opts: &RecordOptions) -> io::Result<Recorder> {
         let sc = Scenario {
             file: String::new(),
             name: opts.name.clone(),
@@ -132,7 +138,7 @@ impl Recorder {
             text.push_str(&format!("# in force, not replayed: {note}\n"));
         }
         Ok(Recorder {
-            file: RecordingFile::create(path, text, &write::header(&sc))?,
+            file: RecordingFile::create(file, text, &write::header(&sc))?,
             devices: Vec::new(),
             timeline: Timeline::default(),
             flushed: false,
