@@ -142,8 +142,12 @@ mod tests {
     fn the_duration_is_rewritten_in_place_before_the_text_it_covers() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.toml");
-        let mut f =
-            RecordingFile::create(&path, "# hi\n".into(), "name = \"x\"\nduration_ms = 1\ntick_ms = 1000\n").unwrap();
+        let mut f = RecordingFile::create(
+            File::create(&path).unwrap(),
+            "# hi\n".into(),
+            "name = \"x\"\nduration_ms = 1\ntick_ms = 1000\n",
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "# hi\nname = \"x\"\nduration_ms = 1          # grows with the recording\ntick_ms = 1000\n");
         f.write(1234567, "\n[[step]]\n".into()).unwrap();
@@ -158,7 +162,9 @@ mod tests {
     #[test]
     fn flushes_write_at_most_every_flush_period() {
         let dir = tempfile::tempdir().unwrap();
-        let mut f = RecordingFile::create(&dir.path().join("r.toml"), String::new(), "duration_ms = 1\n").unwrap();
+        let mut f =
+            RecordingFile::create(File::create(dir.path().join("r.toml")).unwrap(), String::new(), "duration_ms = 1\n")
+                .unwrap();
         assert!(f.flush_due(0, true));
         assert!(!f.flush_due(FLUSH_EVERY_MS - 1, false));
         assert!(f.flush_due(FLUSH_EVERY_MS, false));
