@@ -2,8 +2,10 @@
 # The guest's /init (busybox sh, PID 1), put into the initramfs by
 # `cargo xtask vmtest` (xtask/src/vmtest/). It brings up Soft-RoCE on a
 # veth pair, runs the cases listed in /vm/cases.list (each
-# /vm/cases/NAME.sh, in a child shell) and powers off. Everything the host
-# checks goes to /dev/ttyS1 (a file on the host), one marker per line:
+# /vm/cases/NAME.sh, in a child shell; the traffic cases on the two bridged
+# rails of lib.sh, kept up from one traffic case to the next) and powers
+# off. Everything the host checks goes to /dev/ttyS1 (a file on the host),
+# one marker per line:
 #   BOOT t=S | READY t=S | SETUP FAIL msg | DONE t=S
 #   CASE name BEGIN t=S ... CASE name END rc=N t=S, and in between the
 #   case's OUT/STEP/RC/TIME/NOTE/FAIL lines (see lib.sh).
@@ -25,19 +27,23 @@ done < /modules/order
 
 if baseline; then
     say "READY t=$(now)"
-    while read -r name; do
-        [ -n "$name" ] || continue
+    # shellcheck disable=SC2046 # one case name per word
+    set -- $(cat /vm/cases.list)
+    while [ $# -gt 0 ]; do
+        name=$1
+        shift
         say "CASE $name BEGIN t=$(now)"
         mkdir -p "/tmp/$name"
         (
             cd "/tmp/$name" && . /vm/lib.sh && . "/vm/cases/$name.sh"
             cleanup
-            baseline || fail "could not restore the baseline (veth0/veth1 up, rxe0 ACTIVE)"
+            # The next case's name: traffic cases keep the rails up between them.
+            baseline "${1:-}" || fail "could not restore the baseline (veth0/veth1 up, rxe0 ACTIVE)"
             exit "$RC"
         )
         rc=$?
         say "CASE $name END rc=$rc t=$(now)"
-    done < /vm/cases.list
+    done
 else
     say "SETUP FAIL no ACTIVE rxe0 on veth0 (see the console log)"
 fi

@@ -160,10 +160,10 @@ bg_wait() {
     return 1
 }
 
-# cleanup: ends what a case left running (railwatch, ibv_asyncwatch) and
-# waits (bounded) for a delete it started ($DPID).
+# cleanup: ends what a case left running (railwatch, ibv_asyncwatch, the
+# traffic engine) and waits (bounded) for a delete it started ($DPID).
 cleanup() {
-    for _p in $WPID $APID; do gone "$_p" || kill -KILL "$_p" 2>/dev/null; done
+    for _p in $WPID $APID $EPID; do gone "$_p" || kill -KILL "$_p" 2>/dev/null; done
     if [ -n "$DPID" ] && ! until_ok $WAIT gone "$DPID"; then
         fail "a device removal is still blocked $WAIT s after the case"
     fi
@@ -173,9 +173,15 @@ cleanup() {
 
 port_active() { grep -q ACTIVE "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null; }
 
-# baseline: veth0/veth1 up, rxe0 on veth0 with port 1 ACTIVE, no rxe1, no
-# address on veth0. Idempotent; 1 when it cannot be reached.
+# baseline [NEXT]: veth0/veth1 up, rxe0 on veth0 with port 1 ACTIVE, no
+# rxe1, no address on veth0. The traffic cases' rails are taken down first,
+# unless NEXT (the next case) is a traffic case and they are whole: it
+# starts from them. Idempotent; 1 when it cannot be reached.
 baseline() {
+    if rails_present; then
+        case "${1:-}" in traffic_*) rails_whole && return 0 ;; esac
+        rails_down || return 1
+    fi
     [ -e /sys/class/infiniband/rxe1 ] && rdma link delete rxe1
     if [ ! -e /sys/class/net/veth0 ]; then
         $IP link add veth0 type veth peer name veth1 || return 1
@@ -186,4 +192,61 @@ baseline() {
         rdma link add rxe0 type rxe netdev veth0 || return 1
     fi
     until_ok $WAIT port_active rxe0
+}
+
+# ---- two bridged rails, for the traffic cases ----
+# Rail A: rxe0 on veth0 <-> rxe1 on veth1; rail B: rxe2 on veth2 <-> rxe3 on
+# veth3. Each vethN's far end pN is a port of its rail's bridge (br0 for A,
+# br1 for B), so `ip link set pN down` pulls vethN's cable: it loses
+# carrier and stays admin up, as a real NIC does. Both ends of a rail are
+# in this one namespace and connect with GID 0 (the fe80:: address from the
+# MAC); IPv6 DAD is off while the rails exist, so that address is usable at
+# once.
+
+rails_present() { [ -e /sys/class/net/br0 ] || [ -e /sys/class/net/br1 ]; }
+
+# rails_whole: all four ports ACTIVE, every cable in, no address added on
+# the veths (a case may have added one).
+rails_whole() {
+    for _n in 0 1 2 3; do
+        port_active rxe$_n || return 1
+        grep -q 'up' /sys/class/net/p$_n/operstate 2>/dev/null || return 1
+        $IP addr flush dev veth$_n scope global 2>/dev/null
+    done
+}
+
+# rails_up: the two rails, from whatever is there (kept as they are when
+# whole); 1 when they cannot be set up.
+rails_up() {
+    if rails_present; then
+        rails_whole && return 0
+        rails_down || return 1
+    fi
+    if [ -e /sys/class/infiniband/rxe1 ]; then rdma link delete rxe1 || return 1; fi
+    if [ -e /sys/class/infiniband/rxe0 ]; then rdma link delete rxe0 || return 1; fi
+    if [ -e /sys/class/net/veth0 ]; then $IP link del veth0 || return 1; fi
+    for _f in default all; do echo 0 >"/proc/sys/net/ipv6/conf/$_f/accept_dad"; done
+    $IP link set lo up
+    for _b in br0 br1; do $IP link add $_b type bridge mcast_snooping 0 || return 1; done
+    for _n in 0 1 2 3; do
+        $IP link add veth$_n type veth peer name p$_n || return 1
+        $IP link set p$_n master br$((_n / 2)) || return 1
+    done
+    for _d in br0 br1 p0 p1 p2 p3 veth0 veth1 veth2 veth3; do $IP link set $_d up || return 1; done
+    for _n in 0 1 2 3; do rdma link add rxe$_n type rxe netdev veth$_n || return 1; done
+    for _n in 0 1 2 3; do until_ok $WAIT port_active rxe$_n || return 1; done
+}
+
+# rails_down: the rails' devices, veths and bridges deleted, DAD back on.
+rails_down() {
+    for _n in 3 2 1 0; do
+        if [ -e /sys/class/infiniband/rxe$_n ]; then rdma link delete rxe$_n || return 1; fi
+    done
+    for _n in 0 1 2 3; do
+        if [ -e /sys/class/net/veth$_n ]; then $IP link del veth$_n || return 1; fi
+    done
+    for _b in br0 br1; do
+        if [ -e /sys/class/net/$_b ]; then $IP link del $_b || return 1; fi
+    done
+    for _f in default all; do echo 1 >"/proc/sys/net/ipv6/conf/$_f/accept_dad"; done
 }

@@ -31,6 +31,10 @@ builtins!(
     "flap-damping",
     "settle-delay",
     "softroce-hotplug",
+    "data-path-breaker",
+    "one-peer-failing",
+    "silent-flap",
+    "missing-address",
 );
 
 /// The scenario `simulate` runs without a file.

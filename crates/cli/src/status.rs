@@ -10,7 +10,9 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use railwatch_core::{LinkAttrs, LinkRate, PortAddress, PortState, VerbsPort, speed_by_code, width_by_code};
+use railwatch_core::{
+    LinkAttrs, LinkRate, PortAddress, PortCounters, PortState, VerbsPort, speed_by_code, width_by_code,
+};
 use railwatch_runtime::json::AddressJson;
 use railwatch_verbs_backend::VerbsDevice;
 use serde::Serialize;
@@ -28,6 +30,8 @@ struct Row {
     link: LinkAttrs,
     /// `None` when it could not be read (said as a failure).
     address: Option<PortAddress>,
+    /// The flap counters (`None` where the driver has none).
+    counters: Option<PortCounters>,
 }
 
 /// A row as its `rail` line.
@@ -46,6 +50,9 @@ struct RailLine<'a> {
     width_code: u8,
     effective_gbps: Option<f64>,
     address: Option<AddressJson<'a>>,
+    link_downed: Option<u64>,
+    carrier_changes: Option<u64>,
+    carrier_down: Option<u64>,
 }
 
 /// The closing `status` line.
@@ -85,6 +92,9 @@ impl Row {
             width_code: self.link.active_width,
             effective_gbps: self.link.effective_100mbps.filter(|&s| s != 0).map(|s| s as f64 / 10.0),
             address: self.address.as_ref().map(AddressJson::of),
+            link_downed: self.counters.and_then(|c| c.link_downed),
+            carrier_changes: self.counters.and_then(|c| c.carrier_changes),
+            carrier_down: self.counters.and_then(|c| c.carrier_down),
         }
     }
 
@@ -163,7 +173,10 @@ fn rows_of(dev: &mut VerbsDevice, failures: &mut Vec<Failure>) -> Vec<Row> {
         match read {
             Ok((state, link)) => {
                 let address = dev.address(port).map_err(|e| failures.push(Failure::of_io(&name, port, &e))).ok();
-                rows.push(Row { rail: format!("{name}/{port}"), device: name.clone(), port, state, link, address });
+                // Older drivers have none: not a failure.
+                let counters = dev.flap_counters(port).ok();
+                let (rail, device) = (format!("{name}/{port}"), name.clone());
+                rows.push(Row { rail, device, port, state, link, address, counters });
             }
             Err(e) => failures.push(Failure::of_io(&name, port, &e)),
         }

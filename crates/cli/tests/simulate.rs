@@ -109,6 +109,18 @@ fn check_schema(v: &Value) {
             str_field("rail");
             assert!(obj["generation"].is_u64());
         }
+        "peer_failing" => {
+            str_field("rail");
+            assert!(obj["peer"].is_u64());
+        }
+        "probation" => {
+            str_field("rail");
+            assert!(obj["on"].is_boolean());
+        }
+        "gid_index" => {
+            str_field("rail");
+            assert!(obj["index"].is_u64());
+        }
         "summary" => {
             for r in obj["rails"].as_array().expect("rails") {
                 let r = r.as_object().unwrap();

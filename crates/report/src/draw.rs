@@ -120,6 +120,7 @@ fn class_word(word: &str) -> &str {
 
 fn band_class(state: State) -> String {
     match (state.kind, state.reason) {
+        (Kind::Active, Some("probation")) => "band band-active band-probation".to_string(),
         (Kind::Active, _) => "band band-active".to_string(),
         (kind, reason) => format!("band band-{} reason-{}", kind.name(), class_word(reason.unwrap_or("unknown"))),
     }
@@ -525,7 +526,7 @@ pub fn draw(model: &Model, lines: &[Value]) -> (String, Stats) {
             };
             let (my, mh) = match kind {
                 MarkKind::Poll => (BAND_Y + 2.0, BAND_H - 4.0),
-                MarkKind::Event => (BAND_Y + BAND_H + 1.0, 10.0),
+                MarkKind::Event | MarkKind::SilentFlap => (BAND_Y + BAND_H + 1.0, 10.0),
                 MarkKind::Note => (BAND_Y + BAND_H + 3.0, 6.0),
                 MarkKind::ExpectHeld | MarkKind::ExpectFailed => (BAND_Y - 4.0, 4.0),
             };

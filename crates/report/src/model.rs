@@ -10,8 +10,17 @@ use crate::Timeline;
 
 /// The reasons a rail can be paused (or inert) for, as the JSON lines name
 /// them; each has its own colour. Anything else is drawn as `other`.
-pub const PAUSE_REASONS: [&str; 7] =
-    ["port_err", "port_not_active", "device_fatal", "device_removed", "not_opened", "damped", "settling"];
+pub const PAUSE_REASONS: [&str; 9] = [
+    "port_err",
+    "port_not_active",
+    "device_fatal",
+    "device_removed",
+    "not_opened",
+    "damped",
+    "settling",
+    "data_path",
+    "no_address",
+];
 
 /// A rail's state as a band shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,12 +59,14 @@ pub struct State {
     /// Active, paused or inert.
     pub kind: Kind,
     /// For paused and inert: one of [`PAUSE_REASONS`], `"other"` for a name
-    /// outside them, `"unknown"` when no line said. `None` for active.
+    /// outside them, `"unknown"` when no line said. For active: `None`, or
+    /// `"probation"` on probation.
     pub reason: Option<&'static str>,
 }
 
 impl State {
     const ACTIVE: State = State { kind: Kind::Active, reason: None };
+    const PROBATION: State = State { kind: Kind::Active, reason: Some("probation") };
 
     /// The state after a transition line to `to` with `reason` (absent for
     /// activations), from `prev`. A reason that is not a pause reason
@@ -63,7 +74,9 @@ impl State {
     /// previous reason.
     fn after(prev: State, to: Kind, reason: Option<&str>) -> State {
         if to == Kind::Active {
-            return State::ACTIVE;
+            // A generation bump keeps probation; an activation starts
+            // without it (a `probation` line follows).
+            return if prev == State::PROBATION && reason.is_some() { prev } else { State::ACTIVE };
         }
         let named = reason.and_then(|r| PAUSE_REASONS.iter().copied().find(|p| *p == r));
         let reason = match (named, reason) {
@@ -136,6 +149,9 @@ pub enum MarkKind {
     ExpectFailed,
     /// The recovery tick ran while the rail was not active (no line).
     Poll,
+    /// A silent flap: a flap counter rose with no PORT_ERR (a transition
+    /// line with reason `silent_flap`).
+    SilentFlap,
 }
 
 impl MarkKind {
@@ -147,6 +163,7 @@ impl MarkKind {
             MarkKind::ExpectHeld => "mark expect expect-held",
             MarkKind::ExpectFailed => "mark expect expect-failed",
             MarkKind::Poll => "mark poll",
+            MarkKind::SilentFlap => "mark silent",
         }
     }
 
@@ -158,6 +175,7 @@ impl MarkKind {
             MarkKind::ExpectHeld => "expectation held",
             MarkKind::ExpectFailed => "expectation failed",
             MarkKind::Poll => "poll by the recovery tick",
+            MarkKind::SilentFlap => "silent flap",
         }
     }
 }
@@ -230,36 +248,7 @@ impl Model {
             .and_then(Value::as_array)
             .map(|a| a.iter().collect())
             .unwrap_or_default();
-
-        // Lane order: the given rails, the summary's, then any other rail a
-        // line names, each once.
-        let mut lanes: Vec<Lane> = Vec::new();
-        let mut index: HashMap<String, usize> = HashMap::new();
-        let mut add = |name: &str, lanes: &mut Vec<Lane>| {
-            if !index.contains_key(name) {
-                index.insert(name.to_string(), lanes.len());
-                lanes.push(Lane { name: name.to_string(), ..Lane::default() });
-            }
-        };
-        for rail in &timeline.rails {
-            add(rail, &mut lanes);
-        }
-        for r in &summary_rails {
-            if let Some(name) = str_of(r, "rail") {
-                add(name, &mut lanes);
-            }
-        }
-        for line in lines {
-            if let Some(name) = str_of(line, "rail") {
-                add(name, &mut lanes);
-            }
-        }
-        let mut by_device: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, lane) in lanes.iter().enumerate() {
-            by_device.entry(device_of(&lane.name)).or_default().push(i);
-        }
-        let by_device: HashMap<String, Vec<usize>> = by_device.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-
+        let (mut lanes, index) = lanes_of(timeline, &summary_rails);
         // The run's end, or a cut run's cut (the summary's later time only
         // feeds the table).
         let end = match timeline.cut {
@@ -268,75 +257,7 @@ impl Model {
                 lines.iter().map(t_of).chain(timeline.ticks.iter().copied()).fold(timeline.duration_ms.max(1), u64::max)
             }
         };
-
-        let mut changes: Vec<Changes> = (0..lanes.len()).map(|_| Changes::default()).collect();
-        let mut last_gen: Vec<Option<u64>> = vec![None; lanes.len()];
-        for (i, line) in lines.iter().enumerate() {
-            let t = t_of(line);
-            let kind = str_of(line, "kind").unwrap_or("");
-            let rail = str_of(line, "rail").and_then(|r| index.get(r).copied());
-            let generation = line.get("generation").and_then(Value::as_u64);
-            match kind {
-                "transition" => {
-                    let Some(l) = rail else { continue };
-                    let (Some(from), Some(to)) =
-                        (str_of(line, "from").and_then(Kind::parse), str_of(line, "to").and_then(Kind::parse))
-                    else {
-                        continue;
-                    };
-                    let ch = &mut changes[l];
-                    let prev = match ch.points.last() {
-                        Some(&(_, s, _)) => s,
-                        None => *ch.initial.get_or_insert(State::after(State { kind: from, reason: None }, from, None)),
-                    };
-                    let next = State::after(prev, to, str_of(line, "reason"));
-                    ch.points.push((t, next, i));
-                    if let Some(g) = generation {
-                        let first_attach = last_gen[l].is_none() && from == Kind::Inert && to != Kind::Inert;
-                        if last_gen[l].is_some_and(|p| p != g) || first_attach {
-                            lanes[l].gens.push(GenChange { t, generation: g, line: i });
-                        }
-                        last_gen[l] = Some(g);
-                    }
-                    if to == Kind::Active && from != Kind::Active {
-                        lanes[l].recoveries.push(Recovery {
-                            t,
-                            by: str_of(line, "by").unwrap_or("?").to_string(),
-                            out_ms: 0, // filled from the runs below
-                            line: i,
-                        });
-                    }
-                }
-                "address" => {
-                    if let (Some(l), Some(g)) = (rail, generation) {
-                        if last_gen[l].is_some_and(|p| p != g) {
-                            lanes[l].gens.push(GenChange { t, generation: g, line: i });
-                        }
-                        last_gen[l] = Some(g);
-                    }
-                    if let Some(l) = rail {
-                        lanes[l].marks.push(Mark { t, kind: MarkKind::Note, line: Some(i) });
-                    }
-                }
-                "summary" => {}
-                other => {
-                    let mark = match other {
-                        "event" => MarkKind::Event,
-                        "expect" if line.get("passed") == Some(&Value::Bool(false)) => MarkKind::ExpectFailed,
-                        "expect" => MarkKind::ExpectHeld,
-                        _ => MarkKind::Note,
-                    };
-                    let targets: &[usize] = match rail {
-                        Some(ref l) => std::slice::from_ref(l),
-                        None => str_of(line, "device").and_then(|d| by_device.get(d)).map_or(&[], Vec::as_slice),
-                    };
-                    for &l in targets {
-                        lanes[l].marks.push(Mark { t, kind: mark, line: Some(i) });
-                    }
-                }
-            }
-        }
-
+        let changes = read_lines(lines, &index, &mut lanes);
         let summary_state: HashMap<&str, State> = summary_rails
             .iter()
             .filter_map(|r| {
@@ -345,47 +266,152 @@ impl Model {
                 Some((str_of(r, "rail")?, State { kind, reason }))
             })
             .collect();
-
-        for (l, lane) in lanes.iter_mut().enumerate() {
-            let ch = &changes[l];
+        for (lane, ch) in lanes.iter_mut().zip(&changes) {
             let initial =
                 ch.initial.or_else(|| summary_state.get(lane.name.as_str()).copied()).unwrap_or(State::ACTIVE);
-            lane.runs = runs(initial, &ch.points, end);
-            // How long each recovery was out: since the rail last left
-            // active (the start, if it never was).
-            let mut left_at = if initial.kind == Kind::Active { None } else { Some(0) };
-            let mut rec = lane.recoveries.iter_mut().peekable();
-            for &(t, s, i) in &ch.points {
-                if s.kind == Kind::Active {
-                    if let Some(r) = rec.next_if(|r| r.line == i) {
-                        r.out_ms = t.saturating_sub(left_at.unwrap_or(t));
-                    }
-                    left_at = None;
-                } else if left_at.is_none() {
-                    left_at = Some(t);
-                }
-            }
-            // Polls: the tick ran while the rail was not active (its state
-            // just before the tick's instant: what the tick polled).
-            let mut state = initial;
-            let mut p = 0;
-            let mut polls = Vec::new();
-            for &tick in &timeline.ticks {
-                while p < ch.points.len() && ch.points[p].0 < tick {
-                    state = ch.points[p].1;
-                    p += 1;
-                }
-                if state.kind != Kind::Active {
-                    polls.push(Mark { t: tick, kind: MarkKind::Poll, line: None });
-                }
-            }
-            if !polls.is_empty() {
-                lane.marks.extend(polls);
-            }
-            lane.marks.sort_by_key(|m| m.t);
+            finish_lane(lane, ch, initial, &timeline.ticks, end);
         }
         Model { lanes, duration_ms: end, summary }
     }
+}
+
+/// The lanes, in order: the given rails, the summary's, then any other rail
+/// a line names, each once; and each name's lane.
+fn lanes_of(timeline: &Timeline, summary_rails: &[&Value]) -> (Vec<Lane>, HashMap<String, usize>) {
+    let mut lanes: Vec<Lane> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let names = timeline
+        .rails
+        .iter()
+        .map(String::as_str)
+        .chain(summary_rails.iter().filter_map(|r| str_of(r, "rail")))
+        .chain(timeline.lines.iter().filter_map(|l| str_of(l, "rail")));
+    for name in names {
+        if !index.contains_key(name) {
+            index.insert(name.to_string(), lanes.len());
+            lanes.push(Lane { name: name.to_string(), ..Lane::default() });
+        }
+    }
+    (lanes, index)
+}
+
+/// What the lines say, lane by lane: state changes (kept in `Changes`),
+/// recoveries, generation changes and marks (put in the lanes).
+fn read_lines(lines: &[Value], index: &HashMap<String, usize>, lanes: &mut [Lane]) -> Vec<Changes> {
+    let mut by_device: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, lane) in lanes.iter().enumerate() {
+        by_device.entry(device_of(&lane.name).to_string()).or_default().push(i);
+    }
+    let mut changes: Vec<Changes> = (0..lanes.len()).map(|_| Changes::default()).collect();
+    let mut last_gen: Vec<Option<u64>> = vec![None; lanes.len()];
+    for (i, line) in lines.iter().enumerate() {
+        let t = t_of(line);
+        let rail = str_of(line, "rail").and_then(|r| index.get(r).copied());
+        match str_of(line, "kind").unwrap_or("") {
+            "transition" => {
+                let Some(l) = rail else { continue };
+                transition(&mut lanes[l], &mut changes[l], &mut last_gen[l], line, i);
+            }
+            "address" => {
+                let Some(l) = rail else { continue };
+                if let Some(g) = line.get("generation").and_then(Value::as_u64) {
+                    if last_gen[l].is_some_and(|p| p != g) {
+                        lanes[l].gens.push(GenChange { t, generation: g, line: i });
+                    }
+                    last_gen[l] = Some(g);
+                }
+                lanes[l].marks.push(Mark { t, kind: MarkKind::Note, line: Some(i) });
+            }
+            "probation" => {
+                let Some(l) = rail else { continue };
+                let state = if line.get("on") == Some(&Value::Bool(true)) { State::PROBATION } else { State::ACTIVE };
+                changes[l].points.push((t, state, i));
+                lanes[l].marks.push(Mark { t, kind: MarkKind::Note, line: Some(i) });
+            }
+            "summary" => {}
+            other => {
+                let mark = match other {
+                    "event" => MarkKind::Event,
+                    "expect" if line.get("passed") == Some(&Value::Bool(false)) => MarkKind::ExpectFailed,
+                    "expect" => MarkKind::ExpectHeld,
+                    _ => MarkKind::Note,
+                };
+                let targets: &[usize] = match rail {
+                    Some(ref l) => std::slice::from_ref(l),
+                    None => str_of(line, "device").and_then(|d| by_device.get(d)).map_or(&[], Vec::as_slice),
+                };
+                for &l in targets {
+                    lanes[l].marks.push(Mark { t, kind: mark, line: Some(i) });
+                }
+            }
+        }
+    }
+    changes
+}
+
+/// One `transition` line of a lane: a state change, a generation change, a
+/// recovery, a silent flap's mark.
+fn transition(lane: &mut Lane, ch: &mut Changes, last_gen: &mut Option<u64>, line: &Value, i: usize) {
+    let t = t_of(line);
+    let (Some(from), Some(to)) = (str_of(line, "from").and_then(Kind::parse), str_of(line, "to").and_then(Kind::parse))
+    else {
+        return;
+    };
+    let prev = match ch.points.last() {
+        Some(&(_, s, _)) => s,
+        None => *ch.initial.get_or_insert(State::after(State { kind: from, reason: None }, from, None)),
+    };
+    let reason = str_of(line, "reason");
+    ch.points.push((t, State::after(prev, to, reason), i));
+    if reason == Some("silent_flap") {
+        lane.marks.push(Mark { t, kind: MarkKind::SilentFlap, line: Some(i) });
+    }
+    if let Some(g) = line.get("generation").and_then(Value::as_u64) {
+        let first_attach = last_gen.is_none() && from == Kind::Inert && to != Kind::Inert;
+        if last_gen.is_some_and(|p| p != g) || first_attach {
+            lane.gens.push(GenChange { t, generation: g, line: i });
+        }
+        *last_gen = Some(g);
+    }
+    if to == Kind::Active && from != Kind::Active {
+        let by = str_of(line, "by").unwrap_or("?").to_string();
+        // `out_ms` is filled from the runs (finish_lane).
+        lane.recoveries.push(Recovery { t, by, out_ms: 0, line: i });
+    }
+}
+
+/// A lane's runs from its changes, how long each recovery was out, and the
+/// tick's polls while it was not active.
+fn finish_lane(lane: &mut Lane, ch: &Changes, initial: State, ticks: &[u64], end: u64) {
+    lane.runs = runs(initial, &ch.points, end);
+    // How long each recovery was out: since the rail last left active (the
+    // start, if it never was).
+    let mut left_at = if initial.kind == Kind::Active { None } else { Some(0) };
+    let mut rec = lane.recoveries.iter_mut().peekable();
+    for &(t, s, i) in &ch.points {
+        if s.kind == Kind::Active {
+            if let Some(r) = rec.next_if(|r| r.line == i) {
+                r.out_ms = t.saturating_sub(left_at.unwrap_or(t));
+            }
+            left_at = None;
+        } else if left_at.is_none() {
+            left_at = Some(t);
+        }
+    }
+    // Polls: the tick ran while the rail was not active (its state just
+    // before the tick's instant: what the tick polled).
+    let mut state = initial;
+    let mut p = 0;
+    for &tick in ticks {
+        while p < ch.points.len() && ch.points[p].0 < tick {
+            state = ch.points[p].1;
+            p += 1;
+        }
+        if state.kind != Kind::Active {
+            lane.marks.push(Mark { t: tick, kind: MarkKind::Poll, line: None });
+        }
+    }
+    lane.marks.sort_by_key(|m| m.t);
 }
 
 /// The runs of a lane: from `initial` at 0, changing at each point, to

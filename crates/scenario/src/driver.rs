@@ -347,7 +347,7 @@ pub fn check(expect: &Expect, snapshot: &Snapshot) -> ExpectResult {
         }
         wanted.push(what);
     };
-    let RailSnapshot { state, available, rate, recovered_by, .. } = rail;
+    let RailSnapshot { state, available, rate, recovered_by, reason, generation, .. } = rail;
     if let Some(s) = expect.state {
         field(format!("state {s}"), *state == s, state.to_string());
     }
@@ -360,6 +360,15 @@ pub fn check(expect: &Expect, snapshot: &Snapshot) -> ExpectResult {
     if let Some(by) = expect.recovered_by {
         let found = recovered_by.map_or("never", |b| b.name());
         field(format!("recovered by {by}"), *recovered_by == Some(by), found.to_string());
+    }
+    if let Some(r) = expect.reason {
+        field(format!("reason {r}"), *reason == r, reason.to_string());
+    }
+    if let Some(p) = expect.probation {
+        field(format!("probation {p}"), rail.probation() == p, rail.probation().to_string());
+    }
+    if let Some(g) = expect.generation {
+        field(format!("generation {g}"), *generation == g, generation.to_string());
     }
     let passed = wrong.is_empty();
     let detail = if passed { wanted.join(", ") } else { wrong.join("; ") };

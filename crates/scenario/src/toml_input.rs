@@ -221,13 +221,16 @@ fn apply_section(
 }
 
 fn set(config: &mut Config, key: &'static str, value: &Value, line: usize) -> Result<(), SettingError> {
-    config.set(key, setting_value(value)).map_err(|e| SettingError {
-        line,
-        key: Some(key.to_owned()),
-        message: e.problem.to_string(),
-    })
+    let refused = |e: ConfigError| SettingError { line, key: Some(key.to_owned()), message: e.problem.to_string() };
+    let value = match (value, Config::setting(key)) {
+        // A choice's names are text: the setting reads them.
+        (Value::String(text), Some(spec)) if matches!(spec.kind, SettingKind::Choice(_)) => {
+            spec.choice(text).map_err(refused)?
+        }
+        _ => setting_value(value),
+    };
+    config.set(key, value).map_err(refused)
 }
-
 /// A TOML value as a setting's value.
 pub fn setting_value(v: &Value) -> SettingValue {
     match v {
@@ -368,7 +371,10 @@ mod tests {
         assert_eq!(e.line, 2);
         assert!(e.to_string().starts_with("damping.half_life: unknown key (known here: penalty_per_flap"), "{e}");
         let e = apply("damping = 3\n").unwrap_err();
-        assert_eq!((e.line, e.to_string()), (1, "damping: must be a table, not an integer".into()));
+        assert_eq!(
+            (e.line, e.to_string()),
+            (1, "damping: must be a table (or false to turn it off), not an integer".into())
+        );
         let e = apply("tick_ms = \n").unwrap_err();
         assert_eq!(e.line, 1);
     }

@@ -6,9 +6,10 @@ use std::fmt;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::RawFd;
+use std::path::Path;
 use std::ptr;
 
-use railwatch_core::{AsyncEvent, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortState, VerbsPort};
+use railwatch_core::{AsyncEvent, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, VerbsPort};
 use rdma_sys::{ibv_context, ibv_device, ibv_device_attr};
 
 use crate::error::VerbsError;
@@ -306,6 +307,13 @@ impl VerbsPort for VerbsDevice {
             address.gids.push(Gid { index: index as u32, raw, kind });
         }
         Ok(address)
+    }
+
+    /// The port's flap counters from sysfs (`link_downed`, the netdev's
+    /// carrier counters); `NotFound` where the driver has none.
+    fn flap_counters(&mut self, port: u8) -> io::Result<PortCounters> {
+        self.live()?;
+        crate::counters::read_flap_counters(Path::new("/sys"), &self.name, port)
     }
 
     fn close(&mut self) {

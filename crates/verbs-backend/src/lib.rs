@@ -74,6 +74,7 @@
 #![allow(unsafe_code)]
 #![cfg_attr(not(test), deny(missing_docs))]
 
+mod counters;
 mod device;
 mod error;
 mod ffi;
@@ -83,6 +84,7 @@ mod host;
 pub mod testing;
 mod uevent;
 
+pub use counters::read_flap_counters;
 pub use device::{VerbsDevice, list_devices};
 pub use error::{VerbsError, errno_of};
 pub use host::HostDevices;

@@ -10,10 +10,10 @@
 //! into the base image, and the case scripts run it by its guest path.
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use super::json;
-use crate::run::{cargo, step, target_dir};
+use crate::run::{cargo, root, step, target_dir};
 
 /// Host programs copied into the guest at their own paths.
 /// `stdbuf` and its preload library line-buffer `ibv_asyncwatch` for the
@@ -47,6 +47,8 @@ pub const PROGRAMS: &[Program] = &[
     Program { guest: "usr/local/bin/railwatch", build: railwatch },
     Program { guest: "usr/local/bin/gate_latency", build: gate_latency },
     Program { guest: "usr/local/bin/verbs-system-tests", build: system_tests },
+    Program { guest: "usr/local/bin/traffic_engine", build: traffic_engine },
+    Program { guest: "usr/local/bin/stamp", build: stamp },
 ];
 
 /// A built program: its guest path and the host file.
@@ -94,4 +96,53 @@ fn system_tests() -> Result<PathBuf, String> {
         .find_map(|l| json::raw(l, "executable").filter(|e| *e != "null"))
         .map(PathBuf::from)
         .ok_or_else(|| "vmtest: cargo named no executable for the system test".to_string())
+}
+
+/// Where the traffic engine's CMake build and `stamp` go.
+fn traffic_dir() -> PathBuf {
+    target_dir().join("vmtest-traffic")
+}
+
+/// The traffic cases' engine (`crates/ffi/examples/traffic/`): librailwatch
+/// (release, `verbs`), then the examples' CMakeLists.txt, the README's
+/// lines (Release: it is measured).
+fn traffic_engine() -> Result<PathBuf, String> {
+    step(
+        "build librailwatch (release, verbs)",
+        cargo().args(["build", "--release", "-p", "railwatch-ffi", "--features", "verbs"]),
+    )?;
+    let out = traffic_dir();
+    if !out.join("CMakeCache.txt").exists() {
+        step(
+            "cmake configure (the traffic engine)",
+            Command::new("cmake")
+                .arg("-S")
+                .arg(root().join("crates/ffi/examples"))
+                .arg("-B")
+                .arg(&out)
+                .arg(format!("-DRAILWATCH_ROOT={}", root().display()))
+                .arg(format!("-DRAILWATCH_LIB_DIR={}", target_dir().join("release").display()))
+                .arg("-DCMAKE_BUILD_TYPE=Release"),
+        )?;
+    }
+    step(
+        "cmake build (the traffic engine)",
+        Command::new("cmake").arg("--build").arg(&out).args(["--target", "traffic_engine"]),
+    )?;
+    Ok(out.join("traffic_engine"))
+}
+
+/// `xtask/vm/stamp.c`: the traffic cases' clock in the guest.
+fn stamp() -> Result<PathBuf, String> {
+    let out = traffic_dir();
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let bin = out.join("stamp");
+    step(
+        "cc stamp",
+        Command::new("cc")
+            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&bin)
+            .arg(root().join("xtask/vm/stamp.c")),
+    )?;
+    Ok(bin)
 }

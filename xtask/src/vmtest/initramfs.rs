@@ -288,13 +288,15 @@ fn stripped(bin: &Path, dst: &Path) -> Result<(), String> {
     step("strip", Command::new("objcopy").arg("--strip-debug").arg(bin).arg(dst))
 }
 
-/// This run's overlay: /init, `lib.sh`, the scripts of `cases` and their
-/// list (the order they run in), the programs under test.
+/// This run's overlay: /init, `lib.sh` and `traffic.sh`, the scripts of
+/// `cases` and their list (the order they run in), the programs under
+/// test.
 pub fn overlay_image(run_dir: &Path, built: &[Built], cases: &[&str]) -> Result<PathBuf, String> {
     let vm = root().join("xtask/vm");
     let mut a = Archive::default();
     a.add("init", Node::File(vm.join("init.sh")), 0o755);
     a.file("vm/lib.sh", &vm.join("lib.sh"))?;
+    a.file("vm/traffic.sh", &vm.join("traffic.sh"))?;
     let mut list = String::new();
     for name in cases {
         let script = vm.join(format!("cases/{name}.sh"));

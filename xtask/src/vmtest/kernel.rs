@@ -20,7 +20,7 @@ const KERNEL_META: &str = "linux-image-amd64";
 
 /// Kernel modules in load order, with their parameters; dependencies found
 /// in `.modinfo` are loaded before the module that needs them.
-const MODULES: [(&str, &str); 8] = [
+const MODULES: [(&str, &str); 9] = [
     ("veth", ""),
     ("dummy", "numdummies=0"),
     // rxe asks the crypto layer for crc32: load it explicitly.
@@ -30,6 +30,8 @@ const MODULES: [(&str, &str); 8] = [
     ("udp_tunnel", ""),
     ("ip6_udp_tunnel", ""),
     ("rdma_rxe", ""),
+    // The traffic cases' rails: veths on bridges, a cable pull a port down.
+    ("bridge", ""),
 ];
 
 /// The cached kernel: the ELF image and the modules in load order.

@@ -46,8 +46,8 @@
 //!   `xtask/vm/init.sh`, `xtask/vm/lib.sh` and the case scripts
 //!   `xtask/vm/cases/*.sh`, the case list, and the programs under test:
 //!   `railwatch`, the verbs backend's `system` test binary and its
-//!   `gate_latency` example (built optimised: it measures), all with their
-//!   debug info stripped), `initrd.img` (base then overlay: concatenated
+//!   `gate_latency` example (built optimised: it measures), the traffic
+//!   engine and `stamp`, all with their debug info stripped), `initrd.img` (base then overlay: concatenated
 //!   gzip'd cpio archives are one initramfs), `results.txt` and
 //!   `console.log`.
 //!
@@ -61,7 +61,8 @@
 //! (`run/console.log`: stray stderr, then the kernel's log, dumped at the
 //! end because a serial console slows the boot), `ttyS1` carries the
 //! results (`run/results.txt`). The whole VM is killed after `--timeout`
-//! seconds (default 120); a warm run takes ~12 s in all.
+//! seconds (default 300); a warm run takes ~2 min in all, ~95 s of it the
+//! traffic cases.
 //!
 //! # How results come back
 //!
@@ -79,6 +80,12 @@
 //! pending (a feature railwatch does not have yet): it still runs and
 //! prints its measurements, but a failure is reported as skipped, and a
 //! pass says the mark can go.
+//!
+//! The traffic cases (`traffic_*`, last) run a C++ transfer engine over two
+//! bridged rails of four rxe devices, through cable pulls, a burst ahead of
+//! a `PORT_ACTIVE`, device removal and an address change, next to the
+//! one-event-per-wake-up loop; their figures go to
+//! `target/vmtest/traffic.json` (`cases/traffic.rs`).
 //!
 //! # Adding a case, adding a guest-side tool
 //!
@@ -115,7 +122,7 @@ struct Options {
 }
 
 fn options(args: &[String]) -> Result<Options, String> {
-    let mut timeout = Duration::from_secs(120);
+    let mut timeout = Duration::from_secs(300);
     let mut cases = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -158,6 +165,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut judge = Judge::new(&opts.cases);
     let vm = boot::boot(&kernel.vmlinux, &initrd, &run_dir, opts.timeout, &mut |ended| judge.ended(ended))?;
     judge.not_run();
+    cases::write_figures()?;
     let (passed, failed, skipped) = judge.tally();
     let secs = |d: Option<Duration>| d.map_or_else(|| "-".to_string(), |d| format!("{:.2} s", d.as_secs_f64()));
     println!(
@@ -188,7 +196,7 @@ mod tests {
     fn options_take_cases_by_name_or_number_and_reject_the_rest() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let all = options(&[]).unwrap();
-        assert_eq!((all.cases.len(), all.timeout), (CASES.len(), Duration::from_secs(120)));
+        assert_eq!((all.cases.len(), all.timeout), (CASES.len(), Duration::from_secs(300)));
         let some = options(&args(&["flap", "4", "--timeout", "30"])).unwrap();
         let names: Vec<&str> = some.cases.iter().map(|c| c.name).collect();
         assert_eq!(names, ["flap", "rdma_link_delete"]);

@@ -72,9 +72,13 @@ impl Machine {
             let rail = &mut self.rails[ri];
             rail.port_up = state.is_usable();
             rail.must_seed = true;
+            let needs_address = self.config.require_address != crate::AddressRequirement::None;
             let held = match (state.is_usable(), reattach) {
                 (true, true) if self.suppressed(ri, now) => Some(PauseReason::Damped),
                 (true, true) if self.config.settle_ms > 0 => Some(PauseReason::Settling),
+                // The address is read below; its answer activates the rail
+                // (through the settle delay, if one is set).
+                (true, _) if needs_address => Some(PauseReason::NoAddress),
                 _ => None,
             };
             let rail = &mut self.rails[ri];
@@ -93,6 +97,7 @@ impl Machine {
             self.transition(ri, RailState::Inert, cause, now);
             match held {
                 Some(PauseReason::Damped) => self.hold_damped(ri, now),
+                Some(PauseReason::NoAddress) => self.rails[ri].wants_address = Some(RecoveredBy::Attach),
                 Some(_) => self.start_settle(ri, RecoveredBy::Attach, now),
                 None => {}
             }

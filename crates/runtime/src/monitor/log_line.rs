@@ -2,7 +2,7 @@
 //! wording lives here: the machine decided that (and when) each is said.
 
 use log::{debug, error, info, warn};
-use railwatch_core::{Cause, Happening, Log, Machine, Notification, RailId, RailState, RecoveredBy};
+use railwatch_core::{Cause, Happening, Log, Machine, Notification, PauseReason, RailId, RailState, RecoveredBy};
 
 fn rail(m: &Machine, id: RailId) -> &str {
     m.rail(id).map_or("?", |r| r.name)
@@ -16,6 +16,16 @@ fn device(m: &Machine, idx: u32) -> &str {
 pub(super) fn note(m: &Machine, note: &Notification) {
     match note.what {
         Happening::Transition { rail: id, from, to, cause, .. } => match (from, to, cause) {
+            (RailState::Active, RailState::Paused, Cause::Reason(PauseReason::DataPath)) => warn!(
+                "{} out: transfers fail against the local path through several peers (data_path); the gate \
+                 refuses until a trial re-admits it",
+                rail(m, id)
+            ),
+            (RailState::Active, RailState::Paused, Cause::Reason(PauseReason::NoAddress)) => warn!(
+                "{} out: its address lost the GID require_address asks for (no_address); the gate refuses until \
+                 it is back",
+                rail(m, id)
+            ),
             (RailState::Active, RailState::Paused, Cause::Reason(reason)) => {
                 warn!("{} down: {reason}; paused, the gate refuses until the port is ACTIVE again", rail(m, id))
             }

@@ -324,7 +324,9 @@ mod tests {
             serde_json::to_string(&SnapshotJson::of(&s)).unwrap(),
             concat!(
                 r#"{"t_ms":42,"rails":[{"rail":"mlx5_0/1","state":"paused","available":false,"bandwidth_gbps":200.0,"generation":3,"#,
-                r#""device":"mlx5_0","port":1,"reason":"port_err","port_state":"down","recovered_by":"event","since_ms":40,"address":null}],"#,
+                r#""device":"mlx5_0","port":1,"reason":"port_err","port_state":"down","recovered_by":"event","since_ms":40,"address":null,"#,
+                r#""probation":false,"breaker_until_ms":null,"gid_index":null,"link_downed":null,"carrier_changes":null,"#,
+                r#""carrier_down":null,"silent_flaps":0,"transfers":{"ok":0,"failed":{},"breaker_trips":0}}],"#,
                 r#""events_read":5,"events_acked":5,"devices":[{"device":"mlx5_0","mode":"events","events":5,"comm_est":0,"#,
                 r#""unhandled":0,"gets":0,"interrupted":0,"read_errors":1,"budget_hits":0,"port_queries":0,"link_reads":0,"#,
                 r#""reopen_attempts":0,"reopens":0}],"ticks":2,"wakeups":6,"notifications_dropped":0}"#

@@ -249,6 +249,9 @@ impl Recorder {
                     available: Some(r.available),
                     bandwidth: rate,
                     recovered_by: if r.state == RailState::Active { r.recovered_by } else { None },
+                    reason: None,
+                    probation: None,
+                    generation: None,
                 }));
             }
         }

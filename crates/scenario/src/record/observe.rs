@@ -85,11 +85,18 @@ impl DeviceView {
     }
 }
 
-/// `fe80::N`, N counting the distinct GIDs seen.
+/// `fe80::N`, N counting the distinct GIDs seen; an IPv4-mapped GID stays
+/// one (`::ffff:198.18.x.y`, the benchmarking range), so a replay under
+/// `require_address = "roce_v2_ipv4"` sees the same kinds of address.
 fn anonymous_gid(names: &mut HashMap<[u8; 16], u32>, raw: [u8; 16]) -> [u8; 16] {
     let next = names.len() as u32 + 1;
     let n = *names.entry(raw).or_insert(next);
     let mut out = [0u8; 16];
+    if raw[..10].iter().all(|&b| b == 0) && raw[10..12] == [0xff, 0xff] {
+        out[10..12].copy_from_slice(&[0xff, 0xff]);
+        out[12..].copy_from_slice(&(0xc612_0000 | (n & 0x1_ffff)).to_be_bytes());
+        return out;
+    }
     out[0] = 0xfe;
     out[1] = 0x80;
     out[12..].copy_from_slice(&n.to_be_bytes());
@@ -313,7 +320,7 @@ impl Recorder {
             _ => {
                 p.counters = Some(counters);
                 let at = self.placed_for(device, previous, t);
-                self.push_step(at, device, Change::Counters(CountersChange { port, counters }));
+                self.push_step(at, device, Change::counters(CountersChange { port, counters }));
             }
         }
     }

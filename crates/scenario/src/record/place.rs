@@ -25,7 +25,7 @@
 //! The [`Timeline`] holds the changes placed and not written yet, in the
 //! small form the monitor's path can afford ([`Change`]).
 
-use railwatch_core::{AsyncEvent, Element};
+use railwatch_core::{AsyncEvent, Element, PortCounters};
 
 use super::WAKE_EVENT_CODE;
 use crate::scenario::{CountersChange, Fault, GidChange, LinkChange, PortStateChange, Step, StepEvent, TransferStep};
@@ -49,8 +49,25 @@ pub(super) enum Change {
         wake: bool,
     },
     Event(StepEvent),
-    Counters(CountersChange),
+    /// A port's flap counters, `NONE` for one it has not (an
+    /// `Option<u64>` each would make every queued change larger).
+    Counters {
+        port: u8,
+        values: [u64; 3],
+    },
     Transfers(TransferStep),
+}
+
+/// A counter a port has not, in [`Change::Counters`].
+const NONE: u64 = u64::MAX;
+
+impl Change {
+    /// The change for `c` (a counter at `u64::MAX` is recorded one less).
+    pub(super) fn counters(c: CountersChange) -> Change {
+        let v = |x: Option<u64>| x.map_or(NONE, |n| n.min(NONE - 1));
+        let k = c.counters;
+        Change::Counters { port: c.port, values: [v(k.link_downed), v(k.carrier_changes), v(k.carrier_down)] }
+    }
 }
 
 /// A pending line of the recording.
@@ -88,7 +105,15 @@ impl Change {
                 }
             }
             Change::Event(e) => step.event = Some(e),
-            Change::Counters(c) => step.counters = Some(c),
+            Change::Counters { port, values } => {
+                let v = |x: u64| (x != NONE).then_some(x);
+                let counters = PortCounters {
+                    link_downed: v(values[0]),
+                    carrier_changes: v(values[1]),
+                    carrier_down: v(values[2]),
+                };
+                step.counters = Some(CountersChange { port, counters });
+            }
             Change::Transfers(t) => step.transfers = Some(t),
         }
         step

@@ -269,6 +269,13 @@ pub struct Expect {
     pub bandwidth: Option<LinkRate>,
     /// `recovered_by`.
     pub recovered_by: Option<RecoveredBy>,
+    /// `reason`: why it is not active (`none` when active, `probation` on
+    /// probation).
+    pub reason: Option<railwatch_core::PauseReason>,
+    /// `probation`.
+    pub probation: Option<bool>,
+    /// `generation`.
+    pub generation: Option<u64>,
 }
 
 /// Why a scenario file was refused: the file, the line when there is one,

@@ -77,6 +77,7 @@ fn setting(c: &Config, key: &str) -> String {
         // `{:?}`: a float keeps its point (1000.0), so it reads back a float.
         Some(SettingValue::Float(x)) => format!("{x:?}"),
         Some(SettingValue::Bool(b)) => b.to_string(),
+        Some(SettingValue::Choice(name)) => quoted(name),
         _ => String::new(),
     }
 }
@@ -92,15 +93,25 @@ fn settings(c: &Config) -> String {
             continue;
         }
         if spec.kind == SettingKind::Section {
-            if c.get(key) == Some(SettingValue::Bool(true)) {
-                let prefix = format!("{key}.");
-                let inner: Vec<String> = Config::settings()
+            let prefix = format!("{key}.");
+            let keys = || Config::settings().filter(|s| s.key.starts_with(&prefix));
+            let on = c.get(key) == Some(SettingValue::Bool(true));
+            let same = c.get(key) == defaults.get(key) && keys().all(|s| c.get(s.key) == defaults.get(s.key));
+            if same {
+                continue;
+            }
+            if on {
+                let inner: Vec<String> = keys()
                     .filter_map(|s| Some(format!("{} = {}", s.key.strip_prefix(&prefix)?, setting(c, s.key))))
                     .collect();
                 let _ = writeln!(out, "{key} = {{ {} }}", inner.join(", "));
+            } else {
+                let _ = writeln!(out, "{key} = false");
             }
         } else if c.get(key) != defaults.get(key) && c.get(key) != Some(SettingValue::Bool(false)) {
             let _ = writeln!(out, "{key} = {}", setting(c, key));
+        } else if c.get(key) != defaults.get(key) && spec.kind == SettingKind::Flag {
+            let _ = writeln!(out, "{key} = false");
         }
     }
     out
@@ -210,6 +221,15 @@ pub(crate) fn expect(e: &Expect) -> String {
     }
     if let Some(r) = e.recovered_by {
         let _ = writeln!(w, "recovered_by = {}", quoted(r.name()));
+    }
+    if let Some(r) = e.reason {
+        let _ = writeln!(w, "reason = {}", quoted(r.name()));
+    }
+    if let Some(p) = e.probation {
+        let _ = writeln!(w, "probation = {p}");
+    }
+    if let Some(g) = e.generation {
+        let _ = writeln!(w, "generation = {g}");
     }
     out
 }

@@ -3,7 +3,7 @@
 
 use super::super::json;
 use super::record::check_replay;
-use super::watch::{check_watch, find};
+use super::watch::{check_watch, find, summary_device};
 use super::{RAIL, Verdict};
 use crate::vmtest::progress::CaseRun;
 
@@ -29,7 +29,7 @@ fn check_removed(run: &CaseRun, v: &mut Verdict, step_name: &str, delete: &str) 
         (None, _) => v.fail(format!("{delete} did not return")),
     }
     if let Some(summary) = w.iter().rev().find(|l| json::is(l, &[("kind", "summary")])) {
-        let dev = json::object_with(summary, "\"device\":\"rxe0\"");
+        let dev = summary_device(summary, "rxe0");
         v.require(
             dev.is_some_and(|d| json::is(d, &[("mode", "removed")])),
             format!("summary: rxe0 is not in mode removed: {dev:?}"),

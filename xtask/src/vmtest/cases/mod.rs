@@ -2,8 +2,9 @@
 //! a file per group: `status.rs` (what `status` reads), `link.rs` (a live
 //! rail's link and address events), `record.rs` (recordings replayed),
 //! `devices.rs` (devices leaving and arriving), `programs.rs` (other
-//! programs run in the guest); `watch.rs` has what every `watch` case
-//! checks.
+//! programs run in the guest), `traffic.rs` (the traffic engine on two
+//! bridged rails, with the figures of `target/vmtest/traffic.json`);
+//! `watch.rs` has what every `watch` case checks.
 //!
 //! # Adding a case
 //!
@@ -34,7 +35,10 @@ mod link;
 mod programs;
 mod record;
 mod status;
+mod traffic;
 mod watch;
+
+pub use traffic::write_figures;
 
 use super::progress::{CaseRun, Ended};
 
@@ -96,6 +100,35 @@ pub const CASES: &[Case] = &[
         name: "hotplug_add",
         what: "rdma link add while watching",
         check: devices::check_hotplug_add,
+        pending: None,
+    },
+    // The traffic cases: two bridged rails, kept up from one to the next.
+    Case {
+        id: 11,
+        name: "traffic_cable_pull",
+        what: "rail A's cable pulled 2 s, 10 times, under traffic; the agent beside the engine",
+        check: traffic::check_cable_pull,
+        pending: None,
+    },
+    Case {
+        id: 12,
+        name: "traffic_burst",
+        what: "1000 SQ_DRAINED queued ahead of the PORT_ACTIVE, live",
+        check: traffic::check_burst,
+        pending: None,
+    },
+    Case {
+        id: 13,
+        name: "traffic_removal",
+        what: "rdma link delete of rail A's devices under traffic, then add",
+        check: traffic::check_removal,
+        pending: None,
+    },
+    Case {
+        id: 14,
+        name: "traffic_address_change",
+        what: "an IPv4 address on rail A's netdev under traffic",
+        check: traffic::check_address_change,
         pending: None,
     },
 ];

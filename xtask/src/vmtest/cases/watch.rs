@@ -76,7 +76,7 @@ pub fn check_watch<'a>(run: &'a CaseRun, v: &mut Verdict, rail: &str, state: &st
         read.is_some_and(|r| r >= printed as f64),
         format!("summary: events_read {read:?} < {printed} event lines printed"),
     );
-    if let Some(dev) = json::object_with(summary, "\"device\":\"rxe0\"")
+    if let Some(dev) = summary_device(summary, "rxe0")
         && state != "inert"
     {
         v.require(
@@ -85,4 +85,10 @@ pub fn check_watch<'a>(run: &'a CaseRun, v: &mut Verdict, rail: &str, state: &st
         );
     }
     w
+}
+
+/// `device`'s object in a summary line's `devices` array (its rails, in
+/// `rails`, name their device too).
+pub fn summary_device<'a>(summary: &'a str, device: &str) -> Option<&'a str> {
+    json::object_with(json::raw(summary, "devices")?, &format!("\"device\":\"{device}\""))
 }

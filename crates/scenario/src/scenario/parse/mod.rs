@@ -5,18 +5,20 @@ use std::ops::Range;
 use std::path::Path;
 
 use railwatch_core::{
-    AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, ObjectHandle, PortCounters, PortState, RailState, SPEEDS,
-    Scope, TransferReport, WIDTHS, speed_by_name, width_by_name,
+    AsyncEvent, Element, EventKind, LinkAttrs, ObjectHandle, PortCounters, PortState, SPEEDS, Scope, TransferReport,
+    WIDTHS, speed_by_name, width_by_name,
 };
 use serde::Deserialize;
 use toml::{Spanned, Value};
 
+mod expects;
+
 use super::evidence::{self, RawCounters, RawTransfers};
 use super::{
-    CountersChange, DeviceDecl, Expect, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS,
-    MAX_REPEAT, MAX_TOTAL_EVENTS, PortStateChange, RailRef, RecoveredBy, Scenario, ScenarioError, Step, StepEvent,
-    TransferStep,
+    CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS, MAX_REPEAT,
+    MAX_TOTAL_EVENTS, PortStateChange, Scenario, ScenarioError, Step, StepEvent, TransferStep,
 };
+use expects::{RawExpect, parse_expects};
 use railwatch_core::{EventClass, classify};
 use railwatch_runtime::Config;
 
@@ -108,17 +110,6 @@ struct RawLink {
     speed: Spanned<Value>,
     width: Spanned<Value>,
     effective_mbps: Option<Spanned<i64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawExpect {
-    at_ms: Spanned<i64>,
-    rail: Spanned<String>,
-    state: Option<Spanned<String>>,
-    available: Option<bool>,
-    bandwidth_gbps: Option<Spanned<Value>>,
-    recovered_by: Option<Spanned<String>>,
 }
 
 const STATE_NAMES: &str = "down, init, armed, active, active_defer, nop or a raw integer code";
@@ -686,114 +677,4 @@ fn parse_event(cx: &Ctx<'_>, s: &RawStep, dev: &DeviceDecl, pre: &str) -> Res<Op
         },
     };
     Ok(Some(StepEvent { event: AsyncEvent::new(code, element), repeat }))
-}
-
-fn parse_expects(
-    cx: &Ctx<'_>,
-    raw: &[Spanned<RawExpect>],
-    devices: &[DeviceDecl],
-    index: &HashMap<&str, usize>,
-    duration_ms: u64,
-) -> Res<Vec<Expect>> {
-    let mut expects = Vec::with_capacity(raw.len());
-    for (i, spanned) in raw.iter().enumerate() {
-        let n = i + 1;
-        let e = spanned.get_ref();
-        let pre = format!("expect {n}: ");
-        let at_ms = cx.non_negative(&e.at_ms, &format!("{pre}at_ms"))?;
-        if at_ms > duration_ms {
-            return Err(cx.err(e.at_ms.span(), format!("{pre}at_ms {at_ms} is after duration_ms {duration_ms}")));
-        }
-        let rail = parse_rail(cx, &e.rail, devices, index, &pre)?;
-        let state = match &e.state {
-            None => None,
-            Some(v) => Some(match v.get_ref().as_str() {
-                "active" => RailState::Active,
-                "paused" => RailState::Paused,
-                "inert" => RailState::Inert,
-                other => {
-                    return Err(cx.err(
-                        v.span(),
-                        format!("{pre}unknown rail state \"{other}\" (expected active, paused or inert)"),
-                    ));
-                }
-            }),
-        };
-        let bandwidth = e.bandwidth_gbps.as_ref().map(|v| parse_gbps(cx, v, &pre)).transpose()?;
-        let recovered_by = match &e.recovered_by {
-            None => None,
-            Some(v) => Some(match v.get_ref().as_str() {
-                "event" => RecoveredBy::Event,
-                "poll" => RecoveredBy::Poll,
-                "attach" => RecoveredBy::Attach,
-                other => {
-                    return Err(cx.err(
-                        v.span(),
-                        format!("{pre}unknown recovered_by \"{other}\" (expected event, poll or attach)"),
-                    ));
-                }
-            }),
-        };
-        if state.is_none() && e.available.is_none() && bandwidth.is_none() && recovered_by.is_none() {
-            return Err(cx.err(
-                spanned.span(),
-                format!("expect {n} checks nothing: give state, available, bandwidth_gbps or recovered_by"),
-            ));
-        }
-        expects.push(Expect {
-            index: n,
-            line: cx.line(spanned.span().start),
-            at_ms,
-            rail,
-            state,
-            available: e.available,
-            bandwidth,
-            recovered_by,
-        });
-    }
-    Ok(expects)
-}
-
-fn parse_rail(
-    cx: &Ctx<'_>,
-    v: &Spanned<String>,
-    devices: &[DeviceDecl],
-    index: &HashMap<&str, usize>,
-    pre: &str,
-) -> Res<RailRef> {
-    let text = v.get_ref();
-    let bad_form = || cx.err(v.span(), format!("{pre}rail \"{text}\" must be \"device/port\" (like \"mlx5_0/1\")"));
-    let (device, port) = text.rsplit_once('/').ok_or_else(bad_form)?;
-    // Plain decimal digits, no sign and no leading zero: "d/+1" and "d/01"
-    // are typos, refused like any other.
-    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || (port.len() > 1 && port.starts_with('0')) {
-        return Err(bad_form());
-    }
-    let port: u64 = port.parse().map_err(|_| bad_form())?;
-    let port = match u8::try_from(port) {
-        Ok(p) if p >= 1 => p,
-        _ => return Err(cx.err(v.span(), format!("{pre}rail \"{text}\": port {port} out of range (1..=255)"))),
-    };
-    let Some(&device_index) = index.get(device) else {
-        return Err(cx.err(v.span(), format!("{pre}unknown rail \"{text}\" (no device {device})")));
-    };
-    if !devices[device_index].has_port(port) {
-        return Err(cx.err(v.span(), format!("{pre}unknown rail \"{text}\" (device {device} has no port {port})")));
-    }
-    Ok(RailRef { device: device.to_owned(), device_index, port })
-}
-
-fn parse_gbps(cx: &Ctx<'_>, v: &Spanned<Value>, pre: &str) -> Res<LinkRate> {
-    let gbps = match v.get_ref() {
-        Value::Integer(i) => *i as f64,
-        Value::Float(f) => *f,
-        other => {
-            return Err(cx.err(v.span(), format!("{pre}bandwidth_gbps must be a number, not a {}", other.type_str())));
-        }
-    };
-    let mbps = gbps * 1000.0;
-    if !mbps.is_finite() || mbps <= 0.0 || (mbps - mbps.round()).abs() > 1e-6 || mbps > u64::MAX as f64 {
-        return Err(cx.err(v.span(), format!("{pre}bandwidth_gbps {gbps} must be positive, in whole Mb/s")));
-    }
-    Ok(LinkRate::Known { mbps: mbps.round() as u64 })
 }

@@ -1,0 +1,183 @@
+// rails.cpp: see rails.hpp.
+#include "rails.hpp"
+
+#include <chrono>
+
+namespace traffic {
+
+// How long a worker may keep writes in flight on a set that was replaced
+// (then they are abandoned): a rebuild, and a device that is leaving (the
+// kernel's removal waits for our close).
+static constexpr uint64_t rebuild_grace_ns = 200'000'000;
+static constexpr uint64_t leaving_grace_ns = 20'000'000;
+// A build that failed is tried again this often while the gates stay.
+static constexpr auto retry_every = std::chrono::milliseconds(200);
+// ...but at once, this many times, after ETIMEDOUT: the kernel resolved
+// the peer's address while the RTR waited (rdma_resolve_ip gives up after
+// 1 s when the neighbour was still being solicited, as after a pull with
+// writes in flight), so the next try usually connects in milliseconds.
+static constexpr int retries_at_once = 2;
+
+// ---- the reaper ---------------------------------------------------------------------
+
+reaper::reaper() : thread_([this] { loop(); }) {}
+
+reaper::~reaper() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void reaper::take(std::shared_ptr<qp_set> set, const std::string &rail) {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        queue_.emplace_back(std::move(set), rail);
+    }
+    cv_.notify_all();
+}
+
+void reaper::loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, nothing left
+        auto [set, rail] = std::move(queue_.front());
+        queue_.pop_front();
+        l.unlock();
+        // Workers let go of a retired set within its grace period.
+        const uint64_t t0 = now_ns();
+        while (set.use_count() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        const uint64_t t1 = now_ns();
+        const uint64_t serial = set->serial();
+        const size_t qps = set->pairs().size() * 2;
+        set.reset();  // destroys the QPs (and a device no one else holds)
+        const uint64_t t2 = now_ns();
+        line("destroyed").str("rail", rail).num("set", serial).num("qps", qps).num("t_ns", t2)
+            .fixed("waited_ms", double(t1 - t0) / 1e6).fixed("destroy_ms", double(t2 - t1) / 1e6).emit();
+        l.lock();
+    }
+}
+
+// ---- the rail -----------------------------------------------------------------------
+
+rail::rail(std::string n, std::string l, std::string p, const set_options &o, reaper &r)
+    : name(std::move(n)), options(o), reaper_(r) {
+    local.device = std::move(l);
+    peer.device = std::move(p);
+    peer.is_local = false;
+}
+
+rail::~rail() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (builder_.joinable()) builder_.join();
+    publish(nullptr, leaving_grace_ns);
+}
+
+void rail::start() { builder_ = std::thread([this] { build_loop(); }); }
+
+void rail::set_device(rail_end &end, std::shared_ptr<verbs_device> dev) {
+    const bool leaving = !dev;
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        (end.is_local ? dev_local_ : dev_peer_) = std::move(dev);
+        ++pokes_;
+    }
+    if (leaving) publish(nullptr, leaving_grace_ns);
+    cv_.notify_all();
+}
+
+std::shared_ptr<verbs_device> rail::device(const rail_end &end) const {
+    std::lock_guard<std::mutex> l(mu_);
+    return end.is_local ? dev_local_ : dev_peer_;
+}
+
+void rail::poke() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        ++pokes_;
+    }
+    cv_.notify_all();
+}
+
+std::optional<generations> rail::admitted() const {
+    auto gl = local.gate.check();
+    auto gp = peer.gate.check();
+    if (!gl || !gp) return std::nullopt;
+    return generations{*gl, *gp};
+}
+
+std::shared_ptr<qp_set> rail::current() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return current_;
+}
+
+// The builder: whenever poked (or every retry_every), if both gates admit
+// under generations the current set was not built for, build a new one.
+void rail::build_loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    uint64_t seen = 0;
+    int timeouts = 0;  // builds in a row that failed with ETIMEDOUT
+    while (!stop_) {
+        if (timeouts == 0 || timeouts > retries_at_once)
+            cv_.wait_for(l, retry_every, [&] { return stop_ || pokes_ != seen; });
+        seen = pokes_;
+        if (stop_) return;
+        const auto want = admitted();
+        auto dl = dev_local_, dp = dev_peer_;
+        if (!want || (current_ && current_->gens() == *want) || !dl || !dp) {
+            timeouts = 0;
+            continue;
+        }
+        l.unlock();
+        const int err = rebuild(*want, std::move(dl), std::move(dp));
+        l.lock();
+        timeouts = err == ETIMEDOUT ? timeouts + 1 : 0;
+    }
+}
+
+// 0, or the errno of the build that failed.
+int rail::rebuild(generations want, std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p) {
+    const uint64_t t0 = now_ns();
+    const uint64_t serial = ++serial_;
+    std::shared_ptr<qp_set> fresh;
+    try {
+        fresh = qp_set::build(l, p, options, want, serial);
+    } catch (const verbs_error &e) {
+        line("build_failed").str("rail", name).num("set", serial).num("t_ns", now_ns()).str("error", e.what()).emit();
+        return e.err();  // tried again when poked, or after retry_every
+    }
+    const uint64_t t1 = now_ns();
+    line("set").str("rail", name).num("set", serial).num("t_ns", t1).num("generation_local", want.local)
+        .num("generation_peer", want.peer).num("gid_index_local", fresh->gid_index_local())
+        .num("gid_index_peer", fresh->gid_index_peer()).num("qp_pairs", fresh->pairs().size())
+        .fixed("build_ms", double(t1 - t0) / 1e6).emit();
+    // A device that left (or came back) while we built: the set is stale.
+    if (device(local) != l || device(peer) != p) {
+        fresh->retire(0);
+        reaper_.take(std::move(fresh), name);
+        return 0;
+    }
+    publish(std::move(fresh), rebuild_grace_ns);
+    return 0;
+}
+
+// Makes `fresh` current (nullptr: none) and hands the old set to the reaper.
+void rail::publish(std::shared_ptr<qp_set> fresh, uint64_t grace_ns) {
+    std::shared_ptr<qp_set> old;
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        old = std::exchange(current_, std::move(fresh));
+        if (old) old->retire(grace_ns);
+        version_.fetch_add(1, std::memory_order_release);
+    }
+    if (old) reaper_.take(std::move(old), name);
+}
+
+}  // namespace traffic

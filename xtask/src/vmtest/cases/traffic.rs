@@ -1,0 +1,349 @@
+//! The traffic cases (issue 21): a C++ transfer engine
+//! (`crates/ffi/examples/traffic/`, built with the README's CMake lines)
+//! writes over two rails of Soft-RoCE devices on bridged veth pairs (guest
+//! setup: `rails_up` in `xtask/vm/lib.sh`), once driving railwatch's
+//! machine through the C API and once as the one-event-per-wake-up loop
+//! before the fix, while the guest pulls cables, queues a burst ahead of a
+//! `PORT_ACTIVE`, deletes devices and changes an address
+//! (`xtask/vm/cases/traffic_*.sh`, helpers in `xtask/vm/traffic.sh`).
+//!
+//! The host checks the hard invariants (for railwatch: no failed write
+//! posted after its gate closed, no rail stranded; the old loop stranded
+//! in the burst; every delete returned) and what each case promises, and
+//! collects the figures ([`figures`]) into `target/vmtest/traffic.json`,
+//! printed as a table once the VM is done. Timings are figures, never
+//! assertions: the emulation is noisy.
+
+mod figures;
+
+use std::fs;
+use std::sync::Mutex;
+
+use figures::{Engine, Figures, Pull, Reference, Stamped};
+
+use super::Verdict;
+use crate::run::target_dir;
+use crate::vmtest::json;
+use crate::vmtest::progress::CaseRun;
+
+/// The engine's labels in the guest's output, and its name in the figures.
+const ENGINES: [(&str, &str); 2] = [("railwatch", "railwatch"), ("old", "one_event_per_wakeup")];
+
+/// The figures of the cases run so far, in order.
+static FIGURES: Mutex<Vec<Figures>> = Mutex::new(Vec::new());
+
+fn keep(f: Figures) {
+    FIGURES.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+}
+
+/// Writes `target/vmtest/traffic.json` and prints the table, if a traffic
+/// case ran.
+pub fn write_figures() -> Result<(), String> {
+    let all = std::mem::take(&mut *FIGURES.lock().unwrap_or_else(|e| e.into_inner()));
+    if all.is_empty() {
+        return Ok(());
+    }
+    let dir = target_dir().join("vmtest");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("traffic.json");
+    let cases: Vec<String> = all.iter().map(|f| format!("  {}", f.json())).collect();
+    fs::write(&path, format!("{{\"cases\":[\n{}\n]}}\n", cases.join(",\n")))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("vmtest: traffic figures (ms: median / worst), also in {}:", path.display());
+    print!("{}", figures::table(&all));
+    Ok(())
+}
+
+// ---- what every engine run must show -------------------------------------------------
+
+/// The engine run `label`'s lines, checked: it exited 0, wrote a summary,
+/// and both rails carried writes. None when there is nothing to measure.
+fn engine_run<'a>(run: &'a CaseRun, v: &mut Verdict, label: &str) -> Option<Engine<'a>> {
+    let e = Engine { lines: run.out(label) };
+    for l in run.out(&format!("{label}.err")) {
+        v.note(format!("{label}: {l}"));
+    }
+    v.require(run.rc(label) == Some(0), format!("the {label} engine exited {:?}, not 0", run.rc(label)));
+    let Some(summary) = e.summary() else {
+        v.fail(format!("the {label} engine printed no summary"));
+        return None;
+    };
+    for rail in ["A", "B"] {
+        let ok = e.end_of(rail).and_then(|o| json::num(o, "writes_ok"));
+        v.require(ok.is_some_and(|n| n > 0.0), format!("{label}: rail {rail} carried no write ({ok:?})"));
+    }
+    v.require(json::raw(summary, "records_full") == Some("false"), format!("{label}: the records filled up"));
+    v.note(format!(
+        "{label}: {} writes ok, failed {}, unfinished {}, refused {}, not ready {}",
+        json::raw(summary, "writes_ok").unwrap_or("?"),
+        json::raw(summary, "writes_failed").unwrap_or("?"),
+        json::raw(summary, "writes_unfinished").unwrap_or("?"),
+        json::raw(summary, "refused").unwrap_or("?"),
+        json::raw(summary, "not_ready").unwrap_or("?"),
+    ));
+    Some(e)
+}
+
+/// The engine run's window in the marks: (start, stop).
+fn window(marks: &Stamped, label: &str) -> Option<(u64, u64)> {
+    let start = marks.marks("engine_start", 0, u64::MAX).into_iter().find(|(_, a)| *a == label)?.0;
+    let stop = marks.marks("engine_stop", start, u64::MAX).into_iter().find(|(_, a)| *a == label)?.0;
+    Some((start, stop))
+}
+
+/// The pulls of `port` in `from..to`: each pull with the plug after it.
+fn pulls(marks: &Stamped, port: &str, from: u64, to: u64) -> Vec<Pull> {
+    let plugs = marks.marks("plug", from, to);
+    marks
+        .marks("pull", from, to)
+        .into_iter()
+        .filter(|(_, a)| *a == port)
+        .filter_map(|(t, _)| Some(Pull { pull: t, plug: plugs.iter().find(|(p, a)| *p > t && *a == port)?.0 }))
+        .collect()
+}
+
+/// The invariants that hold for railwatch in every case.
+fn railwatch_invariants(v: &mut Verdict, f: &Figures) {
+    v.require(
+        f.failed_posted_after_gate_closed == 0,
+        format!("{}: {} failed write(s) posted after the gate closed", f.case, f.failed_posted_after_gate_closed),
+    );
+    v.require(!f.stranded, format!("{}: railwatch left a rail stranded (its port ACTIVE, no writes)", f.case));
+}
+
+/// Figures for the pulls of one engine run, with what a pull must show.
+fn measure_pulls(
+    run: &CaseRun,
+    v: &mut Verdict,
+    case: &'static str,
+    label: &str,
+    engine: &'static str,
+) -> Option<Figures> {
+    let e = engine_run(run, v, label)?;
+    let marks = Stamped::parse(&run.out("marks"));
+    let aw = Stamped::parse(&run.out("aw.rxe0"));
+    let mut f = Figures { case, engine, ..Figures::default() };
+    if let Err(e) = f.totals(&e) {
+        v.fail(format!("{label}: {e}"));
+        return None;
+    }
+    let Some((from, to)) = window(&marks, label) else {
+        v.fail(format!("no engine_start/engine_stop marks for {label}"));
+        return None;
+    };
+    let ps = pulls(&marks, "p0", from, to);
+    let r = Reference { asyncwatch: &aw, device: "rxe0", rail: "A", other: "B" };
+    for (i, p) in ps.iter().enumerate() {
+        f.pull(&e, &r, *p, ps.get(i + 1).map(|n| n.pull));
+        // Traffic carried on over B while A was out.
+        if let Some(gap) = figures::max_gap(&e, "B", p.pull, p.plug) {
+            v.require(gap < figures_ms(p.plug - p.pull), format!("{label}: rail B stalled through pull {}", i + 1));
+        }
+    }
+    Some(f)
+}
+
+fn figures_ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Each pull closed the gate, admitted it again and wrote on new QPs.
+fn require_recovered(v: &mut Verdict, f: &Figures, label: &str) {
+    for (i, ((c, a), w)) in f
+        .close_after_port_err_ms
+        .iter()
+        .zip(&f.admit_after_port_active_ms)
+        .zip(&f.first_write_after_port_active_ms)
+        .enumerate()
+    {
+        v.require(c.is_some(), format!("{label}: pull {}: no gate close after the PORT_ERR", i + 1));
+        v.require(a.is_some(), format!("{label}: pull {}: no gate admit after the PORT_ACTIVE", i + 1));
+        v.require(w.is_some(), format!("{label}: pull {}: no write on new QPs after the PORT_ACTIVE", i + 1));
+    }
+}
+
+// ---- the cases --------------------------------------------------------------------------
+
+/// Cable pulls: 10 with railwatch (the agent beside it), 3 with the old loop.
+pub(super) fn check_cable_pull(run: &CaseRun, v: &mut Verdict) {
+    for ((label, engine), wanted) in ENGINES.into_iter().zip([10, 3]) {
+        let Some(f) = measure_pulls(run, v, "cable_pull", label, engine) else { continue };
+        v.require(f.pulls == wanted, format!("{label}: {} pulls, want {wanted}", f.pulls));
+        if label == "railwatch" {
+            railwatch_invariants(v, &f);
+            require_recovered(v, &f, label);
+            check_agent(run, v, &Engine { lines: run.out(label) }, f.pulls);
+        } else {
+            v.require(!f.stranded, format!("{label}: stranded on plain pulls (nothing hid a PORT_ACTIVE)"));
+        }
+        keep(f);
+    }
+}
+
+/// `railwatch watch --metrics-listen` beside the engine counted the flaps
+/// the engine saw: each a pause and a return (by the event, or by the
+/// recovery poll when it read the port first: either side may).
+fn check_agent(run: &CaseRun, v: &mut Verdict, e: &Engine, pulls: usize) {
+    // The sum of rxe0/1's transitions into `to`, but for attaches.
+    let agent = |scrape: &[&str], to: &str| -> f64 {
+        let prefix = format!(r#"railwatch_transitions_total{{device="rxe0",port="1",to="{to}","#);
+        scrape
+            .iter()
+            .filter(|l| l.starts_with(&prefix) && !l.contains(r#"cause="attach""#))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let (before, after) = (run.out("metrics.before"), run.out("metrics.after"));
+    v.require(!before.is_empty() && !after.is_empty(), "the agent's /metrics was not scraped");
+    let (agent_pauses, agent_returns) =
+        (agent(&after, "paused") - agent(&before, "paused"), agent(&after, "active") - agent(&before, "active"));
+    let engine_pauses = e.count("transition", &[("device", "rxe0"), ("from", "active"), ("to", "paused")]);
+    let engine_returns = e.count("transition", &[("device", "rxe0"), ("from", "paused"), ("to", "active")]);
+    v.note(format!(
+        "agent beside the engine: rxe0/1 paused +{agent_pauses}, back +{agent_returns}; \
+         the engine: {engine_pauses} and {engine_returns}; {pulls} pulls"
+    ));
+    v.require(
+        agent_pauses == engine_pauses as f64 && agent_returns == engine_returns as f64 && engine_pauses == pulls,
+        "the agent's /metrics and the engine counted different flaps",
+    );
+    v.require(run.rc("watch") == Some(0), format!("the agent exited {:?}, not 0", run.rc("watch")));
+}
+
+/// A burst of SQ_DRAINED ahead of the PORT_ACTIVE: railwatch readmits A on
+/// the wake-up that brings it; the old loop leaves A out.
+pub(super) fn check_burst(run: &CaseRun, v: &mut Verdict) {
+    for (label, engine) in ENGINES {
+        let Some(f) = measure_pulls(run, v, "burst_hides_port_active", label, engine) else { continue };
+        let e = Engine { lines: run.out(label) };
+        v.require(f.pulls == 1, format!("{label}: {} pulls, want 1", f.pulls));
+        let bursts = e.of_kind("burst");
+        v.require(
+            bursts.len() == 1 && json::raw(bursts[0], "errors") == Some("0"),
+            format!("{label}: the burst did not happen cleanly: {bursts:?}"),
+        );
+        let a_end = e.end_of("A").and_then(|o| json::raw(o, "port_state"));
+        v.require(a_end == Some("active"), format!("{label}: rxe0's port is {a_end:?} at the end, not active"));
+        if label == "railwatch" {
+            railwatch_invariants(v, &f);
+            require_recovered(v, &f, label);
+            check_one_wakeup(v, &e, run);
+        } else {
+            v.require(f.stranded, "the one-event-per-wake-up engine was not stranded by the burst");
+            let reads = e.count("read", &[("device", "rxe0")]);
+            v.note(format!(
+                "{label}: read {reads} event(s) of rxe0 in all (the burst queued 1000 ahead of the PORT_ACTIVE)"
+            ));
+        }
+        keep(f);
+    }
+}
+
+/// railwatch's gate admitted on the first wake-up after the plug: at most
+/// one drain of rxe0 between the plug and the admit (none when its
+/// recovery poll read the port ACTIVE before the event came), and the
+/// burst was read whole.
+fn check_one_wakeup(v: &mut Verdict, e: &Engine, run: &CaseRun) {
+    let marks = Stamped::parse(&run.out("marks"));
+    let Some((plug, _)) = marks.marks("plug", 0, u64::MAX).into_iter().next() else { return };
+    let Some(admitted) = e.gates("rxe0").iter().find(|g| g.t >= plug && g.admits).map(|g| g.t) else { return };
+    let rxe0_drains: Vec<&str> =
+        e.of_kind("drain").into_iter().filter(|l| json::raw(l, "device") == Some("rxe0")).collect();
+    let t = |l: &str| json::raw(l, "t_ns").and_then(|t| t.parse::<u64>().ok());
+    let between = rxe0_drains.iter().filter(|l| t(l).is_some_and(|t| (plug..=admitted).contains(&t))).count();
+    v.require(between <= 1, format!("railwatch: {between} drains of rxe0 between the plug and the admit, want 1"));
+    let read: u64 = rxe0_drains.iter().filter_map(|l| json::raw(l, "events")?.parse::<u64>().ok()).sum();
+    v.require(read >= 1001, format!("railwatch read {read} events of rxe0, fewer than the burst and the PORT_ACTIVE"));
+    let by = e
+        .of_kind("transition")
+        .into_iter()
+        .find(|l| json::is(l, &[("device", "rxe0"), ("to", "active")]) && t(l).is_some_and(|x| x >= plug))
+        .and_then(|l| json::raw(l, "by"));
+    v.note(format!("railwatch: {read} events of rxe0 read in all; back by {by:?}, {between} drain(s) after the plug"));
+}
+
+/// `rdma link delete` of rail A's devices under traffic, then `rdma link add`.
+pub(super) fn check_removal(run: &CaseRun, v: &mut Verdict) {
+    let Some(e) = engine_run(run, v, "railwatch") else { return };
+    let marks = Stamped::parse(&run.out("marks"));
+    let mut f = Figures { case: "removal", engine: "railwatch", ..Figures::default() };
+    if let Err(err) = f.totals(&e) {
+        v.fail(format!("railwatch: {err}"));
+        return;
+    }
+    let (mut close_after, mut closed_after, mut engine_part) = (Vec::new(), Vec::new(), Vec::new());
+    for device in ["rxe0", "rxe1"] {
+        let start = marks.marks("delete_start", 0, u64::MAX).into_iter().find(|(_, a)| *a == device).map(|m| m.0);
+        let done = marks.marks("delete_done", 0, u64::MAX).into_iter().find(|(_, a)| a.starts_with(device));
+        v.require(
+            done.is_some_and(|(_, a)| a.ends_with(" 0")),
+            format!("rdma link delete {device} did not return 0: {done:?}"),
+        );
+        f.delete_returned_ms.push(start.zip(done).map(|(s, d)| figures_ms(d.0 - s)));
+        // The machine's CLOSE carried out, and the context really closed.
+        let at = |kind: &str, pairs: &[(&str, &str)]| {
+            e.of_kind(kind)
+                .into_iter()
+                .filter(|l| json::is(l, pairs))
+                .filter_map(|l| json::raw(l, "t_ns")?.parse::<u64>().ok())
+                .find(|t| start.is_some_and(|s| *t >= s))
+        };
+        let close = at("device", &[("device", device), ("what", "close")]);
+        let closed = at("context_closed", &[("device", device)]);
+        v.require(close.is_some() && closed.is_some(), format!("the engine did not close {device} after its delete"));
+        close_after.push(start.zip(close).map(|(s, c)| figures_ms(c - s)));
+        closed_after.push(start.zip(closed).map(|(s, c)| figures_ms(c - s)));
+        // The engine's own part: the machine told of the removal (the
+        // device list after the uevent) to the context closed.
+        let removed = at("transition", &[("device", device), ("to", "inert"), ("reason", "device_removed")]);
+        engine_part.push(removed.zip(closed).map(|(r, c)| figures_ms(c.saturating_sub(r))));
+    }
+    // From the first `rdma link add` (the set can be built before the
+    // second one's mark is written).
+    let (deleted, added) = (marks.after(0, "delete_start"), marks.after(0, "add_start"));
+    match (deleted, added) {
+        (Some(d), Some(a)) => {
+            f.other_rail_max_gap_ms.push(figures::max_gap(&e, "B", d, a));
+            let back = e.sets("A").into_iter().filter(|(_, t)| *t >= a).find_map(|(s, _)| e.first_ok("A", s));
+            v.require(back.is_some(), "rail A carried no write after `rdma link add`");
+            f.extra.push(("first_write_after_add_ms", vec![back.map(|b| figures_ms(b - a))]));
+        }
+        _ => v.fail("no delete_start/add_start marks"),
+    }
+    f.extra.push(("close_after_delete_ms", close_after));
+    f.extra.push(("context_closed_after_delete_ms", closed_after));
+    f.extra.push(("context_closed_after_removal_ms", engine_part));
+    railwatch_invariants(v, &f);
+    keep(f);
+}
+
+/// An address added to and removed from veth0 under traffic: each GID
+/// change bumps rail A's generation, the engine rebuilds, traffic resumes.
+pub(super) fn check_address_change(run: &CaseRun, v: &mut Verdict) {
+    let Some(e) = engine_run(run, v, "railwatch") else { return };
+    let marks = Stamped::parse(&run.out("marks"));
+    let mut f = Figures { case: "address_change", engine: "railwatch", ..Figures::default() };
+    if let Err(err) = f.totals(&e) {
+        v.fail(format!("railwatch: {err}"));
+        return;
+    }
+    let mut resumed = Vec::new();
+    for what in ["addr_add", "addr_del"] {
+        let Some((t, _)) = marks.marks(what, 0, u64::MAX).into_iter().next() else {
+            v.fail(format!("no {what} mark"));
+            continue;
+        };
+        let bumped = e.of_kind("transition").into_iter().any(|l| {
+            json::is(l, &[("device", "rxe0"), ("bump_event", "18")])
+                && json::raw(l, "t_ns").and_then(|x| x.parse::<u64>().ok()).is_some_and(|x| x >= t)
+        });
+        v.require(bumped, format!("no gid_change generation bump of rxe0 after {what}"));
+        let back = e.sets("A").into_iter().filter(|(_, s)| *s >= t).find_map(|(s, _)| e.first_ok("A", s));
+        v.require(back.is_some(), format!("rail A carried no write on new QPs after {what}"));
+        resumed.push(back.map(|b| figures_ms(b - t)));
+        f.other_rail_max_gap_ms.push(figures::max_gap(&e, "B", t, back.unwrap_or(t)));
+    }
+    f.extra.push(("first_write_after_address_change_ms", resumed));
+    railwatch_invariants(v, &f);
+    keep(f);
+}

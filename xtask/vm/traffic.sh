@@ -1,0 +1,164 @@
+# Helpers of the traffic cases (busybox sh), sourced after lib.sh: the
+# traffic engine (crates/ffi/examples/traffic) in the background, the
+# timing reference (rdma-core's ibv_asyncwatch, each line stamped as it
+# arrives) and the case's own actions, all on one clock (CLOCK_MONOTONIC
+# in ns: `stamp`). The host computes the figures from these outputs
+# (xtask/src/vmtest/cases/traffic.rs). Every wait here is bounded; the
+# cases' sleeps are the scenario's own durations (a cable out for 2 s,
+# traffic between two pulls), never a wait for something to happen.
+
+TE=/usr/local/bin/traffic_engine
+STAMP=/usr/local/bin/stamp
+# The traffic every case runs: paced, so that the emulated kernel's own
+# Soft-RoCE and network work keeps the CPU it needs, and from one worker
+# thread: two threads posting at once on rxe (6.1, emulated) livelocked its
+# requester for ~30 s in about one pull in ten (soft lockups, both vCPUs).
+TE_ARGS="--rate 500 --depth 4 --workers 1 --pairs 4"
+
+# mark WHAT...: "NS WHAT..." into ./marks: what the case did, and when.
+mark() { $STAMP "$@" >>marks; }
+
+# out LABEL FILE: FILE as "OUT LABEL line" lines, in one go (a shell loop
+# per line is slow under emulation).
+out() {
+    [ -f "$2" ] || return 0
+    sed "s/^/OUT $1 /" "$2" >&3
+}
+
+# engine_start LABEL ARGS...: the engine in the background (./LABEL.out,
+# ./LABEL.err, pid in $EPID, output in $E), waiting until both rails have
+# their first set of QPs; 1 (and a FAIL) if they do not within 20 s.
+engine_start() {
+    _label=$1
+    shift
+    E=$PWD/$_label.out
+    mark engine_start "$_label"
+    # shellcheck disable=SC2086 # TE_ARGS are separate words
+    $TE $TE_ARGS "$@" >"$E" 2>"$PWD/$_label.err" &
+    EPID=$!
+    # Its event loop (the main thread: renice moves that thread only) at
+    # the reference's priority, ahead of its own workers, as an engine
+    # would run its monitor thread.
+    renice -n -10 -p "$EPID" >/dev/null
+    expect_line "rail A's first QP set ($_label)" 20 "$E" 0 '"kind":"set"' '"rail":"A"' &&
+        expect_line "rail B's first QP set ($_label)" 20 "$E" 0 '"kind":"set"' '"rail":"B"'
+}
+
+# engine_stop LABEL: SIGTERM, a bounded wait (then SIGKILL), its exit
+# status and output.
+engine_stop() {
+    mark engine_stop "$1"
+    kill -TERM "$EPID" 2>/dev/null
+    if ! until_ok 20 gone "$EPID"; then
+        fail "the traffic engine ($1) still running 20 s after SIGTERM: killed"
+        kill -KILL "$EPID" 2>/dev/null
+    fi
+    wait "$EPID"
+    say "RC $1 $?"
+    out "$1" "$PWD/$1.out"
+    out "$1.err" "$PWD/$1.err"
+    EPID=
+}
+
+# asyncwatch_start DEV: ibv_asyncwatch on DEV, line-buffered, through a
+# fifo into `stamp` (./aw.DEV); waits for its first line.
+asyncwatch_start() {
+    rm -f "aw.$1.fifo"
+    mkfifo "aw.$1.fifo"
+    $STAMP <"aw.$1.fifo" >"aw.$1" &
+    _spid=$!
+    stdbuf -oL ibv_asyncwatch -d "$1" >"aw.$1.fifo" &
+    APID=$!
+    # The reference goes ahead of the engine's threads: it is two processes
+    # (the print, then its stamp) against the engine's one wake-up.
+    renice -n -10 -p "$_spid" "$APID" >/dev/null
+    expect_line "ibv_asyncwatch's first line" $WAIT "aw.$1" 0 "async event FD"
+}
+
+asyncwatch_stop() {
+    kill -TERM "$APID" 2>/dev/null
+    wait "$APID" 2>/dev/null
+    APID=
+    out "aw.$1" "aw.$1"
+}
+
+# gate_line LABEL AFTER DEV ADMITS: waits (bounded) for the engine to say
+# DEV's gate admits (true) or refuses (false) after line AFTER of its
+# output.
+gate_line() {
+    expect_line "$3's gate admits=$4 ($1)" $WAIT "$E" "$2" '"kind":"gate"' "\"device\":\"$3\"" "\"admits\":$4"
+}
+
+# new_set LABEL AFTER RAIL: waits (bounded) for a new QP set on RAIL.
+new_set() {
+    expect_line "a new QP set on rail $3 ($1)" $WAIT "$E" "$2" '"kind":"set"' "\"rail\":\"$3\""
+}
+
+# port_state DEV: the kernel's word for DEV's port 1 ("ACTIVE", "DOWN").
+port_state() { cut -d' ' -f2 "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null; }
+
+# pull_cable PORT / plug_cable PORT: a bridge port down or up, marked.
+pull_cable() {
+    mark pull "$1"
+    $IP link set "$1" down
+}
+plug_cable() {
+    mark plug "$1"
+    $IP link set "$1" up
+}
+
+# traffic_cleanup: the engine and the reference stopped if still running.
+traffic_cleanup() {
+    for _p in $EPID $APID; do gone "$_p" || kill -KILL "$_p" 2>/dev/null; done
+    out marks marks
+}
+
+# pulls LABEL N: N pulls of rail A's cable, each 2 s from the moment the
+# engine's gate closed; after each plug, wait for the engine's new QP set
+# on A, then 0.3 s of traffic on it. 1 when a wait timed out.
+pulls() {
+    _i=0
+    while [ $_i -lt "$2" ]; do
+        _i=$((_i + 1))
+        _at=$(lines "$E")
+        pull_cable p0
+        gate_line "$1" "$_at" rxe0 false || return 1
+        sleep 2
+        _at=$(lines "$E")
+        plug_cable p0
+        new_set "$1" "$_at" A || return 1
+        sleep 0.3
+    done
+}
+
+# timed_delete DEV: `rdma link delete DEV` in the background, marked when
+# it starts and returns (with its exit status); 1 (and a FAIL) when it is
+# still blocked after 5 s (someone holds DEV open). $DPID: its pid, which
+# lib.sh's cleanup waits for.
+timed_delete() {
+    (
+        mark delete_start "$1"
+        rdma link delete "$1"
+        mark delete_done "$1" $?
+    ) &
+    DPID=$!
+    until_ok 5 gone "$DPID" && DPID= && return 0
+    fail "rdma link delete $1 still blocked after 5 s"
+    return 1
+}
+
+# burst_pull LABEL: a pull of rail A during which the engine moves its idle
+# QPs to SQD (SIGUSR1): their SQ_DRAINED queue on rxe0's async fd ahead of
+# the PORT_ACTIVE; the cable goes back once the burst is done and 2 s have
+# passed. $AT: the engine's output lines at the plug.
+burst_pull() {
+    _at=$(lines "$E")
+    pull_cable p0
+    gate_line "$1" "$_at" rxe0 false || return 1
+    mark burst
+    kill -USR1 "$EPID"
+    expect_line "the burst ($1)" 30 "$E" "$_at" '"kind":"burst"' || return 1
+    sleep 2
+    AT=$(lines "$E")
+    plug_cable p0
+}
