@@ -12,11 +12,11 @@ use clap::{Args, Parser, Subcommand};
 /// `eprintln!` and `println!` that never panic: a line that cannot be
 /// written (stderr or stdout closed, or on a full disk) is dropped; the
 /// exit status still says what happened. Defined before the modules, so
-/// every module's `eprintln!` is this one.
+/// every module's `eprintln!` is this one: under `watch` it goes through
+/// the stderr queue (`railwatch_cli::lineout`), which never blocks.
 macro_rules! eprintln {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        railwatch_cli::lineout::eprint(format_args!($($arg)*));
     }};
 }
 #[allow(unused_macros)] // only `watch` (feature `verbs`) prints this way
@@ -208,6 +208,8 @@ fn init_logging() {
     } else {
         builder.format_timestamp_millis();
     }
+    // Through `lineout` (direct until `watch` installs its queue).
+    builder.target(env_logger::Target::Pipe(Box::new(railwatch_cli::lineout::LogPipe)));
     builder.init();
 }
 
@@ -276,7 +278,11 @@ fn status(_args: StatusArgs) -> ExitCode {
 
 #[cfg(feature = "verbs")]
 fn run_watch(args: WatchArgs, settings: config::Settings) -> ExitCode {
-    watch::run(args, settings)
+    // From here on, stderr (the log, the error lines) never blocks either.
+    railwatch_cli::lineout::install_stderr();
+    let code = watch::run(args, settings);
+    railwatch_cli::lineout::finish_stderr(std::time::Duration::from_millis(300));
+    code
 }
 
 #[cfg(feature = "verbs")]

@@ -95,7 +95,9 @@ impl Watch {
             eprintln!("railwatch: writing the recording failed: {e}");
             self.failed = true;
         }
-        if let Err(e) = self.outputs.printer.summary(&snapshot) {
+        let printed = self.outputs.printer.summary(&snapshot);
+        self.outputs.printer.finish(snapshot.t.0);
+        if let Err(e) = printed {
             return write_failed(&e);
         }
         if self.failed { ExitCode::from(1) } else { ExitCode::SUCCESS }

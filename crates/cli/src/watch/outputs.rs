@@ -118,6 +118,7 @@ impl Outputs {
         address: impl Fn(RailId) -> Option<&'m PortAddress>,
     ) -> io::Result<()> {
         if let Some(m) = &mut self.metrics {
+            let dropped = (self.printer.dropped(), railwatch_cli::lineout::stderr_dropped());
             m.registry.batch(|m| {
                 for note in notes {
                     m.note(names, note);
@@ -125,6 +126,7 @@ impl Outputs {
                 if let Some(snapshot) = snapshot {
                     m.update(snapshot);
                 }
+                m.output_dropped(dropped.0, dropped.1);
             });
         }
         for note in notes {
