@@ -14,7 +14,7 @@ use crate::run::cargo;
 const ATTACKS: [(&str, &str); 4] = [
     ("idle", "1,000 idle connections"),
     ("slowloris", "100 slowloris clients (a byte a second)"),
-    ("neverread", "200 clients that never read (renewed every second)"),
+    ("neverread", "200 clients that never read (each renewed after 1 s)"),
     ("heads", "8 clients sending 1 MiB heads (each every 50 ms)"),
 ];
 
@@ -66,7 +66,7 @@ fn table(get: &dyn Fn(&str) -> Result<f64, String>) -> Result<(String, usize), S
     }
     let _ = writeln!(
         s,
-        "\nTarget: p99 ≤ {P99_BOUND}× the baseline's (the median of 6 pairs of rounds, with and without the attack), no scrape failing."
+        "\nTarget: p99 ≤ {P99_BOUND}× the baseline's (the median of 10 pairs of rounds, with and without the attack), no scrape failing."
     );
     Ok((s, missed))
 }

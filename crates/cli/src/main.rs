@@ -111,8 +111,9 @@ struct WatchArgs {
     /// Print JSON lines instead of the timeline.
     #[arg(long)]
     json: bool,
-    /// Stop after this many milliseconds (default: run until interrupted).
-    #[arg(long, value_name = "MS")]
+    /// Stop after this many milliseconds (default: run until interrupted;
+    /// 0 to 31536000000, a year).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=MAX_FOR_MS))]
     for_ms: Option<u64>,
     /// Recovery tick period in milliseconds (default 1000; 1 ms to one
     /// week, checked with the other settings).
@@ -152,6 +153,10 @@ struct WatchArgs {
 
 /// `--record FILE` and `--record-anonymize`, alike for `simulate` and
 /// `watch` (docs/RECORDING.md).
+/// The longest `watch --for-ms`: a year (a deadline past what a clock can
+/// hold would end the process).
+const MAX_FOR_MS: u64 = 365 * 24 * 3600 * 1000;
+
 #[derive(Args, Debug)]
 struct RecordArgs {
     /// Record what the devices say as a scenario file that `railwatch
