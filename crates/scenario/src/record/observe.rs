@@ -167,7 +167,7 @@ impl Recorder {
         if matches!(fault, Fault::Remove) {
             d.removed = true;
         }
-        let at = self.timeline.fault_time(device, t);
+        let at = self.timeline.fault_time(t);
         let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
         if wake {
             self.comment(at, "a read failed: the event of the next step only wakes the reader (never read)".into());
@@ -285,11 +285,13 @@ impl Recorder {
                 if self.read_error_was_removal(t, device) {
                     return;
                 }
-                // A live device whose query failed (the kernel's ENODEV
-                // after its netdev went): the machine reads it as "not
-                // ACTIVE", and so will the replay.
-                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as down", e.0));
-                PortState::Down
+                // A query that fails (the kernel's ENODEV after the netdev
+                // went, a poll-only device removed): the machine takes the
+                // device for gone, and so will the replay, whose query at
+                // the same moment fails.
+                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as a removal", e.0));
+                self.fault_at(device, t, Fault::Remove);
+                return;
             }
         };
         let Some(p) = self.live(device).and_then(|d| d.port(port)) else { return };

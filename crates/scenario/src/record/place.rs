@@ -15,9 +15,9 @@
 //!   replay re-opens at its own time (the backoff's jitter is drawn anew),
 //!   maybe earlier than the live one, and must see it too.
 //! - **A fault after the events of its drain.** A read error or a hang-up
-//!   noticed in the drain that read events at the same instant goes 1 ms
-//!   after them (in their step it would come first and drop or block
-//!   them).
+//!   noticed in the drain that read events at the same instant goes at
+//!   the same time, after them: the replay reads what its devices queued
+//!   before a fault step of the same instant first.
 //! - **Never before what is written.** Steps are written once no later
 //!   observation can be placed before them ([`SLACK_MS`] behind the
 //!   clock); from then on, nothing is placed before that floor.
@@ -160,13 +160,12 @@ impl Timeline {
         }
     }
 
-    /// Where a fault on `device` noticed at `t` goes: after the events its
-    /// drain read in the same instant, never before what is written.
-    pub(super) fn fault_time(&self, device: u32, t: u64) -> u64 {
-        let after_events = self.pending.iter().any(|(at, e)| {
-            *at == t && matches!(e, Entry::Step { device: d, change: Change::Event(_) } if *d == device)
-        });
-        if after_events { t + 1 } else { t }
+    /// Where a fault on `device` noticed at `t` goes: at `t`, after the
+    /// events its drain read in the same instant (placed before it; the
+    /// replay reads what was queued before a fault step first), never
+    /// before what is written.
+    pub(super) fn fault_time(&self, t: u64) -> u64 {
+        t.max(self.floor)
     }
 
     /// Places a step at `at`.
@@ -279,7 +278,7 @@ mod tests {
         tl.push(300, 0, Change::Event(StepEvent { event: ev, repeat: 1 }));
         assert!(tl.repeat_burst(300, 0, ev));
         assert!(!tl.repeat_burst(301, 0, ev));
-        assert_eq!((tl.fault_time(0, 300), tl.fault_time(1, 300), tl.fault_time(0, 299)), (301, 300, 299));
+        assert_eq!((tl.fault_time(300), tl.fault_time(299)), (300, 299));
         tl.push(301, 0, Change::Fault { fault: Fault::Eio, wake: true });
         assert!(!tl.read_error_to_removal(0, 302), "placed before the query that failed");
         assert!(tl.read_error_to_removal(0, 301));
