@@ -175,7 +175,7 @@ impl Recorder {
         let t = now.0;
         match what {
             Observed::Attached { device, name, ports } => self.attached(t, device, name, ports),
-            Observed::Removed { device } => self.fault_at(device, t, Fault::Unplug),
+            Observed::Removed { device } => self.removed(t, device),
             // A scenario has no way to say a device would not open: the
             // replay's plug opens it (the attach that follows is recorded).
             Observed::OpenFailed { .. } => {}

@@ -107,8 +107,11 @@ impl Recorder {
     pub(super) fn attached(&mut self, t: u64, device: u32, name: &str, ports: &[u8]) {
         let idx = device as usize;
         if idx < self.devices.len() {
-            // The same name came back (it had left the host's list).
-            self.devices[idx].removed = false;
+            // The same name came back (it had left the host's list): what
+            // its first queries see changed while it was away.
+            let d = &mut self.devices[idx];
+            d.removed = false;
+            d.reopened_at = Some(t);
             self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
             return;
         }
@@ -182,13 +185,33 @@ impl Recorder {
         if !self.timeline.read_error_to_removal(device, t) {
             return false;
         }
+        self.closed(device, t);
         if let Some(d) = self.live(device) {
             d.removed = true;
         }
         true
     }
 
+    /// The device closed at `t` (a `DEVICE_FATAL`, a hang-up, a failed
+    /// query, or it left the host's list), unless it was closed already:
+    /// what its first queries once it is back saw changed after this.
+    fn closed(&mut self, device: u32, t: u64) {
+        if let Some(d) = self.live(device) {
+            let open = d.closed_at.is_none_or(|c| d.reopened_at.is_some_and(|r| r >= c));
+            if open {
+                d.closed_at = Some(t);
+            }
+        }
+    }
+
+    /// The device left the host's list.
+    pub(super) fn removed(&mut self, t: u64, device: u32) {
+        self.closed(device, t);
+        self.fault_at(device, t, Fault::Unplug);
+    }
+
     pub(super) fn hung_up(&mut self, t: u64, device: u32) {
+        self.closed(device, t);
         if !self.read_error_was_removal(t, device) {
             self.fault_at(device, t, Fault::Remove);
         }
@@ -224,9 +247,11 @@ impl Recorder {
     }
 
     pub(super) fn event(&mut self, t: u64, device: u32, event: AsyncEvent) {
-        let Some(d) = self.live(device) else { return };
+        if self.live(device).is_none() {
+            return;
+        }
         if event.kind() == EventKind::DeviceFatal {
-            d.closed_at = Some(t);
+            self.closed(device, t);
         }
         self.events += 1;
         if self.events > MAX_TOTAL_EVENTS {
@@ -290,6 +315,7 @@ impl Recorder {
                 // device for gone, and so will the replay, whose query at
                 // the same moment fails.
                 self.comment(t, format!("port {port}: the query failed with errno {}, replayed as a removal", e.0));
+                self.closed(device, t);
                 self.fault_at(device, t, Fault::Remove);
                 return;
             }

@@ -147,14 +147,16 @@ impl Timeline {
     }
 
     /// Where a change a query saw at `t` goes, the port asked last at
-    /// `previous`, its device last closed by a `DEVICE_FATAL` and opened
-    /// again at `reopen` (`(closed, reopened)`): as
+    /// `previous`, its device last closed (a `DEVICE_FATAL`, or it left
+    /// the host's list) and opened again at `reopen` (`(closed, reopened)`): as
     /// [`placed`](Self::placed), unless this is the port's first query since
     /// that re-open; then just after the close.
     pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
         match reopen {
-            Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
-                self.placed_after(previous, closed.saturating_add(1), t)
+            // The queries at the re-open's instant (the attach reads the
+            // state, then the link) are all its first.
+            Some((closed, reopened)) if closed < reopened && (t == reopened || previous.is_none_or(|p| p < reopened)) => {
+                self.placed_after(previous.filter(|p| *p <= closed), closed.saturating_add(1), t)
             }
             _ => self.placed(previous, t),
         }
