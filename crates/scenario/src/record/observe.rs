@@ -32,6 +32,18 @@ pub(super) struct PortView {
     /// The flap counters as last read (`None`: never read, or unreadable).
     counters: Option<PortCounters>,
     last_counters: Option<u64>,
+    /// What the first answers said: the declaration (what the replay's
+    /// device starts with), whatever changed before it was written.
+    first: PortFirst,
+}
+
+/// A port's first answers, as declared.
+#[derive(Debug, Default)]
+struct PortFirst {
+    state: Option<PortState>,
+    link: Option<LinkAttrs>,
+    gids: Option<BTreeMap<u32, [u8; 16]>>,
+    counters: Option<PortCounters>,
 }
 
 /// One device as the replay's simulator will have it.
@@ -68,19 +80,19 @@ impl DeviceView {
             .iter()
             .map(|p| {
                 let default = PortSpec::active(p.port);
-                PortSpec::new(p.port, p.state.unwrap_or(default.state), p.link.unwrap_or(default.link))
+                PortSpec::new(p.port, p.first.state.unwrap_or(default.state), p.first.link.unwrap_or(default.link))
             })
             .collect();
         let gids = (self.reads_addresses == Some(true)).then(|| {
             self.ports
                 .iter()
                 .flat_map(|p| {
-                    p.gids.iter().flatten().map(|(&index, &raw)| GidChange { port: p.port, index, gid: Some(raw) })
+                    p.first.gids.iter().flatten().map(|(&index, &raw)| GidChange { port: p.port, index, gid: Some(raw) })
                 })
                 .collect()
         });
         let counters =
-            self.ports.iter().filter_map(|p| Some(CountersChange { port: p.port, counters: p.counters? })).collect();
+            self.ports.iter().filter_map(|p| Some(CountersChange { port: p.port, counters: p.first.counters? })).collect();
         DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present, counters }
     }
 }
@@ -322,7 +334,10 @@ impl Recorder {
         };
         let Some(p) = self.live(device).and_then(|d| d.port(port)) else { return };
         match p.state {
-            None if !declared => p.state = Some(state),
+            None if !declared => {
+                p.state = Some(state);
+                p.first.state = Some(state);
+            }
             Some(known) if known == state => {}
             _ => {
                 p.state = Some(state);
@@ -343,7 +358,10 @@ impl Recorder {
         // without counters, or keeps the last it had).
         let Ok(counters) = answer else { return };
         match p.counters {
-            None if !declared => p.counters = Some(counters),
+            None if !declared => {
+                p.counters = Some(counters);
+                p.first.counters = Some(counters);
+            }
             Some(known) if known == counters => {}
             _ => {
                 p.counters = Some(counters);
@@ -377,7 +395,10 @@ impl Recorder {
                 && a.effective_100mbps == b.effective_100mbps
         };
         match &p.link {
-            None if !declared => p.link = Some(link),
+            None if !declared => {
+                p.link = Some(link);
+                p.first.link = Some(link);
+            }
             Some(known) if same(known, &link) => {}
             _ => {
                 p.link = Some(link);
@@ -433,6 +454,7 @@ impl Recorder {
         let Some(p) = d.port(port) else { return };
         let Some(known) = p.gids.as_ref() else {
             if !declared {
+                p.first.gids = Some(table.clone());
                 p.gids = Some(table);
             }
             return;
