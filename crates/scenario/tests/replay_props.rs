@@ -34,6 +34,13 @@ fn random_scenarios_replay_from_their_recordings() {
             .unwrap_or_else(|e| panic!("seed {seed}: the generator wrote an invalid scenario: {e}\n{text}"));
         let (live, path) = record(&sc, dir.path());
         let replayed = replay(&path);
+        if std::env::var_os("RAILWATCH_REPLAY_DUMP").is_some() {
+            for (name, list) in [("live", &live), ("replayed", &replayed)] {
+                for tr in list.iter() {
+                    eprintln!("{name}: {:>6} {}", tr.t, tr.what);
+                }
+            }
+        }
         if let Some(diff) = common::differ(&live, &replayed) {
             let recording = std::fs::read_to_string(&path).unwrap();
             failures.push(format!("seed {seed}: {diff}\n--- scenario\n{text}\n--- recording\n{recording}"));

@@ -35,6 +35,8 @@ pub(super) struct PortView {
     /// What the first answers said: the declaration (what the replay's
     /// device starts with), whatever changed before it was written.
     first: PortFirst,
+    /// When a `PORT_ERR` for the port was read since its last query.
+    err_at: Option<u64>,
 }
 
 /// A port's first answers, as declared.
@@ -287,6 +289,11 @@ impl Recorder {
             (_, _) => Element::Object(ObjectHandle(0)),
         };
         let event = AsyncEvent { code: event.code, element };
+        if let (EventKind::PortErr, Element::Port(p)) = (event.kind(), element) {
+            if let Some(port) = u8::try_from(p).ok().and_then(|p| self.live(device)?.port(p)) {
+                port.err_at.get_or_insert(t);
+            }
+        }
         // A burst of the same event in one instant: one step, `repeat`.
         if self.timeline.repeat_burst(t, device, event) {
             return;
@@ -333,6 +340,7 @@ impl Recorder {
             }
         };
         let Some(p) = self.live(device).and_then(|d| d.port(port)) else { return };
+        let err_at = p.err_at.take();
         match p.state {
             None if !declared => {
                 p.state = Some(state);
@@ -341,7 +349,14 @@ impl Recorder {
             Some(known) if known == state => {}
             _ => {
                 p.state = Some(state);
-                let at = self.placed_for(device, previous, t);
+                // A port read not ACTIVE after a PORT_ERR for it went down
+                // by the time the event was read: the replay's port goes
+                // down with it, whatever the replay asks in between (no
+                // query followed the event live).
+                let at = match err_at {
+                    Some(e) if state != PortState::Active => e.max(self.timeline.floor()),
+                    _ => self.placed_for(device, previous, t),
+                };
                 self.push_step(at, device, Change::PortState(PortStateChange { port, state }));
             }
         }

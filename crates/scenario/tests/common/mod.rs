@@ -74,7 +74,13 @@ pub fn record(sc: &Scenario, dir: &Path) -> (Vec<Transition>, PathBuf) {
     let recorder = Arc::new(Mutex::new(Recorder::create(&path, &options(sc)).unwrap()));
     let observer: railwatch_runtime::Observer = {
         let r = recorder.clone();
-        Box::new(move |now: Millis, what: railwatch_runtime::Observed<'_>| r.lock().unwrap().observe(now, what))
+        let dump = std::env::var_os("RAILWATCH_REPLAY_DUMP").is_some();
+        Box::new(move |now: Millis, what: railwatch_runtime::Observed<'_>| {
+            if dump {
+                eprintln!("observed {:>6} {what:?}", now.0);
+            }
+            r.lock().unwrap().observe(now, what)
+        })
     };
     let mut live = Collector::default();
     let mut last_flush = None;
@@ -104,7 +110,13 @@ pub fn replay(path: &Path) -> Vec<Transition> {
         }
     };
     let mut replayed = Collector::default();
-    let summary = driver::run(&sc, &RunOptions::default(), |names, record| replayed.take(names, &record)).unwrap();
+    let observer: Option<railwatch_runtime::Observer> = std::env::var_os("RAILWATCH_REPLAY_DUMP").map(|_| {
+        Box::new(|now: Millis, what: railwatch_runtime::Observed<'_>| eprintln!("replay-observed {:>6} {what:?}", now.0))
+            as railwatch_runtime::Observer
+    });
+    let summary =
+        driver::run_observed(&sc, &RunOptions::default(), observer, |names, record| replayed.take(names, &record))
+            .unwrap();
     for e in summary.expectations.iter().filter(|e| !e.passed) {
         replayed.out.push(Transition {
             t: e.at_ms,
