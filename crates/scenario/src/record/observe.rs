@@ -28,7 +28,12 @@ pub(super) struct PortView {
     gids: Option<BTreeMap<u32, [u8; 16]>>,
     /// The distinct non-GID parts of the address seen, in order.
     others: Vec<u64>,
+    /// When the port's state, link and address were last read (each its
+    /// own: an attach reads all three in one instant, and each is the
+    /// first since the re-open).
     last_query: Option<u64>,
+    last_link: Option<u64>,
+    last_address: Option<u64>,
     /// The flap counters as last read (`None`: never read, or unreadable).
     counters: Option<PortCounters>,
     last_counters: Option<u64>,
@@ -402,7 +407,7 @@ impl Recorder {
         let Some(d) = self.live(device) else { return };
         let declared = d.declared;
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_query.replace(t);
+        let previous = p.last_link.replace(t);
         let Ok(link) = answer else { return };
         let same = |a: &LinkAttrs, b: &LinkAttrs| {
             a.speed_code() == b.speed_code()
@@ -446,7 +451,7 @@ impl Recorder {
         let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
         let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_query.replace(t);
+        let previous = p.last_address.replace(t);
         let other = match p.others.iter().position(|&o| o == rest) {
             Some(i) => i,
             None => {

@@ -153,9 +153,7 @@ impl Timeline {
     /// that re-open; then just after the close.
     pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
         match reopen {
-            // The queries at the re-open's instant (the attach reads the
-            // state, then the link) are all its first.
-            Some((closed, reopened)) if closed < reopened && (t == reopened || previous.is_none_or(|p| p < reopened)) => {
+            Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
                 self.placed_after(previous.filter(|p| *p <= closed), closed.saturating_add(1), t)
             }
             _ => self.placed(previous, t),
