@@ -96,6 +96,12 @@ impl Recording {
         Ok(Recording { inner: Arc::new(Mutex::new(recorder)), disk: Arc::new(Mutex::new(disk)) })
     }
 
+    /// The monitor runs on a virtual clock (`simulate --record`): changes
+    /// are placed at the query that saw them.
+    pub fn on_virtual_time(&self) {
+        self.lock().on_virtual_time();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorder> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }

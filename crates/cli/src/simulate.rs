@@ -79,7 +79,12 @@ impl Outputs {
                 let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
                 let by = "railwatch simulate --record";
                 match Recording::create(path, &config, args.rec.record_anonymize, by, description) {
-                    Ok(r) => Some(r),
+                    Ok(r) => {
+                        if !args.realtime {
+                            r.on_virtual_time();
+                        }
+                        Some(r)
+                    }
                     Err(e) => return Err(refuse(format_args!("cannot write the recording {}: {e}", path.display()))),
                 }
             }

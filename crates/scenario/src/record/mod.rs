@@ -150,6 +150,13 @@ impl Recorder {
         })
     }
 
+    /// The monitor runs on a virtual clock (`simulate --record`): its
+    /// queries are never late, so each change is placed at the query that
+    /// saw it (docs/RECORDING.md, "When a change is placed").
+    pub fn on_virtual_time(&mut self) {
+        self.timeline.set_on_time();
+    }
+
     /// A second handle on the file, to sync it to disk without holding
     /// the recorder (the monitor's observer waits on it).
     pub fn file_handle(&self) -> io::Result<File> {
@@ -214,7 +221,7 @@ impl Recorder {
         if !self.file.flush_due(now.0, first) {
             return Ok(false);
         }
-        self.write_out(now.0, now.0.saturating_sub(SLACK_MS)).map(|()| true)
+        self.write_out(now.0, now.0.saturating_sub(self.timeline.slack())).map(|()| true)
     }
 
     /// Writes everything left and an `[[expect]]` per recorded rail with

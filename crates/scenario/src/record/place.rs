@@ -9,6 +9,9 @@
 //!   asked at `p`. The change happened in between, and the replay must see
 //!   it at its own query. So the step is placed at `max(p + 1, t -
 //!   SLACK_MS)`: after the replay's previous query, no later than its next.
+//!   On a virtual clock (`simulate --record`) queries are never late, and
+//!   which ticks run depends on when steps come (idle ticks are skipped):
+//!   the step goes at `t` itself, where the replay asks too.
 //! - **After a re-open.** The first query of a port after its device was
 //!   opened again following a `DEVICE_FATAL` saw what changed while the
 //!   device was closed: the step goes just after the close, since the
@@ -127,6 +130,9 @@ pub(super) struct Timeline {
     pending: Vec<(u64, Entry)>,
     /// Nothing from now on is placed before this.
     floor: u64,
+    /// The monitor's queries are on time (a virtual clock): a change is
+    /// placed at the query that saw it, no slack.
+    on_time: bool,
 }
 
 impl Timeline {
@@ -135,9 +141,19 @@ impl Timeline {
         self.floor
     }
 
-    /// `max(previous + 1, t - SLACK_MS)`, never before what is written.
+    /// The slack: [`SLACK_MS`], or none on a virtual clock.
+    pub(super) fn slack(&self) -> u64 {
+        if self.on_time { 0 } else { SLACK_MS }
+    }
+
+    /// From now on, queries are on time (see [`Timeline::slack`]).
+    pub(super) fn set_on_time(&mut self) {
+        self.on_time = true;
+    }
+
+    /// `max(previous + 1, t - slack)`, never before what is written.
     pub(super) fn placed(&self, previous: Option<u64>, t: u64) -> u64 {
-        self.placed_after(previous, t.saturating_sub(SLACK_MS), t)
+        self.placed_after(previous, t.saturating_sub(self.slack()), t)
     }
 
     /// `max(previous + 1, earliest)`, at most `t`, never before what is

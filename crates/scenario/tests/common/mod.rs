@@ -71,7 +71,10 @@ fn options(sc: &Scenario) -> RecordOptions {
 /// the recording's path.
 pub fn record(sc: &Scenario, dir: &Path) -> (Vec<Transition>, PathBuf) {
     let path = dir.join(format!("{}.recorded.toml", sc.name));
-    let recorder = Arc::new(Mutex::new(Recorder::create(&path, &options(sc)).unwrap()));
+    let mut recorder = Recorder::create(&path, &options(sc)).unwrap();
+    // As `simulate --record` records.
+    recorder.on_virtual_time();
+    let recorder = Arc::new(Mutex::new(recorder));
     let observer: railwatch_runtime::Observer = {
         let r = recorder.clone();
         let dump = std::env::var_os("RAILWATCH_REPLAY_DUMP").is_some();
