@@ -55,3 +55,18 @@ fn random_scenarios_replay_from_their_recordings() {
         failures[0]
     );
 }
+
+/// `RAILWATCH_REPLAY_WRITE=DIR`: writes the scenario of each seed in
+/// `RAILWATCH_REPLAY_SEEDS` (comma-separated) to `DIR/seed-N.toml`.
+#[test]
+fn write_seeds_when_asked() {
+    let (Some(dir), Some(seeds)) =
+        (std::env::var_os("RAILWATCH_REPLAY_WRITE"), std::env::var("RAILWATCH_REPLAY_SEEDS").ok())
+    else {
+        return;
+    };
+    for seed in seeds.split(',').filter_map(|s| s.trim().parse::<u64>().ok()) {
+        std::fs::write(std::path::Path::new(&dir).join(format!("seed-{seed}.toml")), Gen::new(seed).scenario())
+            .unwrap();
+    }
+}

@@ -94,12 +94,19 @@ impl DeviceView {
             self.ports
                 .iter()
                 .flat_map(|p| {
-                    p.first.gids.iter().flatten().map(|(&index, &raw)| GidChange { port: p.port, index, gid: Some(raw) })
+                    p.first.gids.iter().flatten().map(|(&index, &raw)| GidChange {
+                        port: p.port,
+                        index,
+                        gid: Some(raw),
+                    })
                 })
                 .collect()
         });
-        let counters =
-            self.ports.iter().filter_map(|p| Some(CountersChange { port: p.port, counters: p.first.counters? })).collect();
+        let counters = self
+            .ports
+            .iter()
+            .filter_map(|p| Some(CountersChange { port: p.port, counters: p.first.counters? }))
+            .collect();
         DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present, counters }
     }
 }

@@ -114,8 +114,9 @@ pub fn replay(path: &Path) -> Vec<Transition> {
     };
     let mut replayed = Collector::default();
     let observer: Option<railwatch_runtime::Observer> = std::env::var_os("RAILWATCH_REPLAY_DUMP").map(|_| {
-        Box::new(|now: Millis, what: railwatch_runtime::Observed<'_>| eprintln!("replay-observed {:>6} {what:?}", now.0))
-            as railwatch_runtime::Observer
+        Box::new(|now: Millis, what: railwatch_runtime::Observed<'_>| {
+            eprintln!("replay-observed {:>6} {what:?}", now.0)
+        }) as railwatch_runtime::Observer
     });
     let summary =
         driver::run_observed(&sc, &RunOptions::default(), observer, |names, record| replayed.take(names, &record))
