@@ -111,6 +111,10 @@ struct WatchArgs {
     /// Print JSON lines instead of the timeline.
     #[arg(long)]
     json: bool,
+    /// With no RDMA device at start, exit (0, "no RDMA devices found")
+    /// instead of waiting for one to appear.
+    #[arg(long)]
+    exit_without_devices: bool,
     /// Stop after this many milliseconds (default: run until interrupted;
     /// 0 to 31536000000, a year).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=MAX_FOR_MS))]

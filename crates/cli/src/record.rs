@@ -96,6 +96,12 @@ impl Recording {
         Ok(Recording { inner: Arc::new(Mutex::new(recorder)), disk: Arc::new(Mutex::new(disk)) })
     }
 
+    /// The host's devices at the start are attached (see
+    /// [`Recorder::started`]).
+    pub fn started(&self) {
+        self.lock().started();
+    }
+
     /// The monitor runs on a virtual clock (`simulate --record`): changes
     /// are placed at the query that saw them.
     pub fn on_virtual_time(&self) {

@@ -495,3 +495,23 @@ fn a_change_seen_after_a_reopen_is_placed_just_after_the_close() {
         std::fs::read_to_string(&path).unwrap()
     );
 }
+
+/// `watch` with no device at the start, one appearing before the first
+/// flush: declared absent at the start and plugged in when it came (it was
+/// declared present from 0).
+#[test]
+fn a_device_appearing_before_the_first_flush_is_not_present_from_the_start() {
+    use railwatch_core::PortState;
+    use railwatch_runtime::Observed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.toml");
+    let sc = Scenario::parse("duration_ms = 1\n", "x").unwrap();
+    let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
+    r.started();
+    r.observe(Millis(30), Observed::Attached { device: 0, name: "rxe0", ports: &[1] });
+    r.observe(Millis(30), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    r.finish(Millis(100), &no_rails(100)).unwrap();
+    let rec = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!rec.devices[0].present, "{}", std::fs::read_to_string(&path).unwrap());
+    assert!(rec.steps.iter().any(|s| s.at_ms == 30 && s.fault == Some(railwatch_scenario::scenario::Fault::Plug)));
+}

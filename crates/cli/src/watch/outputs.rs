@@ -89,6 +89,9 @@ fn availability(snapshot: &Snapshot) -> String {
         total += 1;
         available += usize::from(r.available);
     }
+    if snapshot.rails.is_empty() {
+        return "0 rails, waiting for devices".to_owned();
+    }
     rails_status(available, total)
 }
 

@@ -91,7 +91,9 @@ impl Printer {
     pub fn header(&mut self, watched: &[String], tick_ms: u64, for_ms: Option<u64>) {
         if let Style::Human { .. } = self.style {
             let until = for_ms.map_or_else(|| "until Ctrl-C".to_string(), |ms| format!("for {ms} ms"));
-            let line = format!("watching {}; recovery tick {tick_ms} ms; {until}\n", watched.join(", "));
+            let what =
+                if watched.is_empty() { "no device yet (waiting for one)".to_owned() } else { watched.join(", ") };
+            let line = format!("watching {what}; recovery tick {tick_ms} ms; {until}\n");
             let _ = self.send(0, line.into_bytes());
         }
     }

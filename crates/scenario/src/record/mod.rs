@@ -102,6 +102,8 @@ pub struct Recorder {
     timeline: Timeline,
     /// A flush happened: the start is over.
     flushed: bool,
+    /// The host's devices at the start are all attached ([`Recorder::started`]).
+    started: bool,
     events: u64,
     stopped: Option<String>,
     anonymize: bool,
@@ -142,12 +144,20 @@ impl Recorder {
             devices: Vec::new(),
             timeline: Timeline::default(),
             flushed: false,
+            started: false,
             events: 0,
             stopped: None,
             anonymize: opts.anonymize,
             gid_names: HashMap::new(),
             objects: HashMap::new(),
         })
+    }
+
+    /// The devices the host had at the start are attached: any attached
+    /// from now on appeared later (declared `present = false`, plugged in
+    /// when it came), even before the first flush.
+    pub fn started(&mut self) {
+        self.started = true;
     }
 
     /// The monitor runs on a virtual clock (`simulate --record`): its

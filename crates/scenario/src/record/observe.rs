@@ -151,7 +151,7 @@ impl Recorder {
         // start (`present = false`) and plugged in when it appeared.
         // Before the first flush is the start: the monitor attaches the
         // host's devices before its first wait.
-        let present = !self.flushed;
+        let present = !self.flushed && !self.started;
         let shown = if self.anonymize { format!("dev{idx}") } else { name.to_owned() };
         self.devices.push(DeviceView {
             name: shown,

@@ -398,9 +398,8 @@ fn setting_error(cx: &Ctx<'_>, e: SettingError) -> ScenarioError {
 }
 
 fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl>> {
-    if raw.is_empty() {
-        return Err(ScenarioError::new(cx.file, Some(1), "no devices: declare at least one [[device]]"));
-    }
+    // No device at all is a host with none (a recording of one that never
+    // had a device): nothing happens, and that replays.
     if raw.len() > MAX_DEVICES {
         let span = raw[MAX_DEVICES].span();
         return Err(cx.err(span, format!("more than {MAX_DEVICES} devices")));
