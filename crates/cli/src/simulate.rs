@@ -23,7 +23,11 @@ fn load(args: &SimulateArgs) -> Result<Scenario, String> {
     let name = args.builtin.as_deref().unwrap_or(builtin::DEFAULT);
     let Some(b) = builtin::find(name) else {
         let names: Vec<&str> = builtin::BUILTINS.iter().map(|b| b.name).collect();
-        return Err(format!("no built-in scenario called {name:?}; there are: {}", names.join(", ")));
+        return Err(format!(
+            "no built-in scenario called {}; there are: {}",
+            railwatch_core::shown_name(name),
+            names.join(", ")
+        ));
     };
     Scenario::parse(b.text, &format!("builtin:{}", b.name)).map_err(|e| e.to_string())
 }

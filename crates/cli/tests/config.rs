@@ -633,3 +633,25 @@ mod with_verbs {
         assert!(stdout.contains("valid; effective settings"), "{stdout}");
     }
 }
+
+/// An 8 MiB device name with ESC and BEL in it (in the file or a flag):
+/// the error line is short and has no raw control character.
+#[test]
+fn an_error_line_is_bounded_and_escaped() {
+    let huge = format!("\u{1b}[31m\u{7}{}", "a".repeat(8 << 20));
+    let f =
+        config_file(&format!("include = [\"{}\"]\n", huge.replace('\u{1b}', "\\u001b").replace('\u{7}', "\\u0007")));
+    let (out, _, stderr) = check(&["--config", path_of(&f)]);
+    assert_eq!(out.status.code(), Some(1), "{}", &stderr[..stderr.len().min(300)]);
+    let (out2, _, flag_err) = check(&["--include", &huge[..4096]]);
+    assert_eq!(out2.status.code(), Some(1));
+    for err in [&stderr, &flag_err] {
+        assert!(err.len() < 2048, "{} bytes: {}", err.len(), &err[..300]);
+        assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err}");
+        assert!(err.contains("invalid device name \"\\u{1b}[31m\\u{7}aaa"), "{err}");
+    }
+    // A [[damping]] array of tables names its key.
+    let f = config_file("[[damping]]\nhalf_life_ms = 3\n");
+    let (_, _, stderr) = check(&["--config", path_of(&f)]);
+    assert!(stderr.contains(":1: damping: must be a table (or false to turn it off), not an array"), "{stderr}");
+}

@@ -30,7 +30,7 @@ fn choose(args: &WatchArgs, filter: &DeviceFilter) -> Result<Vec<String>, ExitCo
         if !present.contains(wanted) {
             let found =
                 if present.is_empty() { NO_DEVICES.to_string() } else { format!("found: {}", present.join(", ")) };
-            eprintln!("railwatch: no RDMA device called {wanted:?} ({found})");
+            eprintln!("railwatch: no RDMA device called {} ({found})", railwatch_core::shown_name(wanted));
             return Err(ExitCode::from(2));
         }
     }

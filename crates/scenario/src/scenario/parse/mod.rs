@@ -414,7 +414,9 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
         let d = d.get_ref();
         let name = d.name.get_ref();
         if let Some(why) = railwatch_core::device_name_problem(name) {
-            return Err(cx.err(d.name.span(), format!("invalid device name {name:?}: {why}")));
+            return Err(
+                cx.err(d.name.span(), format!("invalid device name {}: {why}", railwatch_core::shown_name(name)))
+            );
         }
         if let Some(&first) = seen.get(name.as_str()) {
             return Err(cx.err(
