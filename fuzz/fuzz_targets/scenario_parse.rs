@@ -28,7 +28,8 @@ fn without_lines(s: &Scenario) -> Scenario {
 }
 
 fn check_accepted(text: &str, sc: &Scenario) {
-    assert!(sc.tick_ms >= 1 && sc.duration_ms >= 1);
+    assert!(sc.config.machine.tick_ms >= 1 && sc.duration_ms >= 1);
+    assert!(sc.config.validate().is_ok(), "an accepted scenario has valid settings");
     assert!(!sc.devices.is_empty());
     assert!(!sc.name.trim().is_empty());
     for d in &sc.devices {

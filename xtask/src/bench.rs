@@ -384,6 +384,32 @@ fn scale_rows(get: Get<'_>, rows: &mut Vec<Row>) -> Result<(), String> {
         get("machine_monitor_ratio")?,
         Goal::Info,
     ));
+    rows.push(ratio_row(
+        "12",
+        "a transfer report (one line: successes through a peer) through Machine::handle_transfers vs a counted COMM_EST through Machine::handle_event, per call",
+        get("transfers_report_ns")?,
+        get("transfers_comm_est_ns")?,
+        get("transfers_report_ratio")?,
+        Goal::AtMost(1.2),
+    ));
+    rows.push(ratio_row(
+        "12",
+        "  (context) a mixed report of 4 lines (successes through 2 peers, a peer's refusal, a flush) vs the same COMM_EST",
+        get("transfers_report4_ns")?,
+        get("transfers_comm_est_ns")?,
+        get("transfers_report4_ratio")?,
+        Goal::Info,
+    ));
+    let allocs = get("allocs_per_transfer_report")?;
+    rows.push(Row {
+        target: "12",
+        what: "heap allocations per transfer report after warm-up".into(),
+        value: format!("{allocs}"),
+        baseline: "—".into(),
+        ratio: "—".into(),
+        goal: "0".into(),
+        pass: Some(allocs == 0.0),
+    });
     Ok(())
 }
 

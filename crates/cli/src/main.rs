@@ -85,6 +85,21 @@ struct SimulateArgs {
     /// its state over time, the events and the summary.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
+    /// Also write the metrics a Prometheus server would have scraped during
+    /// the run, sampled in virtual time, as promtool's `input_series`: a
+    /// test file for `promtool test rules` (docs/METRICS.md, "Alerts and
+    /// dashboards").
+    #[arg(long, value_name = "FILE")]
+    metrics_series: Option<std::path::PathBuf>,
+    /// How often that scraper scrapes (`15s`, `500ms`, `1m`).
+    #[arg(long, value_name = "INTERVAL", default_value = "15s", requires = "metrics_series",
+          value_parser = railwatch_cli::metrics::series::parse_interval)]
+    scrape_interval: u64,
+    /// Run to this virtual time instead of the scenario's `duration_ms`
+    /// (only longer: the state its last step left holds), so a short
+    /// recording's aftermath reaches alerts that wait minutes.
+    #[arg(long, value_name = "MS")]
+    duration_ms: Option<u64>,
     #[command(flatten)]
     rec: RecordArgs,
 }

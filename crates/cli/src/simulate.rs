@@ -1,7 +1,9 @@
 //! `railwatch simulate`: load a scenario, refuse it whole if it is bad, run
 //! the real monitor against simulated devices, check its expectations; with
 //! `--html FILE`, also write the run as one page (crates/report), with
-//! `--record FILE` as a recording (docs/RECORDING.md).
+//! `--record FILE` as a recording (docs/RECORDING.md), with
+//! `--metrics-series FILE` as the metrics a scraper would have stored
+//! (docs/METRICS.md).
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -9,11 +11,12 @@ use std::process::ExitCode;
 use railwatch_core::Millis;
 use railwatch_report::Timeline;
 use railwatch_runtime::lines::{ExpectResult, Line, Names, Record};
-use railwatch_scenario::driver::{self, RunOptions, RunSummary};
+use railwatch_scenario::driver::{self, RunOptions, RunSummary, SimMonitor, Sink};
 use railwatch_scenario::scenario::Scenario;
 
 use crate::output::{self, Style};
 use crate::{SimulateArgs, builtin, use_color};
+use railwatch_cli::metrics::{Series, SeriesError};
 use railwatch_cli::record::Recording;
 
 fn load(args: &SimulateArgs) -> Result<Scenario, String> {
@@ -52,6 +55,23 @@ struct Outputs {
     recording: Option<Recording>,
     recording_failed: Option<io::Error>,
     flushed_at: Option<Millis>,
+    /// Only with --metrics-series: the scrapes so far.
+    series: Option<Series>,
+    series_failed: Option<SeriesError>,
+}
+
+/// The series of `--metrics-series`, checked before the run: the file
+/// writable, the scrapes within their bound.
+fn start_series(args: &SimulateArgs, scenario: &Scenario, opts: &RunOptions) -> Result<Option<Series>, ExitCode> {
+    let Some(path) = &args.metrics_series else { return Ok(None) };
+    if let Err(e) = railwatch_cli::outfile::writable(path) {
+        return Err(refuse(format_args!("cannot write the metrics series {}: {e}", path.display())));
+    }
+    let end = driver::end_ms(scenario, opts);
+    match Series::new(env!("CARGO_PKG_VERSION"), &scenario.name, args.scrape_interval, end) {
+        Ok(series) => Ok(Some(series)),
+        Err(e) => Err(refuse(format_args!("--metrics-series {}: {e}", path.display()))),
+    }
 }
 
 impl Outputs {
@@ -69,13 +89,15 @@ impl Outputs {
                 return Err(refuse(format_args!("cannot write the HTML report {}: {e}", html.display())));
             }
         }
-        // Neither output may replace the scenario it runs, nor the other.
+        // No output may replace the scenario it runs, nor another.
         let files = [
             ("the scenario", args.file.as_deref()),
             ("--html", args.html.as_deref()),
             ("--record", args.rec.record.as_deref()),
+            ("--metrics-series", args.metrics_series.as_deref()),
         ];
         railwatch_cli::outfile::distinct(&files).map_err(refuse)?;
+        let series = start_series(args, scenario, opts)?;
         let recording = match &args.rec.record {
             None => None,
             Some(path) => {
@@ -95,7 +117,18 @@ impl Outputs {
         };
         let style = if args.json { Style::Json } else { Style::Human { color: use_color() } };
         let (realtime, write_failed, recording_failed, flushed_at) = (args.realtime, None, None, None);
-        Ok(Outputs { style, realtime, out, write_failed, report, recording, recording_failed, flushed_at })
+        Ok(Outputs {
+            style,
+            realtime,
+            out,
+            write_failed,
+            report,
+            recording,
+            recording_failed,
+            flushed_at,
+            series,
+            series_failed: None,
+        })
     }
 
     /// The human header line.
@@ -113,6 +146,9 @@ impl Outputs {
 
     /// One record of the run, as it happens.
     fn record(&mut self, names: &Names, record: Record<'_>) {
+        if let (Some(series), Record::Note(note)) = (&mut self.series, &record) {
+            series.note(names, note);
+        }
         if let (Some(r), Record::Note(note)) = (&self.recording, &record) {
             // Written as virtual time moves, as `watch` writes as real time does.
             if self.flushed_at != Some(note.t) && self.recording_failed.is_none() {
@@ -165,6 +201,7 @@ impl Outputs {
                 return Err(refuse(format_args!("writing the recording {} failed: {e}", path.display())));
             }
         }
+        self.finish_series(summary, args)?;
         if let (Some(mut report), Some(path)) = (self.report.take(), args.html.as_deref()) {
             if let Ok(line) = serde_json::to_value(summary.line()) {
                 report.push(line);
@@ -178,6 +215,34 @@ impl Outputs {
             // A closed pipe (`| head`) is not the scenario's failure.
             Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(refuse(format_args!("writing output failed: {e}"))),
             _ => Ok(()),
+        }
+    }
+}
+
+impl Outputs {
+    /// Writes the metrics series, if asked for.
+    fn finish_series(&mut self, summary: &RunSummary, args: &SimulateArgs) -> Result<(), ExitCode> {
+        let (Some(series), Some(path)) = (self.series.take(), args.metrics_series.as_deref()) else { return Ok(()) };
+        let text = match self.series_failed.take() {
+            Some(e) => Err(e),
+            None => series.finish(&summary.snapshot),
+        };
+        let text = text.map_err(|e| refuse(format_args!("--metrics-series {}: {e}", path.display())))?;
+        railwatch_cli::outfile::write_atomically(path, &text)
+            .map_err(|e| refuse(format_args!("cannot write the metrics series {}: {e}", path.display())))
+    }
+}
+
+impl Sink for Outputs {
+    fn record(&mut self, names: &Names, record: Record<'_>) {
+        Outputs::record(self, names, record);
+    }
+
+    /// The scrapes due before `t` see the monitor as it is now.
+    fn before_instant(&mut self, t: u64, monitor: &SimMonitor) {
+        let Some(series) = self.series.as_mut().filter(|s| s.due_before(t)) else { return };
+        if self.series_failed.is_none() {
+            self.series_failed = series.sample_before(t, &monitor.snapshot()).err();
         }
     }
 }
@@ -229,14 +294,25 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return refuse(e),
     };
-    let opts = RunOptions { realtime: args.realtime, tick_ms: args.tick_ms, max_instants: None };
+    if let Some(d) = args.duration_ms.filter(|&d| d < scenario.duration_ms) {
+        return refuse(format_args!(
+            "--duration-ms {d} is before the scenario's end ({} ms): a run can only be made longer",
+            scenario.duration_ms
+        ));
+    }
+    let opts = RunOptions {
+        realtime: args.realtime,
+        tick_ms: args.tick_ms,
+        max_instants: None,
+        duration_ms: args.duration_ms,
+    };
     let mut outputs = match Outputs::start(&args, &scenario, &opts) {
         Ok(o) => o,
         Err(code) => return code,
     };
     outputs.header(&scenario);
     let observer = outputs.recording.as_ref().map(Recording::observer);
-    let result = driver::run_observed(&scenario, &opts, observer, |names, record| outputs.record(names, record));
+    let result = driver::run_with(&scenario, &opts, observer, &mut outputs);
     let summary = match result {
         Ok(s) => s,
         Err(e) => {

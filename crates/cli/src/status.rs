@@ -11,9 +11,10 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use railwatch_core::{
-    LinkAttrs, LinkRate, PortAddress, PortCounters, PortState, VerbsPort, speed_by_code, width_by_code,
+    LinkAttrs, LinkRate, PortAddress, PortCounters, PortState, RailIdentity, VerbsPort, speed_by_code, width_by_code,
 };
-use railwatch_runtime::json::AddressJson;
+use railwatch_runtime::HostCondition;
+use railwatch_runtime::json::{AddressJson, identity_fields};
 use railwatch_verbs_backend::VerbsDevice;
 use serde::Serialize;
 
@@ -32,6 +33,8 @@ struct Row {
     address: Option<PortAddress>,
     /// The flap counters (`None` where the driver has none).
     counters: Option<PortCounters>,
+    /// What names it across boots (`None` where the backend cannot say).
+    identity: Option<RailIdentity>,
 }
 
 /// A row as its `rail` line.
@@ -53,6 +56,9 @@ struct RailLine<'a> {
     link_downed: Option<u64>,
     carrier_changes: Option<u64>,
     carrier_down: Option<u64>,
+    node_guid: Option<String>,
+    port_guid: Option<String>,
+    pci_address: Option<&'a str>,
 }
 
 /// The closing `status` line.
@@ -62,6 +68,8 @@ struct StatusLine<'a> {
     devices: &'a [String],
     rails: usize,
     errors: usize,
+    /// `ok`, or `all_devices_gone` when no device opened.
+    host: &'static str,
 }
 
 impl Row {
@@ -78,6 +86,7 @@ impl Row {
     }
 
     fn line(&self) -> RailLine<'_> {
+        let (node_guid, port_guid, pci_address) = identity_fields(self.identity.as_ref());
         RailLine {
             kind: "rail",
             rail: &self.rail,
@@ -95,6 +104,9 @@ impl Row {
             link_downed: self.counters.and_then(|c| c.link_downed),
             carrier_changes: self.counters.and_then(|c| c.carrier_changes),
             carrier_down: self.counters.and_then(|c| c.carrier_down),
+            node_guid,
+            port_guid,
+            pci_address,
         }
     }
 
@@ -113,6 +125,14 @@ impl Row {
             let gids: Vec<String> = a.gids.iter().map(|g| format!("[{}] {g} ({})", g.index, g.kind.name())).collect();
             line.push_str(&format!("  {layer}{netdev}, lid {}, gids {}", a.lid, gids.join(", ")));
         }
+        let (node_guid, port_guid, pci) = identity_fields(self.identity.as_ref());
+        let named: Vec<String> = [("node", node_guid), ("port guid", port_guid), ("pci", pci.map(str::to_owned))]
+            .into_iter()
+            .filter_map(|(what, v)| Some(format!("{what} {}", v?)))
+            .collect();
+        if !named.is_empty() {
+            line.push_str(&format!("; {}", named.join(", ")));
+        }
         line
     }
 }
@@ -123,6 +143,8 @@ pub struct Status {
     names: Vec<String>,
     rows: Vec<Row>,
     failures: Vec<Failure>,
+    /// Devices that opened.
+    opened: usize,
 }
 
 impl Status {
@@ -131,10 +153,12 @@ impl Status {
         let names = devices::list()?;
         let mut failures = Vec::new();
         let mut rows = Vec::new();
+        let mut opened = 0;
         for mut dev in devices::open_all(&names, &mut failures) {
+            opened += 1;
             rows.extend(rows_of(&mut dev, &mut failures));
         }
-        Ok(Status { names, rows, failures })
+        Ok(Status { names, rows, failures, opened })
     }
 
     fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
@@ -144,14 +168,22 @@ impl Status {
         for f in &self.failures {
             output::write_json(out, f)?;
         }
-        let status =
-            StatusLine { kind: "status", devices: &self.names, rails: self.rows.len(), errors: self.failures.len() };
+        let status = StatusLine {
+            kind: "status",
+            devices: &self.names,
+            rails: self.rows.len(),
+            errors: self.failures.len(),
+            host: HostCondition::of(self.opened).name(),
+        };
         output::write_json(out, &status)
     }
 
     fn write_human(&self, out: &mut impl Write) -> io::Result<()> {
         if self.names.is_empty() {
             return writeln!(out, "{NO_DEVICES}");
+        }
+        if HostCondition::of(self.opened) == HostCondition::AllDevicesGone {
+            writeln!(out, "host: every RDMA device gone (none of the {} listed opened)", self.names.len())?;
         }
         if self.rows.is_empty() {
             return Ok(());
@@ -175,8 +207,9 @@ fn rows_of(dev: &mut VerbsDevice, failures: &mut Vec<Failure>) -> Vec<Row> {
                 let address = dev.address(port).map_err(|e| failures.push(Failure::of_io(&name, port, &e))).ok();
                 // Older drivers have none: not a failure.
                 let counters = dev.flap_counters(port).ok();
+                let identity = dev.identity(port).ok();
                 let (rail, device) = (format!("{name}/{port}"), name.clone());
-                rows.push(Row { rail, device, port, state, link, address, counters });
+                rows.push(Row { rail, device, port, state, link, address, counters, identity });
             }
             Err(e) => failures.push(Failure::of_io(&name, port, &e)),
         }

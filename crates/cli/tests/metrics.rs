@@ -232,6 +232,11 @@ mod with_verbs {
         assert_eq!(value(text, r#"railwatch_reopen_attempts_total{device="mlx5_0"}"#), Some("0"), "{text}");
         let build = format!(r#"railwatch_build_info{{version="{}"}}"#, env!("CARGO_PKG_VERSION"));
         assert_eq!(value(text, &build), Some("1"), "{text}");
+        // Named by what does not change, read through libibverbs at attach.
+        let info = r#"railwatch_rail_info{device="mlx5_0",port="1",node_guid="0002:c903:00f1:0000",port_guid="0000:0000:0000:0001"}"#;
+        assert_eq!(value(text, info), Some("1"), "{text}");
+        assert_eq!(value(text, "railwatch_host_degraded"), Some("0"), "{text}");
+        assert_eq!(value(text, r#"railwatch_device_present{device="mlx5_0"}"#), Some("1"), "{text}");
         for name in ["railwatch_rail_state", "railwatch_port_state", "railwatch_transitions_total"] {
             assert!(text.contains(&format!("# HELP {name} ")), "{name} has help: {text}");
         }

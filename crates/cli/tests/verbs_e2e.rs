@@ -96,6 +96,12 @@ mod with_verbs {
         assert_eq!((a["link_layer"].as_str(), a["lid"].as_u64()), (Some("infiniband"), Some(1)));
         assert_eq!(a["gids"], serde_json::json!([{"index": 0, "gid": "fe80::1", "type": "unknown"}]));
         assert!(a["netdev"].is_null());
+        // Named by what does not change: the fake's node GUID, the port GUID
+        // in GID 0 (fe80::1), no PCI function behind its sysfs entry here.
+        assert_eq!(r["node_guid"], "0002:c903:00f1:0000");
+        assert_eq!(r["port_guid"], "0000:0000:0000:0001");
+        assert!(r["pci_address"].is_null());
+        assert_eq!(rails[2]["node_guid"], "0002:c903:00f1:0001");
 
         let r = rails[1];
         assert_eq!((r["port_state"].as_str(), r["port_state_code"].as_u64()), (Some("down"), Some(1)));
@@ -110,6 +116,7 @@ mod with_verbs {
         assert_eq!(last["kind"], "status");
         assert_eq!(last["devices"], serde_json::json!(["mlx5_0", "mlx5_1"]));
         assert_eq!((last["rails"].as_u64(), last["errors"].as_u64()), (Some(3), Some(0)));
+        assert_eq!(last["host"], "ok");
         assert!(!stderr.contains("ERROR"), "{stderr}");
     }
 
@@ -124,7 +131,9 @@ mod with_verbs {
         assert_eq!(row[..5], ["mlx5_0/1", "active", "400", "ndr", "4x"]);
         // Its address: link layer, LID, the GID table (the fake's has one
         // link-local entry; no sysfs types here).
-        assert_eq!(row[5..], ["infiniband,", "lid", "1,", "gids", "[0]", "fe80::1", "(unknown)"]);
+        assert_eq!(row[5..12], ["infiniband,", "lid", "1,", "gids", "[0]", "fe80::1", "(unknown);"]);
+        // What names it across boots: the node GUID and the port GUID.
+        assert_eq!(row[12..], ["node", "0002:c903:00f1:0000,", "port", "guid", "0000:0000:0000:0001"]);
         // INIT, with a speed code no table knows: no guessed rate.
         let row: Vec<&str> = lines[2].split_whitespace().collect();
         assert_eq!(row[..5], ["mlx5_0/2", "init", "unknown", "?(255)", "4x"]);
@@ -145,6 +154,25 @@ mod with_verbs {
         assert_eq!(e["errno"].as_i64(), Some(13));
         assert_eq!(lines.last().unwrap()["errors"].as_u64(), Some(1));
         assert!(stderr.contains("mlx5_1: ibv_open_device failed"), "{stderr}");
+        assert_eq!(lines.last().unwrap()["host"], "ok", "one device is open");
+    }
+
+    #[test]
+    fn status_says_when_no_device_opens_at_all() {
+        let mut cmd = under_fake(TWO_DEVICES, &["status"]);
+        cmd.env("FAKE_IBVERBS_OPEN_ERRNO", "mlx5_0:19");
+        let (out, stdout, stderr) = run(&mut cmd);
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+        assert!(stdout.contains("mlx5_1/1"), "{stdout}");
+        let mut cmd = under_fake("mlx5_0:4/128/2", &["status", "--json"]);
+        cmd.env("FAKE_IBVERBS_OPEN_ERRNO", "mlx5_0:19");
+        let (out, stdout, stderr) = run(&mut cmd);
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+        assert_eq!(json_lines(&stdout).last().unwrap()["host"], "all_devices_gone", "{stdout}");
+        let mut cmd = under_fake("mlx5_0:4/128/2", &["status"]);
+        cmd.env("FAKE_IBVERBS_OPEN_ERRNO", "mlx5_0:19");
+        let (_, stdout, _) = run(&mut cmd);
+        assert_eq!(stdout.trim(), "host: every RDMA device gone (none of the 1 listed opened)");
     }
 
     #[test]
@@ -162,7 +190,10 @@ mod with_verbs {
         assert!(out.status.success(), "{stderr}");
         let lines = json_lines(&stdout);
         assert_eq!(lines.len(), 1, "{stdout}");
-        assert_eq!(lines[0], serde_json::json!({"kind": "status", "devices": [], "rails": 0, "errors": 0}));
+        assert_eq!(
+            lines[0],
+            serde_json::json!({"kind": "status", "devices": [], "rails": 0, "errors": 0, "host": "all_devices_gone"})
+        );
         assert!(stderr.contains("no RDMA devices found"), "{stderr}");
     }
 
@@ -249,9 +280,14 @@ mod with_verbs {
                 "carrier_changes",
                 "carrier_down",
                 "silent_flaps",
-                "transfers"
+                "transfers",
+                "node_guid",
+                "port_guid",
+                "pci_address"
             ]
         );
+        assert_eq!(rails[0]["node_guid"], "0002:c903:00f1:0000", "read at the attach");
+        assert_eq!(summary["host"], serde_json::json!({"condition": "ok", "devices": 2, "present": 2, "usable": 2}));
         let brief = serde_json::json!({"rail": "mlx5_0/1", "state": "active", "available": true,
             "bandwidth_gbps": 400.0, "generation": 2, "recovered_by": "poll"});
         for (key, want) in brief.as_object().unwrap() {

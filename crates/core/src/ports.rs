@@ -8,6 +8,7 @@ use std::os::fd::RawFd;
 use crate::address::PortAddress;
 use crate::counters::PortCounters;
 use crate::event::AsyncEvent;
+use crate::identity::RailIdentity;
 use crate::port::{LinkAttrs, LinkRate, PortState};
 
 /// One opened RDMA device, as the monitor sees it.
@@ -59,6 +60,16 @@ pub trait VerbsPort {
     /// default says `Unsupported`: the machine then stops asking for the
     /// port (silent flaps are not looked for on it).
     fn flap_counters(&mut self, port: u8) -> io::Result<PortCounters> {
+        let _ = port;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Reads what names the rail on `port` across boots and renames: the
+    /// device's node GUID and PCI address, the port's GUID (see
+    /// [`RailIdentity`]). Read when the device is attached and after a
+    /// re-open, never on the event path. The default says `Unsupported`:
+    /// the rail is then named by its device and port only.
+    fn identity(&mut self, port: u8) -> io::Result<RailIdentity> {
         let _ = port;
         Err(io::ErrorKind::Unsupported.into())
     }

@@ -37,7 +37,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use railwatch_core::{
     Action, AsyncEvent, EventKind, Gate, LinkAttrs, Machine, MachineConfig, Millis, NoSelector, PortState, RailCell,
-    RailId, VerbsPort,
+    RailId, TransferReport, VerbsPort,
 };
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, SystemClock};
 use railwatch_sim_backend::{PortSpec, SimClock, SimDevice};
@@ -293,6 +293,85 @@ fn machine_pairs() {
     drop(cases);
     assert!(monitor.snapshot().rails[0].generation > FLAPS, "the monitor resumed the rail on every flap");
     record_pairs("machine", &["direct", "monitor"], (2 * FLAPS) as f64, &times);
+}
+
+/// A machine with one attached, active rail, answered at once.
+fn machine_of_one_rail() -> (Machine, u32) {
+    let mut m = Machine::new(MachineConfig::default()).expect("machine");
+    let dev = m.add_device("raw", &[1], Millis(0));
+    while let Some(a) = m.poll_action() {
+        match a {
+            Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(PortState::Active), Millis(0)),
+            Action::ReadLink { device, port } => m.handle_link(device, port, Ok(LinkAttrs::new(128, 2)), Millis(0)),
+            other => drop(black_box(other)),
+        }
+    }
+    (m, dev)
+}
+
+/// The common report: an engine's poll of its CQs found successes (through
+/// one peer).
+const REPORT_ONE: [TransferReport; 1] = [TransferReport { peer: 1, wc_status: 0, count: 64 }];
+
+/// A mixed report: successes through two peers, a peer's refusal, a flush
+/// (none of it changes the rail).
+const REPORT: [TransferReport; 4] = [
+    TransferReport { peer: 1, wc_status: 0, count: 64 },
+    TransferReport { peer: 2, wc_status: 0, count: 64 },
+    TransferReport { peer: 3, wc_status: 10, count: 1 },
+    TransferReport { peer: 1, wc_status: 5, count: 7 },
+];
+
+/// 12: one transfer report through `Machine::handle_transfers` (the common
+/// one line; and, for context, a mixed report of four) vs one counted
+/// `COMM_EST` through `Machine::handle_event`, per call.
+fn transfer_pairs() {
+    const CALLS: u64 = 200_000;
+    let (mut a, dev_a) = machine_of_one_rail();
+    let (mut b, dev_b) = machine_of_one_rail();
+    let (mut c, dev_c) = machine_of_one_rail();
+    let comm = comm_est();
+    let mut cases: Vec<Case<'_>> = vec![
+        Box::new(|| {
+            let t = Instant::now();
+            for i in 0..CALLS {
+                b.handle_event(dev_b, black_box(comm), Millis(i / 1000));
+            }
+            t.elapsed()
+        }),
+        Box::new(|| {
+            let t = Instant::now();
+            for i in 0..CALLS {
+                c.handle_transfers(dev_c, 1, black_box(&REPORT_ONE), Millis(i / 1000));
+            }
+            t.elapsed()
+        }),
+        Box::new(|| {
+            let t = Instant::now();
+            for i in 0..CALLS {
+                a.handle_transfers(dev_a, 1, black_box(&REPORT), Millis(i / 1000));
+            }
+            t.elapsed()
+        }),
+    ];
+    let times = interleave(3, 30, &mut cases);
+    drop(cases);
+    assert!(a.rail(RailId { device: dev_a, port: 1 }).is_some_and(|r| r.evidence.transfers_ok > CALLS));
+    assert!(!a.has_actions() && !c.has_actions(), "a report of successes and peer errors asks for nothing");
+    record_pairs("transfers", &["comm_est", "report", "report4"], CALLS as f64, &times);
+}
+
+/// 12: heap allocations per transfer report after warm-up.
+fn transfer_allocations() {
+    let (mut m, dev) = machine_of_one_rail();
+    m.handle_transfers(dev, 1, &REPORT, Millis(0));
+    let before = allocs();
+    for i in 0..10_000 {
+        m.handle_transfers(dev, 1, &REPORT, Millis(i));
+    }
+    let n = allocs() - before;
+    assert_eq!(n, 0, "a transfer report allocated {n} times in 10k");
+    record("allocs_per_transfer_report", n as f64 / 10_000.0);
 }
 
 /// 5c: the same burst on one device among 1, 64, 1024 and 4096.
@@ -784,6 +863,7 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         allocations_per_event();
         gate_allocations();
+        transfer_allocations();
         eprintln!("table: counts only (timings run under `cargo bench` / `cargo xtask bench`)");
         return;
     }
@@ -793,6 +873,8 @@ fn main() {
     drop(pipe);
     drain_pairs();
     machine_pairs();
+    transfer_pairs();
+    transfer_allocations();
     device_pairs();
     gate_pairs();
     tick_pairs();

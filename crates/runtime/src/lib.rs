@@ -71,13 +71,13 @@ pub use monitor::{Monitor, NewMonitorError};
 pub use observe::{Observed, Observer};
 pub use selector::BandwidthSelector;
 pub use snapshot::json;
-pub use snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
+pub use snapshot::{DeviceSnapshot, HostCondition, HostSnapshot, RailSnapshot, Snapshot};
 pub use spawn::MonitorHandle;
 
 // The engine-facing types of core, so an engine needs one `use`.
 pub use railwatch_core::{
     AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DeviceMode, Element, Errno, EventKind, Gate, Gid, GidType,
     Happening, LinkAttrs, LinkLayer, LinkRate, Machine, MachineConfig, Millis, NoSelector, Notification, ObjectHandle,
-    PauseReason, PortAddress, PortCounters, PortState, Problem, RailId, RailState, RailWord, RecoveredBy, Rejection,
-    Selector, Setting, SettingKind, SettingValue, Ticket, TransferReport, VerbsPort, WcClass,
+    PauseReason, PortAddress, PortCounters, PortState, Problem, RailId, RailIdentity, RailState, RailWord, RecoveredBy,
+    Rejection, Selector, Setting, SettingKind, SettingValue, Ticket, TransferReport, VerbsPort, WcClass,
 };

@@ -41,6 +41,33 @@ pub struct RunOptions {
     /// Stop with an error after this many instants (a fuzzer's budget);
     /// `None`: no limit (the scenario's own limits bound the run).
     pub max_instants: Option<u64>,
+    /// Runs to this virtual time instead of the scenario's `duration_ms`
+    /// (the state its last step left holds); `None`: the scenario's. A
+    /// time before the scenario's own end is the scenario's end.
+    pub duration_ms: Option<u64>,
+}
+
+/// What a run hands out as it goes: every record, and the monitor between
+/// instants for a caller that samples it (`simulate --metrics-series`
+/// reads a snapshot there, as a scraper would).
+pub trait Sink {
+    /// One record, as it happens.
+    fn record(&mut self, names: &Names, record: Record<'_>);
+
+    /// Virtual time is about to move to `t`: `monitor` is as the last
+    /// instant left it, and stays so until `t`. The default does nothing.
+    fn before_instant(&mut self, t: u64, monitor: &SimMonitor) {
+        let _ = (t, monitor);
+    }
+}
+
+/// A closure as a [`Sink`] of records only.
+struct Records<F>(F);
+
+impl<F: FnMut(&Names, Record<'_>)> Sink for Records<F> {
+    fn record(&mut self, names: &Names, record: Record<'_>) {
+        (self.0)(names, record)
+    }
 }
 
 /// How a run ended.
@@ -102,6 +129,8 @@ pub struct Run<'s> {
     next_step: usize,
     checked: Vec<bool>,
     tick_ms: u64,
+    /// The virtual time the run ends at.
+    end_ms: u64,
     /// The last instant applied no step, checked no expectation and made no
     /// notification: the world and the monitor are at rest.
     at_rest: bool,
@@ -115,6 +144,12 @@ pub fn config(scenario: &Scenario, opts: &RunOptions) -> Config {
     config.machine.tick_ms = opts.tick_ms.unwrap_or(config.machine.tick_ms);
     config.machine.seed = Some(1);
     config
+}
+
+/// The virtual time a run of `scenario` ends at: its `duration_ms`, or
+/// `opts.duration_ms` when that is later.
+pub fn end_ms(scenario: &Scenario, opts: &RunOptions) -> u64 {
+    opts.duration_ms.map_or(scenario.duration_ms, |d| d.max(scenario.duration_ms))
 }
 
 impl<'s> Run<'s> {
@@ -163,6 +198,7 @@ impl<'s> Run<'s> {
             next_step: 0,
             checked: vec![false; scenario.expects.len()],
             tick_ms,
+            end_ms: end_ms(scenario, opts),
             at_rest: false,
         })
     }
@@ -172,12 +208,18 @@ impl<'s> Run<'s> {
         &self.names
     }
 
+    /// The virtual time the run ends at: the scenario's `duration_ms`, or
+    /// [`RunOptions::duration_ms`] when that is later.
+    pub fn end_ms(&self) -> u64 {
+        self.end_ms
+    }
+
     /// The next instant something is due: a step, an expectation or a
     /// monitor timer, capped at the scenario's end (idle ticks skipped, see
     /// the module docs). `None` when the run is over.
     pub fn next_instant(&self) -> Option<u64> {
         let now = railwatch_runtime::Clock::now(&self.clock).0;
-        let end = self.scenario.duration_ms;
+        let end = self.end_ms;
         let step = self.scenario.steps.get(self.next_step).map(|s| s.at_ms);
         let expect =
             self.scenario.expects.iter().zip(&self.checked).filter(|(_, done)| !**done).map(|(e, _)| e.at_ms).min();
@@ -309,13 +351,25 @@ pub fn run_observed(
     scenario: &Scenario,
     opts: &RunOptions,
     observer: Option<Observer>,
-    mut sink: impl FnMut(&Names, Record<'_>),
+    sink: impl FnMut(&Names, Record<'_>),
+) -> io::Result<RunSummary> {
+    run_with(scenario, opts, observer, &mut Records(sink))
+}
+
+/// [`run_observed`] with a [`Sink`] that also sees the monitor before each
+/// instant.
+pub fn run_with(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    observer: Option<Observer>,
+    sink: &mut impl Sink,
 ) -> io::Result<RunSummary> {
     let mut run = Run::observed(scenario, opts, observer)?;
     let started = Instant::now();
     let mut expectations = Vec::new();
+    let mut records = |names: &Names, record: Record<'_>| sink.record(names, record);
     // Attaching the devices at time 0 already produced notifications.
-    run.settle(&mut sink)?;
+    run.settle(&mut records)?;
     let mut instants = 0u64;
     while let Some(t) = run.next_instant() {
         instants += 1;
@@ -331,8 +385,10 @@ pub fn run_observed(
                 std::thread::sleep(wait);
             }
         }
-        expectations.extend(run.advance_to(t, &mut sink)?);
-        if t >= scenario.duration_ms {
+        sink.before_instant(t, &run.monitor);
+        let mut records = |names: &Names, record: Record<'_>| sink.record(names, record);
+        expectations.extend(run.advance_to(t, &mut records)?);
+        if t >= run.end_ms {
             break;
         }
     }

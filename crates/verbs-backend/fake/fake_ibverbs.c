@@ -37,6 +37,9 @@
  *                         errno (38 = ENOSYS: no kernel RDMA support)
  *   FAKE_IBVERBS_OPEN_ERRNO  "mlx5_1:13" : ibv_open_device() of that device
  *                         fails with this errno (13 = EACCES)
+ *   FAKE_IBVERBS_SYSFS    a directory standing in for /sys/class/infiniband:
+ *                         each device's ibdev_path is DIR/NAME (a test puts
+ *                         the `device` link of a PCI function there)
  *   FAKE_IBVERBS_CONTROL  a FIFO's path: a thread reads commands from it,
  *                         one per line, so a test can drive a process it
  *                         cannot call into while it runs:
@@ -49,6 +52,7 @@
  * test thread may push events while a monitor thread reads them.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -107,6 +111,7 @@ struct fake_dev {
 	long get_count;		/* calls that fail; -1 = every one from then on */
 	char events[256];	/* FAKE_IBVERBS_EVENTS for this device */
 	int unlisted;		/* left the device list (hot-unplug) */
+	uint64_t node_guid;	/* ibv_query_device()'s, host order */
 	struct fake_ctx *ctx;
 };
 
@@ -169,6 +174,16 @@ static struct fake_port *fake_port_at(int dev, int port)
 	return &d->ports[port];
 }
 
+/* ibdev_path as rdma-core sets it: the device's sysfs entry (under
+ * FAKE_IBVERBS_SYSFS when set). */
+static void fake_default_ibdev_path(struct fake_dev *d)
+{
+	const char *root = getenv("FAKE_IBVERBS_SYSFS");
+
+	snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "%s/%s",
+		 root && *root ? root : "/sys/class/infiniband", d->dev.name);
+}
+
 static void fake_init_dev(int i, const char *name)
 {
 	struct fake_dev *d = &devs[i];
@@ -179,6 +194,9 @@ static void fake_init_dev(int i, const char *name)
 	d->dev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(d->dev.name, sizeof(d->dev.name), "%s", name);
 	snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs%d", i);
+	fake_default_ibdev_path(d);
+	/* Mellanox's OUI, then the device's index. */
+	d->node_guid = 0x0002c90300f10000ULL | (uint64_t)i;
 	d->nports = 1;
 	for (p = 1; p <= FAKE_MAX_PORTS; p++) {
 		fake_default_port(&d->ports[p]);
@@ -239,6 +257,32 @@ int fake_set_device_name(int dev, const char *name)
 	if (!d)
 		return -1;
 	snprintf(d->dev.name, sizeof(d->dev.name), "%s", name);
+	fake_default_ibdev_path(d);
+	return 0;
+}
+
+/* Device dev's ibdev_path (its sysfs entry) from now on. */
+int fake_set_ibdev_path(int dev, const char *path)
+{
+	FAKE_LOCKED;
+	struct fake_dev *d = fake_dev_at(dev);
+
+	if (!d)
+		return -1;
+	snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "%s", path);
+	return 0;
+}
+
+/* The node GUID ibv_query_device() reports from the next open on (host
+ * order; 0: none). */
+int fake_set_node_guid(int dev, uint64_t guid)
+{
+	FAKE_LOCKED;
+	struct fake_dev *d = fake_dev_at(dev);
+
+	if (!d)
+		return -1;
+	d->node_guid = guid;
 	return 0;
 }
 
@@ -765,6 +809,7 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device
 	memset(device_attr, 0, sizeof(*device_attr));
 	snprintf(device_attr->fw_ver, sizeof(device_attr->fw_ver), "fake");
 	device_attr->phys_port_cnt = (uint8_t)d->nports;
+	device_attr->node_guid = htobe64(d->node_guid);
 	return 0;
 }
 

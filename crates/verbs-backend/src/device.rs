@@ -9,7 +9,10 @@ use std::os::fd::RawFd;
 use std::path::Path;
 use std::ptr;
 
-use railwatch_core::{AsyncEvent, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, VerbsPort};
+use railwatch_core::{
+    AsyncEvent, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, RailIdentity, VerbsPort,
+    is_pci_address,
+};
 use rdma_sys::{ibv_context, ibv_device, ibv_device_attr};
 
 use crate::error::VerbsError;
@@ -92,6 +95,10 @@ pub struct VerbsDevice {
     ctx: *mut ibv_context,
     /// `phys_port_cnt` at the last successful open (kept while closed).
     port_count: u8,
+    /// The node GUID `ibv_query_device` gave at the last open.
+    node_guid: Option<u64>,
+    /// The PCI function the device's sysfs entry links to, at the last open.
+    pci_address: Option<String>,
 }
 
 // SAFETY: libibverbs contexts may be used from any thread (rdma-core
@@ -114,7 +121,13 @@ impl VerbsDevice {
     /// Opens the device called `name`, reads its port count and sets its
     /// async-event fd `O_NONBLOCK`.
     pub fn open(name: &str) -> Result<VerbsDevice, VerbsError> {
-        let mut device = VerbsDevice { name: name.to_owned(), ctx: ptr::null_mut(), port_count: 0 };
+        let mut device = VerbsDevice {
+            name: name.to_owned(),
+            ctx: ptr::null_mut(),
+            port_count: 0,
+            node_guid: None,
+            pci_address: None,
+        };
         device.open_context()?;
         Ok(device)
     }
@@ -141,11 +154,14 @@ impl VerbsDevice {
         if ctx.is_null() {
             return Err(self.fail("ibv_open_device", io::Error::last_os_error()));
         }
+        let pci_address = pci_address_of(device);
         drop(list);
         match self.setup(ctx) {
-            Ok(port_count) => {
+            Ok((port_count, node_guid)) => {
                 self.ctx = ctx;
                 self.port_count = port_count;
+                self.node_guid = Some(node_guid).filter(|&g| g != 0);
+                self.pci_address = pci_address;
                 log::debug!("{}: opened, {} port(s), async fd {}", self.name, port_count, self.async_fd());
                 Ok(())
             }
@@ -157,8 +173,9 @@ impl VerbsDevice {
         }
     }
 
-    /// Reads the port count and makes the async fd non-blocking.
-    fn setup(&self, ctx: *mut ibv_context) -> Result<u8, VerbsError> {
+    /// Reads the port count and node GUID, and makes the async fd
+    /// non-blocking.
+    fn setup(&self, ctx: *mut ibv_context) -> Result<(u8, u64), VerbsError> {
         let mut attr = MaybeUninit::<ibv_device_attr>::zeroed();
         // SAFETY: ctx is live; attr is a writable, zeroed ibv_device_attr.
         let rc = unsafe { rdma_sys::ibv_query_device(ctx, attr.as_mut_ptr()) };
@@ -169,10 +186,12 @@ impl VerbsDevice {
         // SAFETY: ibv_query_device succeeded and filled the struct; the field
         // is a plain u8.
         let port_count = unsafe { (&raw const (*attr.as_ptr()).phys_port_cnt).read() };
+        // SAFETY: as above; node_guid is a plain integer in network order.
+        let node_guid = u64::from_be(unsafe { (&raw const (*attr.as_ptr()).node_guid).read() });
         // SAFETY: ctx is live; async_fd is a plain int field.
         let fd = unsafe { (*ctx).async_fd };
         set_nonblocking(fd).map_err(|e| self.fail("fcntl(async_fd, O_NONBLOCK)", e))?;
-        Ok(port_count)
+        Ok((port_count, node_guid))
     }
 
     /// The raw context (NULL while closed), for this crate's tests.
@@ -194,6 +213,21 @@ impl VerbsDevice {
         // SAFETY: ctx is live (checked above) and owned by self.
         unsafe { ffi::query_port(ctx, port) }.map_err(|e| self.fail("ibv_query_port", e))
     }
+}
+
+/// The PCI function a device sits on: where its sysfs entry's `device`
+/// link points (`…/0000:3b:00.0`), if that is a PCI address. libibverbs
+/// names the entry in `ibdev_path`.
+fn pci_address_of(device: *mut ibv_device) -> Option<String> {
+    // SAFETY: `device` belongs to a live device list; ibdev_path is a
+    // NUL-terminated array inside it.
+    let path = unsafe { CStr::from_ptr((*device).ibdev_path.as_ptr()) }.to_str().ok()?.to_owned();
+    if path.is_empty() {
+        return None;
+    }
+    let target = std::fs::read_link(format!("{path}/device")).ok()?;
+    let name = target.file_name()?.to_str()?;
+    is_pci_address(name).then(|| name.to_owned())
 }
 
 fn set_nonblocking(fd: RawFd) -> io::Result<()> {
@@ -314,6 +348,23 @@ impl VerbsPort for VerbsDevice {
     fn flap_counters(&mut self, port: u8) -> io::Result<PortCounters> {
         self.live()?;
         crate::counters::read_flap_counters(Path::new("/sys"), &self.name, port)
+    }
+
+    /// The node GUID and PCI address read at the last open; the port's
+    /// GUID, on an InfiniBand link layer, is GID 0's interface identifier.
+    fn identity(&mut self, port: u8) -> io::Result<RailIdentity> {
+        let attr = self.query(port)?;
+        let ctx = self.live()?;
+        let port_guid = if LinkLayer::from_code(attr.link_layer) == LinkLayer::InfiniBand {
+            // SAFETY: ctx is live (checked above) and owned by self.
+            let gid = unsafe { ffi::query_gid(ctx, port, 0) }.map_err(|e| self.fail("ibv_query_gid", e))?;
+            let mut id = [0u8; 8];
+            id.copy_from_slice(&gid[8..]);
+            Some(u64::from_be_bytes(id)).filter(|&g| g != 0)
+        } else {
+            None
+        };
+        Ok(RailIdentity { node_guid: self.node_guid, port_guid, pci_address: self.pci_address.clone() })
     }
 
     fn close(&mut self) {

@@ -213,6 +213,24 @@ impl Fake {
         Self::check(rc, "set_device_name");
     }
 
+    /// Sets device `dev`'s `ibdev_path` (its sysfs entry, where the
+    /// backend finds the PCI address behind the `device` link).
+    pub fn set_ibdev_path(&self, dev: usize, path: &Path) {
+        let path = CString::new(path.as_os_str().as_encoded_bytes()).expect("a path without NUL");
+        let rc =
+            fake_call!(self, c"fake_set_ibdev_path", fn(c_int, *const c_char) -> c_int, dev as c_int, path.as_ptr());
+        Self::check(rc, "set_ibdev_path");
+    }
+
+    /// The node GUID `ibv_query_device` reports for `dev` from its next
+    /// open (0: none).
+    pub fn set_node_guid(&self, dev: usize, guid: u64) {
+        Self::check(
+            fake_call!(self, c"fake_set_node_guid", fn(c_int, u64) -> c_int, dev as c_int, guid),
+            "set_node_guid",
+        );
+    }
+
     /// Makes `ibv_get_device_list` return NULL with `errno` (0: normal).
     pub fn set_list_errno(&self, errno: i32) {
         Self::check(fake_call!(self, c"fake_set_list_errno", fn(c_int) -> c_int, errno), "set_list_errno");

@@ -415,6 +415,37 @@ fake_test!(event_names_come_from_the_library, FakeLib::Basic, |_fake| {
     }
 });
 
+// ---- identity ----------------------------------------------------------------
+
+fake_test!(a_rail_is_named_by_its_guids_and_pci_address, FakeLib::Basic, |fake| {
+    let sysfs = tempfile::tempdir().unwrap();
+    let entry = sysfs.path().join("mlx5_0");
+    std::fs::create_dir(&entry).unwrap();
+    std::os::unix::fs::symlink("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1", entry.join("device")).unwrap();
+    fake.set_devices(2);
+    fake.set_ibdev_path(0, &entry);
+    fake.set_node_guid(0, 0x0002_c903_00f1_c2a0);
+    fake.set_gid(0, 1, 0, [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x02, 0xc9, 0x03, 0x00, 0xf1, 0xc2, 0xa1]);
+    let mut dev = VerbsDevice::open("mlx5_0").unwrap();
+    let id = dev.identity(1).unwrap();
+    assert_eq!(id.node_guid, Some(0x0002_c903_00f1_c2a0));
+    assert_eq!(id.port_guid, Some(0x0002_c903_00f1_c2a1), "GID 0's interface id on InfiniBand");
+    assert_eq!(id.pci_address.as_deref(), Some("0000:3b:00.1"));
+    assert_eq!(railwatch_core::guid_text(id.port_guid.unwrap()), "0002:c903:00f1:c2a1");
+    // No `device` link (Soft-RoCE), a GUID of zero: not known, not invented.
+    fake.set_node_guid(1, 0);
+    let mut other = VerbsDevice::open("mlx5_1").unwrap();
+    let id = other.identity(1).unwrap();
+    assert_eq!((id.node_guid, id.pci_address), (None, None));
+    // A link that is no PCI function names none either.
+    std::fs::remove_file(entry.join("device")).unwrap();
+    std::os::unix::fs::symlink("../../virtual/net/veth0", entry.join("device")).unwrap();
+    dev.reopen().unwrap();
+    assert_eq!(dev.identity(1).unwrap().pci_address, None, "read again at the re-open");
+    dev.close();
+    assert_eq!(dev.identity(1).unwrap_err().kind(), ErrorKind::NotConnected);
+});
+
 // ---- close and reopen ----------------------------------------------------
 
 fake_test!(close_is_idempotent_and_reopen_gives_a_fresh_nonblocking_fd, FakeLib::Basic, |fake| {

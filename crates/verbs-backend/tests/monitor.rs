@@ -453,6 +453,24 @@ fake_test!(device_fatal_closes_the_device_and_the_reopen_attaches_its_rails, Fak
     assert_eq!(selector.available().len(), 2);
 });
 
+fake_test!(a_rails_identity_is_read_at_attach_and_again_at_the_reopen, FakeLib::Basic, |fake| {
+    let config = Config::from(MachineConfig { tick_ms: TICK_MS, reopen_initial_ms: 20, ..MachineConfig::default() });
+    fake.set_devices(1);
+    fake.set_node_guid(0, 0x0002_c903_00f1_c2a0);
+    let (mut monitor, _selector) = monitor_with(config, &["mlx5_0"]);
+    let rail = RailId { device: 0, port: 1 };
+    let identity = |m: &VerbsMonitor| m.snapshot().rails[0].identity.clone().expect("read at attach");
+    assert_eq!(identity(&monitor).node_guid, Some(0x0002_c903_00f1_c2a0));
+    // The fake's GID 0 is fe80::1 on an InfiniBand port: port GUID 1.
+    assert_eq!(identity(&monitor).port_guid, Some(1));
+    assert_eq!(monitor.identity(rail), monitor.snapshot().rails[0].identity.as_ref());
+    // Other hardware under the same name after a reset: read again.
+    fake.set_node_guid(0, 0x0002_c903_0000_0001);
+    fake.push_event(0, DEVICE_FATAL, 0);
+    poll_until(&mut monitor, "the re-open", |s| s.devices[0].counters.reopens == 1);
+    assert_eq!(identity(&monitor).node_guid, Some(0x0002_c903_0000_0001));
+});
+
 // ---- hotplug ----------------------------------------------------------------
 
 /// The fake's device list as the monitor's device source, without uevents:

@@ -18,6 +18,7 @@ use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Cause, Happening, Notification, Snapshot};
 
 use super::export::{Batches, Exporter};
+use super::host::HostFamilies;
 
 /// Upper bounds of `railwatch_rail_unavailable_seconds`'s buckets: 1 ms to
 /// 1 h (and `+Inf`).
@@ -89,6 +90,7 @@ pub struct Metrics {
     async_events: Family<EventLabels, Counter>,
     transitions: Family<TransitionLabels, Counter>,
     recoveries_by_poll: Family<RailLabels, Counter>,
+    pauses: Family<RailLabels, Counter>,
     read_errors: Family<DeviceLabels, Counter>,
     reopen_attempts: Family<DeviceLabels, Counter>,
     unavailable: Family<RailLabels, Histogram, fn() -> Histogram>,
@@ -97,6 +99,8 @@ pub struct Metrics {
     breaker_trips: Family<RailLabels, Counter>,
     peer_failing: Family<RailLabels, Counter>,
     transfers: Family<TransferLabels, Counter>,
+    /// The host's condition, device presence, each rail's info series.
+    host: HostFamilies,
     /// Each rail's evidence at the last snapshot, to add only what is new.
     last_evidence: HashMap<RailId, Evidence>,
     /// Since when each rail has been unavailable (monitor clock).
@@ -207,11 +211,13 @@ impl Metrics {
         let async_events = Family::<EventLabels, Counter>::default();
         let transitions = Family::<TransitionLabels, Counter>::default();
         let recoveries_by_poll = Family::<RailLabels, Counter>::default();
+        let pauses = Family::<RailLabels, Counter>::default();
         let read_errors = Family::<DeviceLabels, Counter>::default();
         let reopen_attempts = Family::<DeviceLabels, Counter>::default();
         let unavailable: Family<RailLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(unavailable_histogram);
         let evidence = EvidenceFamilies::register(&mut registry);
+        let host = HostFamilies::register(&mut registry);
         let output_dropped = Family::<StreamLabels, Counter>::default();
         registry.register(
             "railwatch_output_lines_dropped",
@@ -261,6 +267,11 @@ impl Metrics {
             recoveries_by_poll.clone(),
         );
         registry.register(
+            "railwatch_rail_pauses",
+            "Times the rail was paused, whatever the cause (railwatch_transitions_total{to=\"paused\"} summed, there from the rail's attach)",
+            pauses.clone(),
+        );
+        registry.register(
             "railwatch_read_errors",
             "Drains of the device's async-event fd that stopped on a real read error",
             read_errors.clone(),
@@ -293,6 +304,7 @@ impl Metrics {
             async_events,
             transitions,
             recoveries_by_poll,
+            pauses,
             read_errors,
             reopen_attempts,
             unavailable,
@@ -301,6 +313,7 @@ impl Metrics {
             breaker_trips: evidence.breaker_trips,
             peer_failing: evidence.peer_failing,
             transfers: evidence.transfers,
+            host,
             last_evidence: HashMap::new(),
             down_since: HashMap::new(),
             last_totals: HashMap::new(),
@@ -332,6 +345,7 @@ impl Metrics {
     /// [`rewatch`](Self::rewatch). Its counters keep what they counted.
     pub fn unwatch(&mut self, device: &str, rails: &[RailId]) {
         self.unwatched.insert(device.to_owned());
+        self.host.unwatch(device);
         for rail in rails {
             self.down_since.remove(rail);
             let labels = RailLabels { device: device.to_owned(), port: rail.port.to_string() };
@@ -393,9 +407,12 @@ impl Metrics {
                 self.rail_state.get_or_create(&rail_labels(rail)).set(rail_state_code(to));
                 self.rail_generation.get_or_create(&rail_labels(rail)).set(generation_value(generation));
                 let RailLabels { device, port } = rail_labels(rail);
+                let labels = RailLabels { device: device.clone(), port: port.clone() };
                 if cause == Cause::By(RecoveredBy::Poll) {
-                    let labels = RailLabels { device: device.clone(), port: port.clone() };
                     self.recoveries_by_poll.get_or_create(&labels).inc();
+                }
+                if to == RailState::Paused {
+                    self.pauses.get_or_create(&labels).inc();
                 }
                 let labels =
                     TransitionLabels { device, port, to: to.name().to_owned(), cause: cause.name().to_owned() };
@@ -463,6 +480,7 @@ impl Metrics {
 
     /// Sets every rail's gauges and every device's counters from a snapshot.
     pub fn update(&mut self, snapshot: &Snapshot) {
+        self.host.update(snapshot, &self.unwatched);
         for r in &snapshot.rails {
             let device = r.name.rsplit_once('/').map_or(r.name.as_str(), |(d, _)| d);
             if self.unwatched.contains(device) {
@@ -472,6 +490,10 @@ impl Metrics {
             self.rail_available.get_or_create(&labels).set(i64::from(r.available));
             self.rail_state.get_or_create(&labels).set(rail_state_code(r.state));
             self.rail_generation.get_or_create(&labels).set(generation_value(r.generation));
+            // There from the rail's attach, at 0: an alert on their
+            // increase sees the first one too.
+            self.recoveries_by_poll.get_or_create(&labels).inc_by(0);
+            self.pauses.get_or_create(&labels).inc_by(0);
             match r.last_port_state {
                 Some(state) => {
                     self.port_state.get_or_create(&labels).set(i64::from(state.code()));
@@ -549,6 +571,7 @@ mod tests {
                 rate: Some(LinkRate::gbps(400)),
                 recovered_by: None,
                 address: None,
+                identity: None,
                 breaker_until: None,
                 gid_index: None,
                 counters: None,

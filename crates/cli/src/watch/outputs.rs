@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use railwatch_core::{Happening, Millis, PortAddress, RailId};
 use railwatch_runtime::lines::Names;
-use railwatch_runtime::{Config, Notification, Snapshot};
+use railwatch_runtime::{Config, HostCondition, Notification, Snapshot};
 
 use super::print::Printer;
 use crate::RecordArgs;
@@ -81,7 +81,9 @@ pub struct Outputs {
 }
 
 /// `available/total rails available`, counting the rails of the devices
-/// attached now (not the inert rails of devices that left).
+/// attached now (not the inert rails of devices that left); when no device
+/// is usable, the host's condition first (one line for a driver reload,
+/// not a port count that reads like many failures).
 fn availability(snapshot: &Snapshot) -> String {
     let attached = snapshot.rails.iter().filter(|r| r.state.name() != "inert");
     let (mut available, mut total) = (0, 0);
@@ -89,10 +91,20 @@ fn availability(snapshot: &Snapshot) -> String {
         total += 1;
         available += usize::from(r.available);
     }
+    // No device yet: watch waits for one (issue 23's wording, which
+    // systemd shows).
     if snapshot.rails.is_empty() {
         return "0 rails, waiting for devices".to_owned();
     }
-    rails_status(available, total)
+    let rails = rails_status(available, total);
+    let host = snapshot.host();
+    match host.condition {
+        HostCondition::Ok => rails,
+        HostCondition::AllDevicesGone if host.devices == 0 => format!("no RDMA device; {rails}"),
+        HostCondition::AllDevicesGone => {
+            format!("every RDMA device gone ({} of {} listed, none open); {rails}", host.present, host.devices)
+        }
+    }
 }
 
 impl Outputs {
@@ -189,4 +201,59 @@ pub fn start_recording(rec: &RecordArgs, config: &Config) -> Result<Option<Recor
         eprintln!("railwatch: cannot write the recording {}: {e}", path.display());
         ExitCode::from(2)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use railwatch_core::{DeviceMode, LinkRate, PauseReason, RailId, RailState};
+    use railwatch_runtime::{DeviceCounters, DeviceSnapshot, RailSnapshot};
+
+    use super::*;
+
+    fn snapshot(modes: &[DeviceMode], states: &[(RailState, bool)]) -> Snapshot {
+        let devices = modes
+            .iter()
+            .enumerate()
+            .map(|(i, &mode)| DeviceSnapshot { name: format!("mlx5_{i}"), mode, counters: DeviceCounters::default() })
+            .collect();
+        let rails = states
+            .iter()
+            .enumerate()
+            .map(|(i, &(state, available))| RailSnapshot {
+                id: RailId { device: i as u32, port: 1 },
+                name: format!("mlx5_{i}/1"),
+                state,
+                reason: PauseReason::None,
+                since: Millis(0),
+                last_port_state: None,
+                generation: 1,
+                available,
+                rate: Some(LinkRate::gbps(400)),
+                recovered_by: None,
+                address: None,
+                identity: None,
+                breaker_until: None,
+                gid_index: None,
+                counters: None,
+                evidence: Default::default(),
+            })
+            .collect();
+        Snapshot { t: Millis(0), rails, devices, wakeups: 0, ticks: 0, notifications_dropped: 0 }
+    }
+
+    /// The status line counts the attached rails, and says the host's
+    /// condition first when no device is usable.
+    #[test]
+    fn the_status_line_says_when_every_device_is_gone() {
+        let gone = DeviceMode::Gone { next_reopen: Millis(1000), backoff_ms: 1000 };
+        let up = [(RailState::Active, true), (RailState::Paused, false)];
+        assert_eq!(availability(&snapshot(&[DeviceMode::Events, gone], &up)), "1/2 rails available");
+        let out = [(RailState::Inert, false), (RailState::Inert, false)];
+        assert_eq!(
+            availability(&snapshot(&[DeviceMode::Removed, gone], &out)),
+            "every RDMA device gone (1 of 2 listed, none open); 0/0 rails available"
+        );
+        // None at all yet: watch waits for one (issue 23).
+        assert_eq!(availability(&snapshot(&[], &[])), "0 rails, waiting for devices");
+    }
 }

@@ -148,6 +148,17 @@ impl Printer {
     }
 }
 
+impl Drop for Printer {
+    /// Whatever the way out (an early exit too), stdout gets its bounded
+    /// time to take what is queued.
+    fn drop(&mut self) {
+        let style = self.style;
+        if let Queued::Queue(q) = &self.out {
+            q.finish(FINISH_WITHIN, |n| dropped_notice(style, 0, n));
+        }
+    }
+}
+
 /// The line saying `n` lines were dropped before `t_ms`.
 fn dropped_notice(style: Style, t_ms: u64, n: u64) -> Vec<u8> {
     let mut buf = Vec::new();

@@ -26,6 +26,27 @@ pub struct TransferReport {
     pub count: u32,
 }
 
+/// Counts a report's lines into `e` (one pass; the common report,
+/// successes and peers' errors, asks nothing more). Returns whether a line
+/// succeeded and whether one failed against the local path (lines of
+/// count 0 say nothing). Counters wrap at 2^64 completions.
+#[inline]
+fn count_reports(e: &mut super::Evidence, reports: &[TransferReport]) -> (bool, bool) {
+    let mut seen = 0u8;
+    for r in reports {
+        let n = u64::from(r.count);
+        let class = classify_wc(r.wc_status);
+        seen |= u8::from(n != 0) << (class as u8);
+        let slot = match (class, e.failed_by_status.get_mut(r.wc_status as usize)) {
+            (WcClass::Success, _) => &mut e.transfers_ok,
+            (_, Some(slot)) => slot,
+            (_, None) => &mut e.failed_unknown,
+        };
+        *slot = slot.wrapping_add(n);
+    }
+    (seen & (1 << WcClass::Success as u8) != 0, seen & (1 << WcClass::LocalPath as u8) != 0)
+}
+
 impl Machine {
     /// Transfer outcomes on the rail of `device`'s `port`, as the engine
     /// polled them from its CQs since its last report: each line a count of
@@ -34,31 +55,30 @@ impl Machine {
     /// breaker (the rail pauses, `data_path`); through one peer only they
     /// are notified ([`Happening::PeerFailing`]) and the rail stays. A
     /// success ends probation; a local-path failure on probation opens the
-    /// breaker again with the next backoff. Makes no heap allocation.
+    /// breaker again with the next backoff (in one report, a local-path
+    /// failure wins over successes). Makes no heap allocation.
     pub fn handle_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
         let now = self.at(now);
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
-        for r in reports {
-            if r.count == 0 {
-                continue;
-            }
-            let class = classify_wc(r.wc_status);
-            self.count_transfers(ri, r, class);
-            match class {
-                WcClass::Success => self.end_probation(ri, now),
-                WcClass::LocalPath => self.local_failure(ri, r, now),
-                WcClass::PeerOrApp | WcClass::Consequence | WcClass::Unknown => {}
-            }
+        let rail = &mut self.rails[ri];
+        let (succeeded, failed_locally) = count_reports(&mut rail.evidence, reports);
+        let on_probation = matches!(rail.breaker, Some(Breaker::Probation { .. }));
+        if failed_locally || (succeeded && on_probation) {
+            self.judge(ri, reports, failed_locally, now);
         }
     }
 
-    fn count_transfers(&mut self, ri: usize, r: &TransferReport, class: WcClass) {
-        let e = &mut self.rails[ri].evidence;
-        let n = u64::from(r.count);
-        match (class, e.failed_by_status.get_mut(r.wc_status as usize)) {
-            (WcClass::Success, _) => e.transfers_ok = e.transfers_ok.saturating_add(n),
-            (_, Some(slot)) => *slot = slot.saturating_add(n),
-            (_, None) => e.failed_unknown = e.failed_unknown.saturating_add(n),
+    /// The rare part of a report: local-path failures, judged line by line,
+    /// or the success that ends probation. In one report a local-path
+    /// failure wins over successes: probation ends only on a report without.
+    #[cold]
+    #[inline(never)]
+    fn judge(&mut self, ri: usize, reports: &[TransferReport], failed_locally: bool, now: Millis) {
+        if !failed_locally {
+            return self.end_probation(ri, now);
+        }
+        for r in reports.iter().filter(|r| r.count > 0 && classify_wc(r.wc_status) == WcClass::LocalPath) {
+            self.local_failure(ri, r, now);
         }
     }
 
@@ -111,10 +131,8 @@ impl Machine {
         self.arm_tick(now);
     }
 
+    #[cold]
     fn end_probation(&mut self, ri: usize, now: Millis) {
-        if !matches!(self.rails[ri].breaker, Some(Breaker::Probation { .. })) {
-            return;
-        }
         self.rails[ri].breaker = None;
         if self.rails[ri].cell.set_probation(false) == Outcome::Changed {
             let rail = self.rails[ri].id;

@@ -701,8 +701,15 @@ impl Machine {
         self.push(Action::Notify(Notification { t, what }));
     }
 
+    #[inline]
     fn rail_index(&self, device: u32, port: u8) -> Option<usize> {
         let dev = self.devices.get(device as usize)?;
+        // Ports are numbered from 1 in order on nearly every device: look
+        // there first, then search.
+        let guess = (dev.rails.start + usize::from(port)).checked_sub(1);
+        if let Some(ri) = guess.filter(|ri| dev.rails.contains(ri) && self.rails[*ri].id.port == port) {
+            return Some(ri);
+        }
         dev.rails.clone().find(|&ri| self.rails[ri].id.port == port)
     }
 

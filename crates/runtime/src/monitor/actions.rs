@@ -29,6 +29,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                         Some(port) => port.reopen().map_err(|e| errno_of(&e)),
                         None => Err(ENODEV),
                     };
+                    if result.is_ok() {
+                        self.read_identity(device);
+                    }
                     self.observe(now, Observed::Reopened { device, result });
                     self.machine.handle_reopen(device, result, now);
                 }
@@ -102,6 +105,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             Ok(dev) => {
                 let ports = dev.ports();
                 self.devices[idx] = DeviceSlot::new(dev);
+                self.read_identity(device);
                 self.observe(now, Observed::Attached { device, name: &name, ports: &ports });
                 self.machine.handle_opened(device, Ok(&ports), now);
             }

@@ -11,7 +11,7 @@ use crossbeam_channel::Receiver;
 use mio::{Events, Poll, Token};
 use railwatch_core::{
     AsyncEvent, Clock, ConfigError, DeviceMode, Errno, Gate, Machine, Millis, Notification, PortAddress, RailId,
-    Selector, TransferReport, VerbsPort,
+    RailIdentity, Selector, TransferReport, VerbsPort,
 };
 
 use crate::config::Config;
@@ -107,6 +107,9 @@ pub struct Monitor<P, S, C> {
     hotplug: Option<Hotplug<P>>,
     /// Each rail's address as last read (for snapshots).
     addresses: std::collections::HashMap<RailId, PortAddress>,
+    /// Each rail's identity as read at its device's last attach or
+    /// re-open (for snapshots; kept after the device leaves).
+    identities: std::collections::HashMap<RailId, RailIdentity>,
     /// Sees every input fed to the machine (a recorder), if set.
     observer: Option<Observer>,
 }
@@ -140,6 +143,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             wakeups: 0,
             hotplug: None,
             addresses: std::collections::HashMap::new(),
+            identities: std::collections::HashMap::new(),
             observer: None,
             config,
         })
@@ -167,6 +171,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             }
         }
         let idx = self.machine.add_device(&name, &ports, now);
+        self.read_identity(idx);
         self.observe(now, Observed::Attached { device: idx, name: &name, ports: &ports });
         self.carry_out(now);
         idx
@@ -238,6 +243,26 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// LID/GID changes), if the backend reads addresses.
     pub fn address(&self, rail: RailId) -> Option<&PortAddress> {
         self.addresses.get(&rail)
+    }
+
+    /// The identity of `rail` (node GUID, port GUID, PCI address) as read
+    /// at its device's last attach or re-open, if the backend reads it.
+    pub fn identity(&self, rail: RailId) -> Option<&RailIdentity> {
+        self.identities.get(&rail)
+    }
+
+    /// Reads the identity of every port of device `device` (at an attach
+    /// or re-open: not a machine input, so not observed). A port whose
+    /// read fails keeps no identity.
+    pub(crate) fn read_identity(&mut self, device: u32) {
+        let Some(port) = self.devices.get_mut(device as usize).and_then(|slot| slot.port.as_mut()) else { return };
+        for number in port.ports() {
+            let rail = RailId { device, port: number };
+            match port.identity(number) {
+                Ok(identity) => self.identities.insert(rail, identity),
+                Err(_) => self.identities.remove(&rail),
+            };
+        }
     }
 
     /// The machine this monitor drives (read-only: its inputs come from the
@@ -381,6 +406,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     rate: r.rate,
                     recovered_by: r.recovered_by,
                     address: self.addresses.get(&r.id).cloned(),
+                    identity: self.identities.get(&r.id).cloned(),
                     breaker_until: r.breaker_until,
                     gid_index: r.gid_index,
                     counters: r.counters,

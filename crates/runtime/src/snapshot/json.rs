@@ -7,10 +7,10 @@
 //! These are borrowed views that serde serializes (field order is output
 //! order); they own nothing and hold no policy.
 
-use railwatch_core::{Evidence, LinkRate, PortAddress, WC_STATUSES};
+use railwatch_core::{Evidence, LinkRate, PortAddress, RailIdentity, WC_STATUSES, guid_text};
 use serde::Serialize;
 
-use super::{DeviceSnapshot, RailSnapshot, Snapshot};
+use super::{DeviceSnapshot, HostSnapshot, RailSnapshot, Snapshot};
 
 /// A rate in Gb/s: `None` when never seeded or unknown.
 pub(crate) fn gbps(rate: Option<LinkRate>) -> Option<f64> {
@@ -47,6 +47,8 @@ pub struct SnapshotBody<'a> {
     pub events_acked: u64,
     /// Every device.
     pub devices: Vec<DeviceJson<'a>>,
+    /// The host as a whole.
+    pub host: HostJson,
     /// Recovery ticks run.
     pub ticks: u64,
     /// Returns from the monitor's blocking wait.
@@ -64,6 +66,7 @@ impl<'a> SnapshotBody<'a> {
             events_read,
             events_acked: events_read,
             devices: snapshot.devices.iter().map(DeviceJson::of).collect(),
+            host: HostJson::of(&snapshot.host()),
             ticks: snapshot.ticks,
             wakeups: snapshot.wakeups,
             notifications_dropped: snapshot.notifications_dropped,
@@ -124,6 +127,20 @@ pub struct RailDetail<'a> {
     /// Transfers the engine reported: successes, failures by
     /// `ibv_wc_status` name (only those seen), breaker openings.
     pub transfers: TransfersJson,
+    /// The device's node GUID (`0002:c903:00f1:c2a0`; `null`: not read).
+    pub node_guid: Option<String>,
+    /// The port's GUID (InfiniBand only; `null` otherwise).
+    pub port_guid: Option<String>,
+    /// The device's PCI address (`null`: not on PCI, or not read).
+    pub pci_address: Option<&'a str>,
+}
+
+/// The identity fields of a rail: (node GUID, port GUID, PCI address).
+pub fn identity_fields(i: Option<&RailIdentity>) -> (Option<String>, Option<String>, Option<&str>) {
+    match i {
+        Some(i) => (i.node_guid.map(guid_text), i.port_guid.map(guid_text), i.pci_address.as_deref()),
+        None => (None, None, None),
+    }
 }
 
 /// What the engine's transfer reports said about a rail.
@@ -167,6 +184,7 @@ impl<'a> RailJson<'a> {
     pub fn full(r: &'a RailSnapshot) -> RailJson<'a> {
         // A rail's name is `device/port`; a device name has no `/`.
         let device = r.name.rsplit_once('/').map_or(r.name.as_str(), |(d, _)| d);
+        let (node_guid, port_guid, pci_address) = identity_fields(r.identity.as_ref());
         let detail = RailDetail {
             device,
             port: r.id.port,
@@ -183,6 +201,9 @@ impl<'a> RailJson<'a> {
             carrier_down: r.counters.and_then(|c| c.carrier_down),
             silent_flaps: r.evidence.silent_flaps,
             transfers: TransfersJson::of(&r.evidence),
+            node_guid,
+            port_guid,
+            pci_address,
         };
         RailJson { detail: Some(detail), ..RailJson::brief(r) }
     }
@@ -238,6 +259,26 @@ impl<'a> DeviceJson<'a> {
             reopen_attempts: c.reopen_attempts,
             reopens: c.reopens,
         }
+    }
+}
+
+/// The host-level condition and its device counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostJson {
+    /// `ok`, or `all_devices_gone` when no device is usable.
+    pub condition: &'static str,
+    /// Devices the monitor knows (removed ones too).
+    pub devices: usize,
+    /// Devices the host lists now.
+    pub present: usize,
+    /// Devices open (reading events or polling).
+    pub usable: usize,
+}
+
+impl HostJson {
+    /// The encoding of `h`.
+    pub fn of(h: &HostSnapshot) -> HostJson {
+        HostJson { condition: h.condition.name(), devices: h.devices, present: h.present, usable: h.usable }
     }
 }
 
@@ -301,6 +342,11 @@ mod tests {
                 rate: Some(LinkRate::gbps(200)),
                 recovered_by: Some(RecoveredBy::Event),
                 address: None,
+                identity: Some(RailIdentity {
+                    node_guid: Some(0x0002_c903_00f1_c2a0),
+                    port_guid: None,
+                    pci_address: Some("0000:3b:00.0".into()),
+                }),
                 breaker_until: None,
                 gid_index: None,
                 counters: None,
@@ -326,12 +372,37 @@ mod tests {
                 r#"{"t_ms":42,"rails":[{"rail":"mlx5_0/1","state":"paused","available":false,"bandwidth_gbps":200.0,"generation":3,"#,
                 r#""device":"mlx5_0","port":1,"reason":"port_err","port_state":"down","recovered_by":"event","since_ms":40,"address":null,"#,
                 r#""probation":false,"breaker_until_ms":null,"gid_index":null,"link_downed":null,"carrier_changes":null,"#,
-                r#""carrier_down":null,"silent_flaps":0,"transfers":{"ok":0,"failed":{},"breaker_trips":0}}],"#,
+                r#""carrier_down":null,"silent_flaps":0,"transfers":{"ok":0,"failed":{},"breaker_trips":0},"#,
+                r#""node_guid":"0002:c903:00f1:c2a0","port_guid":null,"pci_address":"0000:3b:00.0"}],"#,
                 r#""events_read":5,"events_acked":5,"devices":[{"device":"mlx5_0","mode":"events","events":5,"comm_est":0,"#,
                 r#""unhandled":0,"gets":0,"interrupted":0,"read_errors":1,"budget_hits":0,"port_queries":0,"link_reads":0,"#,
-                r#""reopen_attempts":0,"reopens":0}],"ticks":2,"wakeups":6,"notifications_dropped":0}"#
+                r#""reopen_attempts":0,"reopens":0}],"host":{"condition":"ok","devices":1,"present":1,"usable":1},"#,
+                r#""ticks":2,"wakeups":6,"notifications_dropped":0}"#
             )
         );
+    }
+
+    /// Every device removed or closed is the host's condition; one open
+    /// device, even polling, is not.
+    #[test]
+    fn the_host_is_degraded_only_when_no_device_is_usable() {
+        let mut s = snapshot();
+        let gone = DeviceMode::Gone { next_reopen: Millis(1000), backoff_ms: 1000 };
+        let mut second = s.devices[0].clone();
+        second.name = "mlx5_1".into();
+        s.devices.push(second);
+        let condition = |s: &Snapshot| serde_json::to_value(HostJson::of(&s.host())).unwrap();
+        assert_eq!(condition(&s), serde_json::json!({"condition": "ok", "devices": 2, "present": 2, "usable": 2}));
+        s.devices[0].mode = DeviceMode::Removed;
+        s.devices[1].mode = DeviceMode::PollOnly;
+        assert_eq!(condition(&s)["condition"], "ok");
+        s.devices[1].mode = gone;
+        assert_eq!(
+            condition(&s),
+            serde_json::json!({"condition": "all_devices_gone", "devices": 2, "present": 1, "usable": 0})
+        );
+        s.devices.clear();
+        assert_eq!(condition(&s)["condition"], "all_devices_gone", "no device at all");
     }
 
     #[test]

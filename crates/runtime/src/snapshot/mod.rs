@@ -4,8 +4,8 @@
 pub mod json;
 
 use railwatch_core::{
-    DeviceMode, Evidence, LinkRate, Millis, PauseReason, PortAddress, PortCounters, PortState, RailId, RailState,
-    RecoveredBy,
+    DeviceMode, Evidence, LinkRate, Millis, PauseReason, PortAddress, PortCounters, PortState, RailId, RailIdentity,
+    RailState, RecoveredBy,
 };
 
 use crate::device::DeviceCounters;
@@ -36,6 +36,10 @@ pub struct RailSnapshot {
     /// Its address as last read (`None` if the backend does not read
     /// addresses, or before the first read).
     pub address: Option<PortAddress>,
+    /// What names it across boots (node GUID, port GUID, PCI address), as
+    /// read at its device's last attach (`None` if the backend does not
+    /// read it).
+    pub identity: Option<RailIdentity>,
     /// Out by the data-path breaker until a trial then.
     pub breaker_until: Option<Millis>,
     /// The GID index `require_address` chose, if it names one.
@@ -87,4 +91,52 @@ impl Snapshot {
     pub fn rail(&self, name: &str) -> Option<&RailSnapshot> {
         self.rails.iter().find(|r| r.name == name)
     }
+
+    /// The host as a whole, from its devices' modes.
+    pub fn host(&self) -> HostSnapshot {
+        let present = self.devices.iter().filter(|d| d.mode != DeviceMode::Removed).count();
+        let usable =
+            self.devices.iter().filter(|d| matches!(d.mode, DeviceMode::Events | DeviceMode::PollOnly)).count();
+        HostSnapshot { condition: HostCondition::of(usable), devices: self.devices.len(), present, usable }
+    }
+}
+
+/// The host-level condition: whether any device is usable at all. Every
+/// device gone at once (a driver reload, a firmware reset) is one
+/// condition of the host, not a failure of each port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostCondition {
+    /// At least one device is open (reading events or polling).
+    Ok,
+    /// No device is usable: every one the monitor knew left the host or
+    /// closed (or there is none at all).
+    AllDevicesGone,
+}
+
+impl HostCondition {
+    /// The condition of a host with `usable` devices open.
+    pub fn of(usable: usize) -> HostCondition {
+        if usable == 0 { HostCondition::AllDevicesGone } else { HostCondition::Ok }
+    }
+
+    /// `ok` or `all_devices_gone`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostCondition::Ok => "ok",
+            HostCondition::AllDevicesGone => "all_devices_gone",
+        }
+    }
+}
+
+/// The host's devices counted, and its condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostSnapshot {
+    /// Its condition.
+    pub condition: HostCondition,
+    /// Devices the monitor knows (removed ones too).
+    pub devices: usize,
+    /// Devices the host lists now (not removed).
+    pub present: usize,
+    /// Devices open: reading events or polling.
+    pub usable: usize,
 }

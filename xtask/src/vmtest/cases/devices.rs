@@ -10,11 +10,12 @@ use crate::vmtest::progress::CaseRun;
 /// What the removal cases expect of railwatch once the device leaves: the
 /// rail inert (device_removed) while railwatch still runs, so the kernel's
 /// removal did not wait for its exit.
-fn check_removed(run: &CaseRun, v: &mut Verdict, step_name: &str, delete: &str) {
+/// Returns the watch's lines.
+fn check_removed<'r>(run: &'r CaseRun, v: &mut Verdict, step_name: &str, delete: &str) -> Vec<&'r str> {
     let w = check_watch(run, v, RAIL, "inert", false);
     let Some(at) = run.step("watch", step_name) else {
         v.fail(format!("the guest recorded no {step_name} step"));
-        return;
+        return w;
     };
     v.require(
         find(&w, at, &[("kind", "transition"), ("rail", RAIL), ("to", "inert"), ("reason", "device_removed")])
@@ -35,6 +36,7 @@ fn check_removed(run: &CaseRun, v: &mut Verdict, step_name: &str, delete: &str) 
             format!("summary: rxe0 is not in mode removed: {dev:?}"),
         );
     }
+    w
 }
 
 /// Case 3: veth0 deleted under rxe0.
@@ -42,9 +44,12 @@ pub fn check_netdev_deleted(run: &CaseRun, v: &mut Verdict) {
     check_removed(run, v, "netdev_del", "ip_link_del");
 }
 
-/// Case 4: `rdma link delete rxe0`.
+/// Case 4: `rdma link delete rxe0`, recorded: the recording of the host
+/// losing its only device replays with the live run's transitions.
 pub fn check_rdma_link_delete(run: &CaseRun, v: &mut Verdict) {
-    check_removed(run, v, "rdma_delete", "rdma_link_delete");
+    let w = check_removed(run, v, "rdma_delete", "rdma_link_delete");
+    let text = check_replay(run, v, &w, "recorded-removal.toml");
+    v.require(text.contains("fault = \"unplug\""), "the recording has no unplug of rxe0");
 }
 
 /// Case 5: a new device (rxe1), then rxe0 deleted and added again.

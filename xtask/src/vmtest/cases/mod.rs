@@ -91,7 +91,7 @@ pub const CASES: &[Case] = &[
     Case {
         id: 4,
         name: "rdma_link_delete",
-        what: "rdma link delete rxe0 while watching",
+        what: "rdma link delete rxe0 while watching, recorded and replayed",
         check: devices::check_rdma_link_delete,
         pending: None,
     },
