@@ -463,10 +463,10 @@ fn a_recording_stops_only_past_seven_days() {
 /// A port that went DOWN while a `DEVICE_FATAL` kept its device closed is
 /// seen by the first query after the live re-open. The replay re-opens at
 /// its own time (the backoff's jitter is drawn anew), possibly earlier: the
-/// change is placed just after the close, so the replay sees it whenever
-/// it re-opens, and pauses the rail as the live run did.
+/// change is placed at the close (after its event), so the replay sees it
+/// whenever it re-opens, and pauses the rail as the live run did.
 #[test]
-fn a_change_seen_after_a_reopen_is_placed_just_after_the_close() {
+fn a_change_seen_after_a_reopen_is_placed_at_the_close() {
     use railwatch_core::{AsyncEvent, Element, EventKind, PortState};
     use railwatch_runtime::Observed;
     let dir = tempfile::tempdir().unwrap();
@@ -482,7 +482,7 @@ fn a_change_seen_after_a_reopen_is_placed_just_after_the_close() {
     r.finish(Millis(3000), &no_rails(3000)).unwrap();
     let sc = Scenario::load(&path).unwrap();
     let down: Vec<u64> = sc.steps.iter().filter(|s| s.port_state.is_some()).map(|s| s.at_ms).collect();
-    assert_eq!(down, [501], "{}", std::fs::read_to_string(&path).unwrap());
+    assert_eq!(down, [500], "{}", std::fs::read_to_string(&path).unwrap());
     let (replayed, _, _) = replay(&path);
     assert_eq!(
         replayed,

@@ -14,7 +14,7 @@
 //!   the step goes at `t` itself, where the replay asks too.
 //! - **After a re-open.** The first query of a port after its device was
 //!   opened again following a `DEVICE_FATAL` saw what changed while the
-//!   device was closed: the step goes just after the close, since the
+//!   device was closed: the step goes at the close, after it, since the
 //!   replay re-opens at its own time (the backoff's jitter is drawn anew),
 //!   maybe earlier than the live one, and must see it too.
 //! - **A fault after the events of its drain.** A read error or a hang-up
@@ -166,11 +166,13 @@ impl Timeline {
     /// `previous`, its device last closed (a `DEVICE_FATAL`, or it left
     /// the host's list) and opened again at `reopen` (`(closed, reopened)`): as
     /// [`placed`](Self::placed), unless this is the port's first query since
-    /// that re-open; then just after the close.
+    /// that re-open; then at the close, after it.
     pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
         match reopen {
+            // At the close itself, after its step: a device plugged in
+            // again a millisecond later leaves no room between.
             Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
-                self.placed_after(previous.filter(|p| *p <= closed), closed.saturating_add(1), t)
+                self.placed_after(previous.filter(|p| *p < closed), closed, t)
             }
             _ => self.placed(previous, t),
         }
@@ -265,8 +267,8 @@ mod tests {
         assert_eq!(tl.placed(Some(990), 1000), 991);
         assert_eq!(tl.placed(None, 10), 0);
         assert_eq!(tl.placed(Some(1000), 1000), 1000, "never after the query that saw it");
-        // The first query after a re-open: just after the close.
-        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 201);
+        // The first query after a re-open: at the close.
+        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 200);
         assert_eq!(tl.placed_for(Some((200, 800)), Some(850), 1000), 1000 - SLACK_MS);
         assert_eq!(tl.placed_for(Some((900, 800)), Some(100), 1000), 1000 - SLACK_MS);
     }
