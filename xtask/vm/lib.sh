@@ -202,6 +202,17 @@ baseline() {
 # in this one namespace and connect with GID 0 (the fe80:: address from the
 # MAC); IPv6 DAD is off while the rails exist, so that address is usable at
 # once.
+#
+# The veths keep their IPv6 neighbour entries when the carrier goes
+# (ndisc_evict_nocarrier 0; the kernel's default, 1, evicts them since
+# 4.20). Why (docs/PERFORMANCE.md, "The first write after a pull"): rxe
+# sends RoCE through the kernel's IP stack, so its retransmissions during a
+# pull re-create the evicted entry, INCOMPLETE, and spend its solicitations
+# on the dead link; nothing solicits it again once the cable is back, and
+# the first connection after the pull waits up to a second for it. A NIC's
+# own retransmissions never touch the table. The setting only keeps what
+# was resolved (the peer is the same one behind the same cable); entries
+# still age and fail as the kernel's neighbour discovery decides.
 
 rails_present() { [ -e /sys/class/net/br0 ] || [ -e /sys/class/net/br1 ]; }
 
@@ -231,6 +242,7 @@ rails_up() {
     for _n in 0 1 2 3; do
         $IP link add veth$_n type veth peer name p$_n || return 1
         $IP link set p$_n master br$((_n / 2)) || return 1
+        echo 0 >"/proc/sys/net/ipv6/conf/veth$_n/ndisc_evict_nocarrier" || return 1
     done
     for _d in br0 br1 p0 p1 p2 p3 veth0 veth1 veth2 veth3; do $IP link set $_d up || return 1; done
     for _n in 0 1 2 3; do rdma link add rxe$_n type rxe netdev veth$_n || return 1; done

@@ -113,19 +113,21 @@ traffic_cleanup() {
     out marks marks
 }
 
-# pulls LABEL N: N pulls of rail A's cable, each 2 s from the moment the
-# engine's gate closed; after each plug, wait for the engine's new QP set
-# on A, then 0.3 s of traffic on it. 1 when a wait timed out.
+# pulls LABEL N [PORT DEV]: N pulls of rail A's cable (PORT, default p0,
+# the cable of DEV, default rxe0; p1 and rxe1 pull its far end's), each 2 s
+# from the moment the engine's gate of DEV closed; after each plug, wait
+# for the engine's new QP set on A, then 0.3 s of traffic on it. 1 when a
+# wait timed out.
 pulls() {
     _i=0
     while [ $_i -lt "$2" ]; do
         _i=$((_i + 1))
         _at=$(lines "$E")
-        pull_cable p0
-        gate_line "$1" "$_at" rxe0 false || return 1
+        pull_cable "${3:-p0}"
+        gate_line "$1" "$_at" "${4:-rxe0}" false || return 1
         sleep 2
         _at=$(lines "$E")
-        plug_cable p0
+        plug_cable "${3:-p0}"
         new_set "$1" "$_at" A || return 1
         sleep 0.3
     done

@@ -1872,6 +1872,38 @@ fn i_the_audit_finds_a_silent_port_down_and_is_off_by_default() {
     assert_eq!(h.snap(0, 1).reason, PauseReason::PortNotActive);
 }
 
+/// l. A flap the machine saw is no silent flap, however its counters move
+/// over it: a netdev's `carrier_changes` counts the carrier going down and
+/// coming back, so a read during the outage (the tick's) takes in the down
+/// and the read after the PORT_ACTIVE the up (seen on the real kernel,
+/// where every pull was also called a silent flap). A rise with no flap
+/// seen is still one.
+#[test]
+fn l_a_flap_with_its_port_err_is_not_a_silent_one() {
+    let mut h = Harness::healthy(MachineConfig::default(), &[1]);
+    let rail = RailId { device: 0, port: 1 };
+    h.advance_to(Millis(100));
+    h.take_record();
+    let wp = h.world_port(0, 1);
+    (wp.state, wp.link_downed) = (PortState::Down, wp.link_downed + 1);
+    h.port_event(0, EventKind::PortErr, 1);
+    h.advance(TICK + 1);
+    assert!(h.recorded(|a| *a == Action::ReadCounters { device: 0, port: 1 }), "no read during the outage");
+    let wp = h.world_port(0, 1);
+    (wp.state, wp.link_downed) = (PortState::Active, wp.link_downed + 1);
+    h.take_record();
+    h.port_event(0, EventKind::PortActive, 1);
+    assert!(h.recorded(|a| *a == Action::ReadCounters { device: 0, port: 1 }), "no read after the PORT_ACTIVE");
+    let causes: Vec<Cause> = h.transitions(rail).into_iter().map(|(_, _, _, c)| c).collect();
+    assert_eq!(causes, [Cause::By(RecoveredBy::Event)]);
+    // A rise nobody explained, read by the next port query, is one.
+    let wp = h.world_port(0, 1);
+    (wp.link_downed, wp.counters_moved) = (wp.link_downed + 1, true);
+    h.advance(100);
+    h.port_event(0, EventKind::ClientReregister, 1);
+    assert!(h.transitions(rail).iter().any(|&(_, _, _, c)| c == Cause::SilentFlap), "{:?}", h.transitions(rail));
+}
+
 /// j. Handling a PORT_ERR and a PORT_ACTIVE, their answers and every action
 /// they lead to makes no heap allocation once warmed up.
 #[test]

@@ -138,7 +138,7 @@ static uint64_t comm_est_c(void) {
     uint64_t t0 = now_ns();
     for (uint64_t i = 0; i < COMM_EST; i++) rw_machine_handle_event(m, dev, 4, 0x1000 + (i & 0xff), 1);
     uint64_t ns = now_ns() - t0;
-    rw_machine_free(m);
+    rw_machine_free(&m);
     return ns;
 }
 
@@ -159,7 +159,7 @@ static uint64_t feed_c(void) {
         now += 2;
     }
     uint64_t ns = now_ns() - t0;
-    rw_machine_free(m);
+    rw_machine_free(&m);
     return ns;
 }
 
@@ -201,8 +201,8 @@ int main(void) {
     printf("c_gate_inline_ns\t%.4f\n", median(a_ns, ROUNDS));
     printf("c_gate_relaxed_ns\t%.4f\n", median(b_ns, ROUNDS));
     printf("c_gate_ratio\t%.4f\n", median(ratio, ROUNDS));
-    for (int p = 0; p < RAILS; p++) rw_gate_free(gates[p]);
-    rw_machine_free(m);
+    for (int p = 0; p < RAILS; p++) rw_gate_free(&gates[p]);
+    rw_machine_free(&m);
 
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t a, b;

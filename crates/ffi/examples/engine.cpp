@@ -27,12 +27,10 @@
 //   c++ -std=c++20 -I crates/ffi/include crates/ffi/examples/engine.cpp
 //       -L target/release -lrailwatch -libverbs -lpthread -o engine
 
-#include <infiniband/verbs.h>
-
+#include "railwatch_verbs.h"  // libibverbs and railwatch.h, with the glue between them
 #include "railwatch.hpp"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -192,9 +190,9 @@ private:
     static ibv_context *open_nonblocking(ibv_device *dev) {
         ibv_context *ctx = ibv_open_device(dev);
         if (!ctx) return nullptr;
-        const int flags = fcntl(ctx->async_fd, F_GETFL);
-        if (flags < 0 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            const int err = errno;
+        // Before the fd goes into epoll: the drain's last read must find
+        // the queue empty (EAGAIN), not block.
+        if (const int err = rw_verbs_make_nonblocking(ctx)) {
             ibv_close_device(ctx);
             errno = err;
             return nullptr;
@@ -245,35 +243,16 @@ private:
                 [ctx](uint32_t &code, uint64_t &element) -> int {
                     ibv_async_event ev{};
                     if (ibv_get_async_event(ctx, &ev) != 0) return errno;  // EAGAIN: empty
-                    code = ev.event_type;
-                    element = element_of(ev);
+                    rw_verbs_event_input(&ev, &code, &element);  // the union's right member
                     ibv_ack_async_event(&ev);  // acked before the machine sees it
                     return 0;
                 },
                 now_ms());
             drained_ += r.events;
             if (r.events > 1) say("%s  drained %llu events in one wake-up", devices_[dev].name.c_str(),
-                                  (unsigned long long)r.events);
+                                  static_cast<unsigned long long>(r.events));
             carry_out();
             if (r.end != -1) return;  // emptied, or a read error the machine now handles
-        }
-    }
-
-    static uint64_t element_of(const ibv_async_event &ev) {
-        switch (ev.event_type) {
-        case IBV_EVENT_CQ_ERR: return uint64_t(uintptr_t(ev.element.cq));
-        case IBV_EVENT_SRQ_ERR:
-        case IBV_EVENT_SRQ_LIMIT_REACHED: return uint64_t(uintptr_t(ev.element.srq));
-        case IBV_EVENT_WQ_FATAL: return uint64_t(uintptr_t(ev.element.wq));
-        case IBV_EVENT_QP_FATAL:
-        case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST:
-        case IBV_EVENT_SQ_DRAINED:
-        case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR:
-        case IBV_EVENT_QP_LAST_WQE_REACHED: return uint64_t(uintptr_t(ev.element.qp));
-        default: return uint64_t(ev.element.port_num);
         }
     }
 
@@ -379,22 +358,22 @@ private:
                 if (r) r->recovered_by = int(n.cause_code);
                 say("%-10s %s -> %s  by %s, generation %llu", name, rw::state_name(n.from_state),
                     rw::state_name(n.to_state), rw::recovered_by_name(int32_t(n.cause_code)),
-                    (unsigned long long)n.generation);
+                    static_cast<unsigned long long>(n.generation));
             } else if (n.cause == RW_CAUSE_REASON) {
                 if (r) r->recovered_by = -1;
                 say("%-10s %s -> %s  because %s, generation %llu", name, rw::state_name(n.from_state),
-                    rw::state_name(n.to_state), rw::reason_name(n.cause_code), (unsigned long long)n.generation);
+                    rw::state_name(n.to_state), rw::reason_name(n.cause_code), static_cast<unsigned long long>(n.generation));
             } else {
-                say("%-10s generation %llu (event %u)", name, (unsigned long long)n.generation, n.cause_code);
+                say("%-10s generation %llu (event %u)", name, static_cast<unsigned long long>(n.generation), n.cause_code);
             }
             break;
         case RW_HAPPENING_RESEED:
-            say("%-10s selector re-seeded: %llu Mb/s", name, (unsigned long long)n.rate_to_mbps);
+            say("%-10s selector re-seeded: %llu Mb/s", name, static_cast<unsigned long long>(n.rate_to_mbps));
             break;
         case RW_HAPPENING_AVAILABLE: say("%-10s selector: %s", name, n.available ? "available" : "unavailable"); break;
         case RW_HAPPENING_OBJECT_ERROR:
             say("device %u   object error, event %u on object %#llx", n.device, n.event_code,
-                (unsigned long long)n.object_handle);
+                static_cast<unsigned long long>(n.object_handle));
             break;
         default: break;  // every event, address changes: not shown
         }
@@ -406,7 +385,7 @@ private:
         case RW_LOG_READ_FAILED: say("%s  reading its events failed (%s): polling its ports", dev, std::strerror(l.error)); break;
         case RW_LOG_HUNG_UP: say("%s  event fd hung up", dev); break;
         case RW_LOG_STILL_PAUSED: say("%s/%u  still paused (%s)", dev, l.port, rw::reason_name(l.reason)); break;
-        case RW_LOG_DEVICE_GONE: say("%s  gone; re-open at %llu ms", dev, (unsigned long long)l.until_ms); break;
+        case RW_LOG_DEVICE_GONE: say("%s  gone; re-open at %llu ms", dev, static_cast<unsigned long long>(l.until_ms)); break;
         case RW_LOG_UNHANDLED: say("%s  event %u not acted on", dev, l.code); break;
         default: break;
         }
@@ -530,7 +509,8 @@ static int demonstrate(fake_ibverbs &fake) {
     say("--- summary ---");
     for (auto &r : e.rails())
         say("%-10s admitted %llu, refused %llu, endpoints rebuilt %llu", r->name.c_str(),
-            (unsigned long long)r->admitted, (unsigned long long)r->refused, (unsigned long long)r->rebuilt);
+            static_cast<unsigned long long>(r->admitted), static_cast<unsigned long long>(r->refused),
+            static_cast<unsigned long long>(r->rebuilt));
     say(checks_failed ? "%d check(s) failed" : "every check held", checks_failed);
     return checks_failed ? 1 : 0;
 }
@@ -548,8 +528,8 @@ static int watch(int seconds) {
     for (auto &r : e.rails())
         say("%-10s %s, %llu Mb/s, admitted %llu, refused %llu, generation %llu", r->name.c_str(),
             r->gate.check() ? "active" : rw::state_name(r->gate.load().state()),
-            (unsigned long long)r->rate_mbps, (unsigned long long)r->admitted, (unsigned long long)r->refused,
-            (unsigned long long)r->gate.load().generation());
+            static_cast<unsigned long long>(r->rate_mbps), static_cast<unsigned long long>(r->admitted),
+            static_cast<unsigned long long>(r->refused), static_cast<unsigned long long>(r->gate.load().generation()));
     return 0;
 }
 

@@ -1,5 +1,8 @@
 /*
- * railwatch.hpp: a header-only C++20 wrapper over railwatch.h.
+ * railwatch.hpp: a header-only C++ wrapper over railwatch.h, for C++20 and
+ * C++17 (there std::span is railwatch::span's own, and the gate's load the
+ * GCC/Clang __atomic builtin), clean under -Wall -Wextra -Wpedantic
+ * -Wold-style-cast -Wconversion.
  *
  * Everything is in namespace `railwatch`. A map for a newcomer:
  *
@@ -7,18 +10,26 @@
  *                    library's rw_last_error() text.
  *   config           rw_config with the library's defaults (default_config()).
  *   word, gate       a rail's 64-bit state word, decoded; a gate keeps one
- *                    word alive and checks it inline (one acquire load
- *                    through std::atomic_ref, no call into the library).
+ *                    word alive and checks it inline (one acquire load,
+ *                    no call into the library).
  *   machine          embedding 1, the engine keeps its loop: feed events,
  *                    answers and time in; poll actions out; drain() is the
- *                    edge-triggered drain done right.
- *   sim              a simulated host for embedding 2 (tests, demos).
+ *                    edge-triggered drain done right; the device list and
+ *                    opens (handle_device_list, handle_opened); evidence
+ *                    (report_transfers, handle_counters, gid_index).
+ *   uevents          the kernel's device uevents as an fd for the engine's
+ *                    epoll set (RAII over rw_uevents).
+ *   sim, sim_context a simulated host for tests of both embeddings: a
+ *                    monitor over it, or an engine's own loop opening its
+ *                    devices (sim::open) as it would libibverbs ones.
  *   selector         the engine's rail selector, called on the monitor
  *                    thread (subclass it, or use function_selector).
  *   monitor          embedding 2, railwatch owns a thread: start over the
  *                    simulator or libibverbs, subscribe, snapshot, gates.
  *   subscription     an RAII subscription holding a std::function.
  *   owned_string     an RAII string returned by the library.
+ *   uevents          the kernel's device uevents as an fd, for embedding 1.
+ *   log_to()         railwatch's own log lines and panic messages.
  *
  * Conventions:
  *
@@ -26,7 +37,8 @@
  *     (status() is the rw_status, what() names the call and carries the
  *     library's message). The few expected "not there (yet)" answers have
  *     non-throwing variants returning std::optional (monitor::try_gate,
- *     machine::poll_action, machine::poll_timeout). Destructors, moves,
+ *     machine::poll_action, machine::poll_timeout, machine::device_name,
+ *     machine::gid_index). Destructors, moves,
  *     gate::check() and word decoding never throw.
  *   - No exception ever crosses into C. Callbacks the library calls (the
  *     selector, subscriptions, machine::drain's reader) go through
@@ -46,7 +58,7 @@
  *     callback; see monitor::stop). How teardown avoids races and
  *     deadlocks: "Teardown" in namespace detail.
  *   - Names are std::string_view (copied to add the NUL the C API needs),
- *     port lists and snapshot buffers std::span.
+ *     port lists and snapshot buffers railwatch::span (std::span in C++20).
  *   - The word layout (RW_WORD_LAYOUT_VERSION) is checked against the
  *     library once, when the first machine, monitor or gate is made; a
  *     mismatch throws error with RW_ERR_UNSUPPORTED.
@@ -56,6 +68,7 @@
 
 #include "railwatch.h"
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -66,7 +79,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -74,7 +86,66 @@
 #include <utility>
 #include <vector>
 
+#if __cplusplus >= 202002L && __has_include(<span>)
+#include <span>
+#define RAILWATCH_STD_SPAN 1
+#endif
+
 namespace railwatch {
+
+// ---- C++17 and C++20 ---------------------------------------------------------
+
+#ifdef RAILWATCH_STD_SPAN
+/** A view of contiguous elements: std::span in C++20. */
+template <class T>
+using span = std::span<T>;
+#else
+/** A view of contiguous elements: in C++17, the part of std::span this
+ *  header uses (from a pointer and a size, a C array, or a container with
+ *  data() and size(), such as std::vector and std::array). */
+template <class T>
+class span {
+public:
+    constexpr span() noexcept = default;
+    constexpr span(T *data, std::size_t size) noexcept : data_(data), size_(size) {}
+    template <std::size_t N>
+    constexpr span(T (&array)[N]) noexcept : data_(array), size_(N) {}
+    template <class C, class = std::enable_if_t<std::is_convertible_v<decltype(std::declval<C &>().data()), T *>>>
+    constexpr span(C &c) noexcept : data_(c.data()), size_(c.size()) {}
+    template <class C, class = std::enable_if_t<std::is_convertible_v<decltype(std::declval<const C &>().data()), T *>>>
+    constexpr span(const C &c) noexcept : data_(c.data()), size_(c.size()) {}
+    constexpr T *data() const noexcept { return data_; }
+    constexpr std::size_t size() const noexcept { return size_; }
+    constexpr bool empty() const noexcept { return size_ == 0; }
+    constexpr T *begin() const noexcept { return data_; }
+    constexpr T *end() const noexcept { return data_ + size_; }
+    constexpr T &operator[](std::size_t i) const noexcept { return data_[i]; }
+
+private:
+    T *data_ = nullptr;
+    std::size_t size_ = 0;
+};
+#endif
+
+namespace detail {
+/** One acquire load of a word only railwatch writes: std::atomic_ref in
+ *  C++20, the GCC/Clang __atomic builtin (the same instruction) in C++17. */
+inline uint64_t load_acquire(uint64_t *word) noexcept {
+#if defined(__cpp_lib_atomic_ref)
+    return std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
+#else
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+#endif
+}
+/** Whether `word` is aligned as that load needs. */
+inline bool load_aligned(const uint64_t *word) noexcept {
+#if defined(__cpp_lib_atomic_ref)
+    return reinterpret_cast<std::uintptr_t>(word) % std::atomic_ref<uint64_t>::required_alignment == 0;
+#else
+    return reinterpret_cast<std::uintptr_t>(word) % alignof(uint64_t) == 0;
+#endif
+}
+}  // namespace detail
 
 // ---- errors ---------------------------------------------------------------
 
@@ -145,8 +216,9 @@ inline const char *state_name(uint32_t state) noexcept {
     }
 }
 inline const char *reason_name(uint32_t reason) noexcept {
-    static const char *const names[] = {"none", "port_err", "port_not_active", "device_fatal",
-                                        "device_removed", "not_opened", "damped", "settling"};
+    static const char *const names[] = {"none",       "port_err",  "port_not_active", "device_fatal",
+                                        "device_removed", "not_opened", "damped",        "settling",
+                                        "data_path",  "no_address", "probation"};
     return reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "?";
 }
 inline const char *recovered_by_name(int32_t by) noexcept {
@@ -154,6 +226,7 @@ inline const char *recovered_by_name(int32_t by) noexcept {
     case RW_BY_EVENT: return "event";
     case RW_BY_POLL: return "poll";
     case RW_BY_ATTACH: return "attach";
+    case RW_BY_TRIAL: return "trial";
     default: return "-";
     }
 }
@@ -196,11 +269,10 @@ public:
             detail::check_layout();
             if (g_) {
                 word_ = const_cast<uint64_t *>(rw_gate_word(g_));
-                if (!word_ || reinterpret_cast<std::uintptr_t>(word_) % std::atomic_ref<uint64_t>::required_alignment)
-                    throw error(RW_ERR_STATE, "rw_gate_word: no usable word");
+                if (!word_ || !detail::load_aligned(word_)) throw error(RW_ERR_STATE, "rw_gate_word: no usable word");
             }
         } catch (...) {
-            rw_gate_free(g_);  // no destructor runs for a throwing constructor
+            rw_gate_free(&g_);  // no destructor runs for a throwing constructor
             throw;
         }
     }
@@ -226,7 +298,7 @@ public:
         if (!word_) return word{uint64_t{RW_RAIL_INERT} | (uint64_t{RW_WORD_PORT_NONE} << RW_WORD_PORT_SHIFT)};
         // The library only ever writes this word atomically; C++20's
         // atomic_ref needs a non-const object even for a load.
-        return word{std::atomic_ref<uint64_t>(*word_).load(std::memory_order_acquire)};
+        return word{detail::load_acquire(word_)};
     }
     /** The inline check: the generation when the rail admits, else
      *  nullopt. Endpoints built under an older generation are stale. */
@@ -244,7 +316,7 @@ public:
 
 private:
     void reset() noexcept {
-        rw_gate_free(g_);
+        rw_gate_free(&g_);
         g_ = nullptr;
         word_ = nullptr;
     }
@@ -263,14 +335,14 @@ public:
     owned_string(owned_string &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
     owned_string &operator=(owned_string &&o) noexcept {
         if (this != &o) {
-            rw_string_free(s_);
+            rw_string_free(&s_);
             s_ = std::exchange(o.s_, nullptr);
         }
         return *this;
     }
     owned_string(const owned_string &) = delete;
     owned_string &operator=(const owned_string &) = delete;
-    ~owned_string() { rw_string_free(s_); }
+    ~owned_string() { rw_string_free(&s_); }
 
     std::string_view view() const noexcept { return s_ ? std::string_view(s_) : std::string_view(); }
     std::string str() const { return std::string(view()); }
@@ -299,21 +371,21 @@ public:
     machine(machine &&o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
     machine &operator=(machine &&o) noexcept {
         if (this != &o) {
-            rw_machine_free(m_);
+            rw_machine_free(&m_);
             m_ = std::exchange(o.m_, nullptr);
         }
         return *this;
     }
     machine(const machine &) = delete;
     machine &operator=(const machine &) = delete;
-    ~machine() { rw_machine_free(m_); }
+    ~machine() { rw_machine_free(&m_); }
 
     explicit operator bool() const noexcept { return m_ != nullptr; }
     rw_machine *get() const noexcept { return m_; }
 
     /** Adds a device; its index. The machine then asks to start reading it
      *  and to query each port (the attach). */
-    uint32_t add_device(std::string_view name, std::span<const uint8_t> ports, uint64_t now_ms) {
+    uint32_t add_device(std::string_view name, railwatch::span<const uint8_t> ports, uint64_t now_ms) {
         uint32_t device = 0;
         const std::string n(name);
         detail::check(rw_machine_add_device(m_, n.c_str(), ports.data(), ports.size(), now_ms, &device),
@@ -370,7 +442,7 @@ public:
     }
     /** Up to out.size() actions at once, in order; how many (0: none).
      *  Answer them all before the next input, then poll again. */
-    size_t poll_actions(std::span<rw_action> out) {
+    size_t poll_actions(railwatch::span<rw_action> out) {
         size_t n = 0;
         detail::check(rw_machine_poll_actions(m_, out.data(), out.size(), &n), "rw_machine_poll_actions");
         return n;
@@ -383,6 +455,71 @@ public:
         if (d == RW_NO_DEADLINE) return std::nullopt;
         return d;
     }
+    /** How many actions are waiting (the size query of poll_actions). */
+    size_t pending_actions() {
+        size_t n = 0;
+        const rw_status st = rw_machine_poll_actions(m_, nullptr, 0, &n);
+        if (st != RW_ERR_BUFFER) detail::check(st, "rw_machine_poll_actions");
+        return n;
+    }
+
+    // -- the device lifecycle (devices appear and leave) --
+
+    /** The host's device list now (after a uevent, or on a rescan): who
+     *  left is closed, who appeared is asked for (RW_ACTION_OPEN). */
+    void handle_device_list(const std::vector<std::string> &names, uint64_t now_ms) {
+        std::vector<const char *> ptrs;
+        ptrs.reserve(names.size());
+        for (const std::string &n : names) ptrs.push_back(n.c_str());
+        detail::check(rw_machine_handle_device_list(m_, ptrs.data(), ptrs.size(), now_ms),
+                      "rw_machine_handle_device_list");
+    }
+    /** Answer to RW_ACTION_OPEN: the device opened with these ports. */
+    void handle_opened(uint32_t device, railwatch::span<const uint8_t> ports, uint64_t now_ms) {
+        detail::check(rw_machine_handle_opened(m_, device, ports.data(), ports.size(), 0, now_ms),
+                      "rw_machine_handle_opened");
+    }
+    /** Answer to RW_ACTION_OPEN: it would not open (errno); asked again
+     *  after a backoff. */
+    void handle_open_failed(uint32_t device, int32_t error, uint64_t now_ms) {
+        detail::check(rw_machine_handle_opened(m_, device, nullptr, 0, error, now_ms), "rw_machine_handle_opened");
+    }
+    /** The name of device `device` (what RW_ACTION_OPEN opens), or nullopt
+     *  for an index the machine does not have. */
+    std::optional<std::string> device_name(uint32_t device) {
+        char buf[64] = {};  // device names are at most 63 bytes
+        size_t len = 0;
+        const rw_status s = rw_machine_device_name(m_, device, buf, sizeof buf, &len);
+        if (s == RW_ERR_RANGE) return std::nullopt;
+        detail::check(s, "rw_machine_device_name");
+        return std::string(buf, len);
+    }
+
+    // -- evidence beyond the port state --
+
+    /** The transfer outcomes on rail (device, port) since the last report. */
+    void report_transfers(uint32_t device, uint32_t port, railwatch::span<const rw_transfer_report> lines,
+                          uint64_t now_ms) {
+        detail::check(rw_machine_report_transfers(m_, device, port, lines.data(), lines.size(), now_ms),
+                      "rw_machine_report_transfers");
+    }
+    /** Answer to RW_ACTION_READ_COUNTERS (RW_COUNTER_NONE for a counter
+     *  the driver lacks; `error` ENOENT where it has none). */
+    void handle_counters(uint32_t device, uint32_t port, int32_t error, uint64_t link_downed,
+                         uint64_t carrier_changes, uint64_t carrier_down, uint64_t now_ms) {
+        detail::check(rw_machine_handle_counters(m_, device, port, error, link_downed, carrier_changes, carrier_down,
+                                                 now_ms),
+                      "rw_machine_handle_counters");
+    }
+    /** The GID index require_address chose for the rail, or nullopt. */
+    std::optional<uint32_t> gid_index(uint32_t device, uint32_t port) {
+        uint32_t index = 0;
+        const rw_status st = rw_machine_gid_index(m_, device, port, &index);
+        if (st == RW_ERR_NOT_FOUND) return std::nullopt;
+        detail::check(st, "rw_machine_gid_index");
+        return index;
+    }
+
     /** A gate for rail (device, port), for worker threads. */
     railwatch::gate gate(uint32_t device, uint32_t port) {
         rw_gate *g = nullptr;
@@ -425,24 +562,179 @@ private:
     rw_machine *m_ = nullptr;
 };
 
+/**
+ * The kernel's RDMA device uevents (a netlink socket; no privilege
+ * needed), for the engine's own epoll set: add fd() edge-triggered, call
+ * drain() after every wake-up, and when it returns true list the devices
+ * and hand the list to machine::handle_device_list. uevents::open() throws
+ * error: RW_ERR_IO where the kernel refuses the socket (a container may),
+ * RW_ERR_UNSUPPORTED without the library's `verbs` feature; an engine then
+ * rescans the device list on a timer instead. One thread at a time.
+ */
+class uevents {
+public:
+    uevents() noexcept = default;
+    /** Opens the uevent socket (throws RW_ERR_IO where the kernel refuses
+     *  it, RW_ERR_UNSUPPORTED without the `verbs` feature). */
+    static uevents open() {
+        uevents u;
+        detail::check(rw_uevents_open(&u.u_), "rw_uevents_open");
+        return u;
+    }
+    /** Takes ownership of an rw_uevents (rw_sim_uevents_open's, say). */
+    explicit uevents(rw_uevents *u) noexcept : u_(u) {}
+    uevents(uevents &&o) noexcept : u_(std::exchange(o.u_, nullptr)) {}
+    uevents &operator=(uevents &&o) noexcept {
+        if (this != &o) {
+            rw_uevents_free(&u_);
+            u_ = std::exchange(o.u_, nullptr);
+        }
+        return *this;
+    }
+    uevents(const uevents &) = delete;
+    uevents &operator=(const uevents &) = delete;
+    ~uevents() { rw_uevents_free(&u_); }
+
+    explicit operator bool() const noexcept { return u_ != nullptr; }
+    rw_uevents *get() const noexcept { return u_; }
+    /** The fd for epoll (edge-triggered; drain() after every wake-up). */
+    int fd() const noexcept { return rw_uevents_fd(u_); }
+    /** Reads every pending uevent; whether the device list may have
+     *  changed (then hand the list to machine::handle_device_list). */
+    bool drain() {
+        bool changed = false;
+        detail::check(rw_uevents_drain(u_, &changed), "rw_uevents_drain");
+        return changed;
+    }
+
+private:
+    rw_uevents *u_ = nullptr;
+};
+
+// ---- railwatch's own log lines ------------------------------------------------
+
+namespace detail {
+/** The function log_to() installed, owned here until it is replaced. */
+struct log_sink {
+    std::function<void(uint32_t, std::string_view, std::string_view)> fn;
+    static void call(void *user, uint32_t level, const char *target, const char *message) noexcept {
+        inside() = true;
+        try {
+            static_cast<log_sink *>(user)->fn(level, target, message);
+        } catch (...) {
+            swallowed().fetch_add(1, std::memory_order_relaxed);
+        }
+        inside() = false;
+    }
+    /** This thread runs the function now. */
+    static bool &inside() noexcept {
+        thread_local bool in = false;
+        return in;
+    }
+};
+inline std::mutex &log_sink_mutex() noexcept {
+    static std::mutex mu;
+    return mu;
+}
+inline std::unique_ptr<log_sink> &log_sink_slot() noexcept {
+    static std::unique_ptr<log_sink> slot;
+    return slot;
+}
+}  // namespace detail
+
+/**
+ * Sends railwatch's log lines up to `max_level` (RW_LOG_LEVEL_*) and its
+ * panic messages to `fn(level, target, message)`, on whichever thread logs
+ * (it must be thread-safe); an empty `fn` turns it off. railwatch never
+ * writes to stderr. When it returns, the previous function is not running
+ * and is never called again. Not from inside `fn` itself (throws
+ * RW_ERR_STATE). Exceptions from `fn` are counted (callback_exceptions()).
+ */
+inline void log_to(std::function<void(uint32_t, std::string_view, std::string_view)> fn,
+                   uint32_t max_level = RW_LOG_LEVEL_WARN) {
+    if (detail::log_sink::inside())
+        throw error(RW_ERR_STATE, "railwatch::log_to from inside the log function (it would wait for itself)");
+    std::lock_guard<std::mutex> l(detail::log_sink_mutex());
+    std::unique_ptr<detail::log_sink> next;
+    if (fn) next.reset(new detail::log_sink{std::move(fn)});
+    const rw_status st =
+        next ? rw_set_log_callback(&detail::log_sink::call, next.get(), max_level) : rw_set_log_callback(nullptr, nullptr, 0);
+    detail::check(st, "rw_set_log_callback");
+    detail::log_sink_slot() = std::move(next);  // the old one is no longer called
+}
+
 // ---- the simulated host -----------------------------------------------------
 
-/** A simulated host (real pipes as async fds), for embedding 2 in tests
- *  and demos. Any thread may script it. */
+/**
+ * A simulated device an engine's own loop opened (sim::open), the twin of
+ * an ibv_context: its fd is the device's real pipe (edge-triggered,
+ * EAGAIN when empty, blocking until made O_NONBLOCK), and its calls answer
+ * as libibverbs does, with an errno (0: done), never throwing. One thread
+ * at a time.
+ */
+class sim_context {
+public:
+    sim_context() noexcept = default;
+    explicit sim_context(rw_sim_context *c) noexcept : c_(c) {}
+    sim_context(sim_context &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+    sim_context &operator=(sim_context &&o) noexcept {
+        if (this != &o) {
+            rw_sim_close(&c_);
+            c_ = std::exchange(o.c_, nullptr);
+        }
+        return *this;
+    }
+    sim_context(const sim_context &) = delete;
+    sim_context &operator=(const sim_context &) = delete;
+    ~sim_context() { rw_sim_close(&c_); }
+
+    explicit operator bool() const noexcept { return c_ != nullptr; }
+    rw_sim_context *get() const noexcept { return c_; }
+
+    /** The async fd, for the engine's epoll set. */
+    int fd() const noexcept { return rw_sim_context_fd(c_); }
+    /** ibv_query_device's phys_port_cnt: ports are 1..=n. */
+    int32_t query_device(uint32_t &phys_port_cnt) noexcept { return rw_sim_query_device(c_, &phys_port_cnt); }
+    /** ibv_get_async_event: the event stays unacknowledged. */
+    int32_t get_event(uint32_t &code, uint64_t &element) noexcept { return rw_sim_get_event(c_, &code, &element); }
+    /** ibv_ack_async_event of the oldest unacknowledged event. */
+    int32_t ack_event() noexcept { return rw_sim_ack_event(c_); }
+    /** get_event then ack_event: a reader for machine::drain. */
+    int32_t next_event(uint32_t &code, uint64_t &element) noexcept {
+        return rw_sim_next_event(c_, &code, &element);
+    }
+    /** ibv_query_port's state and link. */
+    int32_t query_port(uint32_t port, rw_sim_port_attr &attr) noexcept { return rw_sim_query_port(c_, port, &attr); }
+    /** The port's address (its gids valid until the next call). */
+    int32_t query_address(uint32_t port, rw_port_address &address) noexcept {
+        return rw_sim_query_address(c_, port, &address);
+    }
+    /** The port's flap counters. */
+    int32_t query_counters(uint32_t port, rw_sim_port_counters &counters) noexcept {
+        return rw_sim_query_counters(c_, port, &counters);
+    }
+
+private:
+    rw_sim_context *c_ = nullptr;
+};
+
+/** A simulated host (real pipes as async fds), for tests and demos of
+ *  both embeddings: a monitor over it, or an engine's own loop opening its
+ *  devices (open, device_list, uevents). Any thread may script it. */
 class sim {
 public:
     sim() { detail::check(rw_sim_new(&s_), "rw_sim_new"); }
     sim(sim &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
     sim &operator=(sim &&o) noexcept {
         if (this != &o) {
-            rw_sim_free(s_);
+            rw_sim_free(&s_);
             s_ = std::exchange(o.s_, nullptr);
         }
         return *this;
     }
     sim(const sim &) = delete;
     sim &operator=(const sim &) = delete;
-    ~sim() { rw_sim_free(s_); }
+    ~sim() { rw_sim_free(&s_); }
 
     explicit operator bool() const noexcept { return s_ != nullptr; }
     rw_sim *get() const noexcept { return s_; }
@@ -475,6 +767,53 @@ public:
         rw_sim_counters c{};
         detail::check(rw_sim_get_counters(s_, device, &c), "rw_sim_get_counters");
         return c;
+    }
+    /** The port's link from now on, silently. */
+    void set_link(uint32_t device, uint32_t port, uint32_t speed, uint8_t width) const {
+        detail::check(rw_sim_set_link(s_, device, port, speed, width), "rw_sim_set_link");
+    }
+    /** GID table entry `index` of the port (nullopt empties it), silently. */
+    void set_gid(uint32_t device, uint32_t port, uint32_t index, std::optional<std::array<uint8_t, 16>> gid) const {
+        detail::check(rw_sim_set_gid(s_, device, port, index, gid ? gid->data() : nullptr), "rw_sim_set_gid");
+    }
+    /** The port's flap counters from now on (RW_COUNTER_NONE: absent). */
+    void set_flap_counters(uint32_t device, uint32_t port, uint64_t link_downed,
+                           uint64_t carrier_changes = RW_COUNTER_NONE, uint64_t carrier_down = RW_COUNTER_NONE) const {
+        detail::check(rw_sim_set_flap_counters(s_, device, port, link_downed, carrier_changes, carrier_down),
+                      "rw_sim_set_flap_counters");
+    }
+    /** The device goes away under its opener (EPOLLHUP) until restore(). */
+    void hang_up(uint32_t device) const { detail::check(rw_sim_hang_up(s_, device), "rw_sim_hang_up"); }
+    void restore(uint32_t device) const { detail::check(rw_sim_restore(s_, device), "rw_sim_restore"); }
+
+    /** The names the host lists now (ibv_get_device_list's). */
+    std::vector<std::string> device_list() const {
+        std::vector<const char *> names(8);
+        for (;;) {
+            size_t n = 0;
+            const rw_status st = rw_sim_device_list(s_, names.data(), names.size(), &n);
+            if (st == RW_ERR_BUFFER && n > names.size()) {
+                names.resize(n);
+                continue;
+            }
+            detail::check(st, "rw_sim_device_list");
+            return std::vector<std::string>(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(n));
+        }
+    }
+    /** Opens the device called `name` as ibv_open_device would, into
+     *  `out`: 0, or the errno (ENODEV not listed or hung up, EBUSY open). */
+    int32_t open(std::string_view name, sim_context &out) const noexcept {
+        const std::string n(name);
+        rw_sim_context *c = nullptr;
+        const int32_t err = rw_sim_open(s_, n.c_str(), &c);
+        if (err == 0) out = sim_context(c);
+        return err;
+    }
+    /** The host's uevent twin: readable after every plug and unplug. */
+    railwatch::uevents uevents() const {
+        rw_uevents *u = nullptr;
+        detail::check(rw_sim_uevents_open(s_, &u), "rw_sim_uevents_open");
+        return railwatch::uevents(u);
     }
 
 private:
@@ -667,7 +1006,7 @@ inline rw_status monitor_core::free() noexcept {
     l.unlock();
     // No lock held: from another thread this waits for the callbacks in
     // flight, and they may take mu.
-    const rw_status st = rw_monitor_free(h);
+    const rw_status st = rw_monitor_free(&h);
     l.lock();
     freeing = false;
     subscriber *gone = nullptr;
@@ -868,7 +1207,7 @@ public:
     /** The latest snapshot's rails into `out`; their number. Throws
      *  RW_ERR_BUFFER (nothing copied) when `out` is too small, and
      *  RW_ERR_STATE before the first snapshot is published. */
-    size_t snapshot(std::span<rw_rail_info> out) const {
+    size_t snapshot(railwatch::span<rw_rail_info> out) const {
         size_t n = 0;
         detail::check(rw_monitor_snapshot(handle(), out.data(), out.size(), &n), "rw_monitor_snapshot");
         return n;

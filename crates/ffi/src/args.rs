@@ -3,6 +3,7 @@
 
 use std::ffi::{CStr, c_char};
 
+use crate::limits::Limit;
 use crate::status::{Error, Result, null, rw_status};
 
 /// `p` as a `&str`.
@@ -18,24 +19,28 @@ pub(crate) unsafe fn text<'a>(p: *const c_char, arg: &str) -> Result<&'a str> {
     s.to_str().map_err(|_| Error::new(rw_status::RW_ERR_INVALID, format!("{arg} is not UTF-8")))
 }
 
-/// `len` elements at `p` (`p` may be NULL when `len` is 0).
+/// `len` elements at `p` (`p` may be NULL when `len` is 0), `len` named
+/// `count` and bounded by `limit`, which is checked first: a count no
+/// valid array has is refused before anything is read.
 ///
 /// # Safety
-/// When `len > 0`, `p` points to `len` initialised elements that live for
-/// `'a`.
-pub(crate) unsafe fn slice<'a, T>(p: *const T, len: usize, arg: &str) -> Result<&'a [T]> {
+/// When `0 < len <= limit.max`, `p` points to `len` initialised elements
+/// that live for `'a`.
+pub(crate) unsafe fn slice<'a, T>(p: *const T, len: usize, limit: Limit, count: &str, arg: &str) -> Result<&'a [T]> {
+    if len > limit.max {
+        return Err(Error::new(
+            rw_status::RW_ERR_RANGE,
+            format!("{count}: {len} is more than {} ({})", limit.name, limit.max),
+        ));
+    }
     if len == 0 {
         return Ok(&[]);
     }
     if p.is_null() {
         return Err(null(arg));
     }
-    // No real array is this long; a slice this long is undefined behaviour.
-    if len > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
-        return Err(Error::new(rw_status::RW_ERR_RANGE, format!("{arg}: {len} elements is more than any array")));
-    }
-    // SAFETY: non-null, not too long for a slice, and the caller promises
-    // `len` elements.
+    // SAFETY: non-null, at most `limit.max` elements (far below what makes
+    // a slice too long), and the caller promises `len` elements.
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
@@ -51,6 +56,22 @@ pub(crate) unsafe fn put<T>(p: *mut T, value: T, arg: &str) -> Result<()> {
     // does not drop the (possibly uninitialised) old value.
     unsafe { p.write(value) };
     Ok(())
+}
+
+/// The handle in `*slot`, taken out: `*slot` is NULL afterwards (the
+/// move/drop convention of every destroy function, so a second destroy
+/// through the same pointer finds NULL). `None` when `slot` or `*slot` is
+/// NULL.
+///
+/// # Safety
+/// `slot` is NULL or valid for a read and a write of a pointer.
+pub(crate) unsafe fn take<T>(slot: *mut *mut T) -> Option<*mut T> {
+    if slot.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, and readable and writable by the caller's promise.
+    let handle = unsafe { slot.replace(std::ptr::null_mut()) };
+    (!handle.is_null()).then_some(handle)
 }
 
 /// A handle argument as a shared reference.

@@ -272,6 +272,7 @@ impl rw_config {
 /// Writes the defaults to `*config`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_config_default(config: *mut rw_config) -> rw_status {
+    crate::status::quiet_panics();
     // SAFETY: the caller passes a writable config or NULL.
     guard(|| unsafe { put(config, rw_config::default(), "config") })
 }

@@ -5,11 +5,9 @@
 use railwatch_core::{Errno, Millis, PortCounters, RailId, TransferReport};
 
 use crate::args::{put, slice};
+use crate::limits::TRANSFER_REPORTS;
 use crate::machine::{port_in, rw_machine, with};
 use crate::status::{Error, rw_status};
-
-/// Most lines one transfer report may hold.
-pub const RW_MAX_TRANSFER_REPORTS: usize = 65_536;
 
 /// A counter the driver does not have (`rw_machine_handle_counters`).
 pub const RW_COUNTER_NONE: u64 = u64::MAX;
@@ -47,15 +45,9 @@ pub extern "C" fn rw_machine_report_transfers(
 ) -> rw_status {
     with(machine, |m| {
         let port = port_in(m, device, port)?;
-        if n > RW_MAX_TRANSFER_REPORTS {
-            return Err(Error::new(
-                rw_status::RW_ERR_RANGE,
-                format!("n: {n} lines is more than RW_MAX_TRANSFER_REPORTS ({RW_MAX_TRANSFER_REPORTS})"),
-            ));
-        }
-        // SAFETY: `n` lines at `reports`, by the API's contract (the bound
-        // is checked above, before any read).
-        let lines = unsafe { slice(reports, n, "reports") }?;
+        // SAFETY: `n` lines at `reports`, by the API's contract (`slice`
+        // checks the bound before any read).
+        let lines = unsafe { slice(reports, n, TRANSFER_REPORTS, "n", "reports") }?;
         // rw_transfer_report has TransferReport's fields in its order; the
         // conversion is per line, on the stack, a few at a time.
         let mut batch = [TransferReport { peer: 0, wc_status: 0, count: 0 }; 64];

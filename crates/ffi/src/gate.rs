@@ -4,7 +4,7 @@
 
 use railwatch_core::{Gate, PauseReason, PortState, RailState, RailWord, word_layout as layout};
 
-use crate::args::{handle, put};
+use crate::args::{handle, put, take};
 use crate::status::{guard, guard_void, rw_status};
 
 /// Version of the word's bit layout below; the header's inline gate is
@@ -201,12 +201,12 @@ fn ticket_of(w: RailWord) -> rw_ticket {
     }
 }
 
-/// Destroys a gate; NULL is ignored.
+/// Destroys the gate at `*gate` and sets `*gate` to NULL; NULL (either)
+/// is ignored. Its word (`rw_gate_word`) is not valid after it.
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_gate_free(gate: *mut rw_gate) {
-    if gate.is_null() {
-        return;
-    }
+pub extern "C" fn rw_gate_free(gate: *mut *mut rw_gate) {
+    // SAFETY: NULL or the address of a handle, by the API's contract.
+    let Some(gate) = (unsafe { take(gate) }) else { return };
     guard_void(|| {
         // SAFETY: made by `rw_gate::boxed`, destroyed once, by the API's
         // contract.
@@ -254,6 +254,7 @@ pub extern "C" fn rw_word_encode(state: u32, reason: u32, port_state: u32, gener
 /// inline decoding).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_word_decode(word: u64, ticket: *mut rw_ticket) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         // SAFETY: the caller passes a writable ticket or NULL.
         unsafe { put(ticket, ticket_of(RailWord::from_raw(word)), "ticket") }

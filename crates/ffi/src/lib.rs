@@ -23,18 +23,29 @@
 //!
 //! ## The boundary
 //!
-//! - Every function returns an [`rw_status`] (or is a destructor that
-//!   ignores NULL); on failure [`rw_last_error`] says what happened, per
-//!   thread. No panic crosses: each export catches it (`RW_ERR_PANIC`).
-//! - NULL and out-of-range arguments are errors, never crashes. Enums
-//!   passed in are plain integers, validated.
+//! - Every function returns an [`rw_status`]; on failure
+//!   [`rw_last_error`] says what happened, per thread. The simulator's
+//!   context calls ([`rw_sim_open`], ...) answer an errno instead, as
+//!   libibverbs does. No panic crosses: each export catches it
+//!   (`RW_ERR_PANIC`), and none prints to the host's stderr (the text goes
+//!   to the last error and to [`rw_set_log_callback`]'s callback).
+//! - NULL and out-of-range arguments are errors, never crashes; every
+//!   count is bounded by what can be valid (`RW_MAX_*`) before its array
+//!   is read. Enums passed in are plain integers, validated.
 //! - Every handle has one destroy function: [`rw_machine_free`],
 //!   [`rw_monitor_free`], [`rw_sim_free`], [`rw_gate_free`],
-//!   [`rw_string_free`].
-//! - Callbacks (selector, subscribers) run on the monitor thread; they may
-//!   call back into the API (a snapshot, a gate, unsubscribing) without
-//!   deadlock, because snapshot and gates are published, not requested.
-//!   Events are read and acknowledged before any callback runs.
+//!   [`rw_string_free`], [`rw_uevents_free`]. Each takes the handle's
+//!   address and sets it to NULL (move/drop), so a second destroy through
+//!   the same pointer is a no-op.
+//! - Callbacks (selector, subscribers) run on the monitor thread only,
+//!   those for the devices attached at start included (after
+//!   `rw_monitor_start_*` returned); they may call back into the API (a
+//!   snapshot, a gate, unsubscribing) without deadlock, because snapshot
+//!   and gates are published, not requested. Events are read and
+//!   acknowledged before any callback runs.
+//! - The simulator ([`rw_sim`]) serves both embeddings: a monitor over it,
+//!   or an engine's own loop opening its devices ([`rw_sim_open`]) as it
+//!   would libibverbs ones.
 //!
 //! ## Example (from Rust, as C calls it)
 //!
@@ -69,8 +80,8 @@
 //! assert!(t.admitted);
 //! // A NULL handle is an error with a message, not a crash.
 //! assert_eq!(rw_machine_handle_timeout(std::ptr::null_mut(), 0), rw_status::RW_ERR_NULL);
-//! rw_gate_free(gate);
-//! rw_machine_free(m);
+//! rw_gate_free(&mut gate);
+//! rw_machine_free(&mut m);
 //! ```
 // The C API is this crate's reason to exist: `unsafe` is allowed here, and
 // every block says why it is sound (`// SAFETY:`).
@@ -91,20 +102,26 @@ mod config;
 mod evidence;
 mod gate;
 mod lifecycle;
+mod limits;
+mod logging;
 mod machine;
 mod monitor;
 mod notify;
 mod sim;
 mod status;
+mod uevents;
 mod version;
 
 pub use config::{rw_config, rw_config_default, rw_damping};
 pub use evidence::*;
 pub use gate::*;
 pub use lifecycle::*;
+pub use limits::{RW_MAX_DEVICES, RW_MAX_GIDS, RW_MAX_PORTS, RW_MAX_TRANSFER_REPORTS, RW_SIM_MAX_REPEAT};
+pub use logging::{rw_log_callback_fn, rw_log_level, rw_set_log_callback};
 pub use machine::*;
 pub use monitor::*;
 pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, rw_recovered_by};
 pub use sim::*;
 pub use status::{rw_last_error, rw_status, rw_status_name};
+pub use uevents::*;
 pub use version::*;

@@ -3,22 +3,17 @@
 //! rescan), and the machine asks it to open the new ones
 //! (`RW_ACTION_OPEN`, answered with [`rw_machine_handle_opened`]) and to
 //! close those that left (`RW_ACTION_CLOSE`), retrying an open that fails
-//! with backoff. [`rw_uevents`] is the kernel's device uevents as an fd for
-//! the engine's own epoll set.
+//! with backoff. [`crate::rw_uevents`] is the kernel's device uevents as an
+//! fd for the engine's own epoll set.
 
 use std::ffi::c_char;
 
 use railwatch_core::{MAX_DEVICE_NAME_BYTES, Millis};
 
 use crate::args::{put, slice, text};
+use crate::limits::{DEVICES, PORTS};
 use crate::machine::{device_in, rw_machine, with};
-use crate::status::{Error, Result, guard, guard_void, rw_status};
-
-/// Most names one device list may hold.
-pub const RW_MAX_DEVICES: usize = 4096;
-
-/// Most ports a device can have (port numbers are 1..=255).
-pub const RW_MAX_PORTS: usize = 255;
+use crate::status::{Error, Result, rw_status};
 
 /// The host's RDMA devices now, by name (`ibv_get_device_list`'s
 /// `ibv_get_device_name`s, after a uevent, or on a rescan): devices that
@@ -36,15 +31,9 @@ pub extern "C" fn rw_machine_handle_device_list(
     now_ms: u64,
 ) -> rw_status {
     with(machine, |m| {
-        if count > RW_MAX_DEVICES {
-            return Err(Error::new(
-                rw_status::RW_ERR_RANGE,
-                format!("count: {count} names is more than RW_MAX_DEVICES ({RW_MAX_DEVICES})"),
-            ));
-        }
         // SAFETY: `count` pointers at `names`, by the API's contract
-        // (checked for NULL and bound above).
-        let ptrs = unsafe { slice(names, count, "names") }?;
+        // (`slice` checks the bound and NULL before any read).
+        let ptrs = unsafe { slice(names, count, DEVICES, "count", "names") }?;
         let mut list = Vec::with_capacity(ptrs.len());
         for (i, &p) in ptrs.iter().enumerate() {
             // SAFETY: each is a NUL-terminated string, by the API's contract.
@@ -77,15 +66,9 @@ pub extern "C" fn rw_machine_handle_opened(
             m.handle_opened(device, Err(railwatch_core::Errno(error)), now);
             return Ok(());
         }
-        if nports > RW_MAX_PORTS {
-            return Err(Error::new(
-                rw_status::RW_ERR_RANGE,
-                format!("nports: {nports} is more than a device can have ({RW_MAX_PORTS})"),
-            ));
-        }
         // SAFETY: `nports` port numbers at `ports`, by the API's contract
-        // (bound checked above, before any read).
-        let ports = unsafe { slice(ports, nports, "ports") }?;
+        // (`slice` checks the bound before any read).
+        let ports = unsafe { slice(ports, nports, PORTS, "nports", "ports") }?;
         check_ports(ports)?;
         m.handle_opened(device, Ok(ports), now);
         Ok(())
@@ -108,9 +91,11 @@ pub(crate) fn check_ports(ports: &[u8]) -> Result<()> {
 
 /// Writes device `device`'s name, NUL-terminated, into the `capacity`
 /// bytes at `buf`, and its length (without the NUL) to `*len` (may be
-/// NULL). `RW_ERR_BUFFER` when it does not fit (`*len` still says how long
-/// it is; names are at most 63 bytes): a NULL `buf` with `capacity` 0 asks
-/// the length only. What `RW_ACTION_OPEN` opens.
+/// NULL). The buffer idiom: `RW_ERR_BUFFER`, nothing written to `buf`,
+/// when it does not fit (`capacity` below the length + 1; names are at
+/// most 63 bytes, so 64 always fits): `*len` still says how long it is,
+/// and a NULL `buf` with `capacity` 0 is the size query. What
+/// `RW_ACTION_OPEN` opens.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_device_name(
     machine: *mut rw_machine,
@@ -127,17 +112,14 @@ pub extern "C" fn rw_machine_device_name(
             // SAFETY: checked non-null; the caller passes a writable size_t.
             unsafe { put(len, name.len(), "len") }?;
         }
-        if buf.is_null() && capacity == 0 {
-            return Ok(());
-        }
-        if buf.is_null() {
-            return Err(crate::status::null("buf"));
-        }
         if capacity < name.len() + 1 {
             return Err(Error::new(
                 rw_status::RW_ERR_BUFFER,
                 format!("capacity {capacity}: the name needs {} bytes with its NUL", name.len() + 1),
             ));
+        }
+        if buf.is_null() {
+            return Err(crate::status::null("buf"));
         }
         // SAFETY: `buf` has room for `capacity` >= len + 1 bytes (the
         // caller's promise, the check above); the name holds no NUL (a
@@ -148,96 +130,4 @@ pub extern "C" fn rw_machine_device_name(
         }
         Ok(())
     })
-}
-
-// ---- uevents -----------------------------------------------------------------------
-
-/// The kernel's device uevents (a netlink socket), for an engine's epoll
-/// set: readable when RDMA devices may have appeared or left. Made by
-/// [`rw_uevents_open`], destroyed by [`rw_uevents_free`]; one thread at a
-/// time.
-pub struct rw_uevents {
-    #[cfg(feature = "verbs")]
-    socket: railwatch_verbs_backend::UeventSocket,
-}
-
-/// Opens the uevent socket into `*out` (no privilege is needed).
-/// `RW_ERR_UNSUPPORTED` when built without the `verbs` feature; `RW_ERR_IO`
-/// when the kernel refuses the socket (a container may): rescan the device
-/// list on a timer instead.
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_open(out: *mut *mut rw_uevents) -> rw_status {
-    guard(|| {
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        let boxed = Box::into_raw(Box::new(open_uevents()?));
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, boxed, "out") }
-    })
-}
-
-#[cfg(feature = "verbs")]
-fn open_uevents() -> Result<rw_uevents> {
-    let socket = railwatch_verbs_backend::UeventSocket::open()
-        .map_err(|e| Error::new(rw_status::RW_ERR_IO, format!("the uevent socket: {e}")))?;
-    Ok(rw_uevents { socket })
-}
-
-#[cfg(not(feature = "verbs"))]
-fn open_uevents() -> Result<rw_uevents> {
-    Err(Error::new(rw_status::RW_ERR_UNSUPPORTED, "railwatch was built without the `verbs` feature"))
-}
-
-/// The socket's fd (non-blocking), for epoll: add it edge-triggered and
-/// call [`rw_uevents_drain`] after every wake-up. -1 for NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_fd(uevents: *const rw_uevents) -> i32 {
-    // SAFETY: a live handle or NULL, by the API's contract.
-    match unsafe { uevents.as_ref() } {
-        #[cfg(feature = "verbs")]
-        Some(u) => u.socket.fd(),
-        _ => -1,
-    }
-}
-
-/// Reads every pending uevent (to EAGAIN) and writes to `*changed` whether
-/// the RDMA device list may have changed (an `infiniband` or
-/// `infiniband_verbs` uevent, or uevents lost): then list the devices and
-/// hand the list to [`rw_machine_handle_device_list`].
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_drain(uevents: *mut rw_uevents, changed: *mut bool) -> rw_status {
-    guard(|| {
-        // SAFETY: a live handle or NULL, used by one thread at a time.
-        let u = unsafe { crate::args::handle_mut(uevents, "uevents") }?;
-        if changed.is_null() {
-            return Err(crate::status::null("changed"));
-        }
-        let may_have_changed = drain_uevents(u)?;
-        // SAFETY: checked non-null; the caller passes a writable bool.
-        unsafe { put(changed, may_have_changed, "changed") }
-    })
-}
-
-#[cfg(feature = "verbs")]
-fn drain_uevents(u: &mut rw_uevents) -> Result<bool> {
-    u.socket.drain().map_err(|e| Error::new(rw_status::RW_ERR_IO, format!("reading uevents: {e}")))
-}
-
-#[cfg(not(feature = "verbs"))]
-fn drain_uevents(_: &mut rw_uevents) -> Result<bool> {
-    Err(Error::new(rw_status::RW_ERR_UNSUPPORTED, "railwatch was built without the `verbs` feature"))
-}
-
-/// Closes the uevent socket; NULL is ignored.
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_uevents_free(uevents: *mut rw_uevents) {
-    if uevents.is_null() {
-        return;
-    }
-    guard_void(|| {
-        // SAFETY: made by `rw_uevents_open`, destroyed once, by the API's
-        // contract.
-        drop(unsafe { Box::from_raw(uevents) });
-    });
 }

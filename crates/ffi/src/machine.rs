@@ -13,9 +13,10 @@ use railwatch_core::{
 
 use railwatch_runtime::{DEFAULT_DRAIN_BUDGET, DrainEnd, drain_with};
 
-use crate::args::{handle, handle_mut, put, slice, text};
+use crate::args::{handle, handle_mut, put, slice, take, text};
 use crate::config::{read, rw_config};
 use crate::gate::rw_gate;
+use crate::limits::{GIDS, PORTS, RW_MAX_GIDS};
 use crate::notify::{log, notification, rw_log, rw_notification};
 use crate::status::{Error, Result, guard, guard_void, rw_status};
 
@@ -85,9 +86,11 @@ pub enum rw_action_kind {
 pub struct rw_action {
     /// `rw_action_kind`.
     pub kind: u32,
-    /// Device index.
+    /// Device index (0 for `RW_ACTION_NOTIFY` and `RW_ACTION_LOG`: theirs
+    /// is `notification.device` or `log.device`).
     pub device: u32,
-    /// Port number (0: not about a port).
+    /// Port number (0: not about a port; 0 for `RW_ACTION_NOTIFY` and
+    /// `RW_ACTION_LOG`: theirs is `notification.port` or `log.port`).
     pub port: u32,
     /// For `RW_ACTION_SET_AVAILABLE`.
     pub available: bool,
@@ -220,6 +223,7 @@ pub(crate) fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result
 /// leaves no room for them, so start it near 0.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_machine) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         if out.is_null() {
             return Err(crate::status::null("out"));
@@ -238,15 +242,16 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
     })
 }
 
-/// Destroys a machine; NULL is ignored. Its gates stay valid (their words
-/// no longer change). Called from the `get` callback of a
-/// `rw_machine_drain` on this machine, it is done when the drain returns
-/// (which then stops, feeds nothing more, and says so).
+/// Destroys the machine at `*machine` and sets `*machine` to NULL; NULL
+/// (either) is ignored, so a second destroy through the same pointer is
+/// safe. Its gates stay valid (their words no longer change). Called from
+/// the `get` callback of a `rw_machine_drain` on this machine, it is done
+/// when the drain returns (which then stops, feeds nothing more, and says
+/// so).
 #[unsafe(no_mangle)]
-pub extern "C" fn rw_machine_free(machine: *mut rw_machine) {
-    if machine.is_null() {
-        return;
-    }
+pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
+    // SAFETY: NULL or the address of a handle, by the API's contract.
+    let Some(machine) = (unsafe { take(machine) }) else { return };
     // SAFETY: a live machine, by the API's contract; no borrow of it is
     // held elsewhere (a drain holds none while its `get` runs).
     let m = unsafe { &*machine };
@@ -261,8 +266,8 @@ pub extern "C" fn rw_machine_free(machine: *mut rw_machine) {
     });
 }
 
-/// Adds a device called `name` with the `nports` port numbers at `ports`,
-/// writing its index to `*device` (indices count from 0 in the order
+/// Adds a device called `name` with the `nports` port numbers at `ports`
+/// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
 /// added). Its rails start inert; the machine then asks to start reading
 /// the device and to query each port (the attach). A `name` that was
 /// removed comes back under its old index, as a new device (new
@@ -278,8 +283,8 @@ pub extern "C" fn rw_machine_add_device(
 ) -> rw_status {
     with(machine, |m| {
         // SAFETY: a NUL-terminated name and `nports` port numbers, by the
-        // API's contract.
-        let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, "ports")?) };
+        // API's contract (`slice` checks the bound before any read).
+        let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, PORTS, "nports", "ports")?) };
         if device.is_null() {
             return Err(crate::status::null("device"));
         }
@@ -305,9 +310,14 @@ pub extern "C" fn rw_machine_add_device(
 
 /// The event from `ibv_async_event`, with its element: the port number
 /// for port events, the object's pointer value for QP/CQ/SRQ/WQ events.
+/// A port event's element that is no port number is kept as port
+/// `u32::MAX`, which no rail has (stray input): the drain's reading.
 pub(crate) fn event(code: u32, element: u64) -> AsyncEvent {
-    let kind = railwatch_core::EventKind::from_code(code);
-    let element = match kind.scope() {
+    event_in(code, railwatch_core::EventKind::from_code(code).scope(), element)
+}
+
+fn event_in(code: u32, scope: Scope, element: u64) -> AsyncEvent {
+    let element = match scope {
         Scope::Port => Element::Port(u32::try_from(element).unwrap_or(u32::MAX)),
         Scope::Cq | Scope::Qp | Scope::Srq | Scope::Wq => Element::Object(ObjectHandle(element)),
         Scope::Device | Scope::Unknown => Element::None,
@@ -315,10 +325,40 @@ pub(crate) fn event(code: u32, element: u64) -> AsyncEvent {
     AsyncEvent::new(code, element)
 }
 
+/// [`event`], refusing a port event whose element is no port number
+/// (1..=255): the union of `ibv_async_event` read through the wrong
+/// member (`qp` for a `LID_CHANGE`) looks like that, and would be
+/// silently ignored.
+#[inline]
+pub(crate) fn checked_event(code: u32, element: u64) -> Result<AsyncEvent> {
+    let scope = railwatch_core::EventKind::from_code(code).scope();
+    if scope == Scope::Port && !(1..=255).contains(&element) {
+        return Err(not_a_port(code, element));
+    }
+    Ok(event_in(code, scope, element))
+}
+
+#[cold]
+#[inline(never)]
+fn not_a_port(code: u32, element: u64) -> Error {
+    Error::new(
+        rw_status::RW_ERR_RANGE,
+        format!(
+            "element {element} ({element:#x}) of event {code} ({}) is not a port number (1..=255): pass \
+             ev.element.port_num (railwatch_verbs.h's rw_verbs_event_input does)",
+            railwatch_core::EventKind::from_code(code).ibv_str()
+        ),
+    )
+}
+
 /// One event read (and already acknowledged) from `device`'s async fd:
-/// `code` is `event_type`, `element` the port number for port events or
-/// the object's pointer value for QP/CQ/SRQ/WQ events (anything for the
-/// rest). Unknown codes are counted and logged once, never an error.
+/// `code` is `event_type`, `element` the port number for port events
+/// (`PORT_ACTIVE`, `PORT_ERR`, `LID_CHANGE`, `PKEY_CHANGE`, `SM_CHANGE`,
+/// `CLIENT_REREGISTER`, `GID_CHANGE`: 1..=255, else `RW_ERR_RANGE`) or the
+/// object's pointer value for QP/CQ/SRQ/WQ events (anything for the
+/// rest). `rw_verbs_event_input` (railwatch_verbs.h) makes both from a
+/// `struct ibv_async_event`. Unknown codes are counted and logged once,
+/// never an error.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_event(
     machine: *mut rw_machine,
@@ -329,7 +369,7 @@ pub extern "C" fn rw_machine_handle_event(
 ) -> rw_status {
     with(machine, |m| {
         device_in(m, device)?;
-        m.handle_event(device, event(code, element), Millis(now_ms));
+        m.handle_event(device, checked_event(code, element)?, Millis(now_ms));
         Ok(())
     })
 }
@@ -408,7 +448,7 @@ pub extern "C" fn rw_machine_handle_link(
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rw_gid {
-    /// Its index in the port's table.
+    /// Its index in the port's table (below `RW_MAX_GIDS`).
     pub index: u32,
     /// The GID, network byte order.
     pub raw: [u8; 16],
@@ -427,10 +467,26 @@ pub struct rw_port_address {
     pub lid: u16,
     /// The non-empty GID entries (may be NULL when `ngids` is 0).
     pub gids: *const rw_gid,
-    /// How many.
+    /// How many (at most `RW_MAX_GIDS`).
     pub ngids: usize,
     /// The netdev under a RoCE port, or NULL.
     pub netdev: *const c_char,
+}
+
+/// One GID entry from C, its index within a table.
+fn gid((i, g): (usize, &rw_gid)) -> Result<Gid> {
+    if g.index as usize >= RW_MAX_GIDS {
+        return Err(Error::new(
+            rw_status::RW_ERR_RANGE,
+            format!("address.gids[{i}].index {}: a GID table has at most RW_MAX_GIDS ({RW_MAX_GIDS}) entries", g.index),
+        ));
+    }
+    let kind = match g.gid_type {
+        0 => GidType::IbRoceV1,
+        1 => GidType::RoceV2,
+        _ => GidType::Unknown,
+    };
+    Ok(Gid { index: g.index, raw: g.raw, kind })
 }
 
 /// The answer to `RW_ACTION_READ_ADDRESS`: `error` 0 and the address, or
@@ -454,25 +510,17 @@ pub extern "C" fn rw_machine_handle_address(
         // SAFETY: a valid address or NULL, by the API's contract.
         let a = unsafe { handle(address, "address") }?;
         // SAFETY: `ngids` entries at `gids`, and NULL or a NUL-terminated
-        // netdev, by the API's contract.
+        // netdev, by the API's contract (`slice` checks the bound first).
         let (gids, netdev) = unsafe {
-            (slice(a.gids, a.ngids, "address.gids")?, (!a.netdev.is_null()).then(|| text(a.netdev, "address.netdev")))
+            (
+                slice(a.gids, a.ngids, GIDS, "address.ngids", "address.gids")?,
+                (!a.netdev.is_null()).then(|| text(a.netdev, "address.netdev")),
+            )
         };
         let address = PortAddress {
             link_layer: Some(LinkLayer::from_code(a.link_layer)),
             lid: a.lid,
-            gids: gids
-                .iter()
-                .map(|g| Gid {
-                    index: g.index,
-                    raw: g.raw,
-                    kind: match g.gid_type {
-                        0 => GidType::IbRoceV1,
-                        1 => GidType::RoceV2,
-                        _ => GidType::Unknown,
-                    },
-                })
-                .collect(),
+            gids: gids.iter().enumerate().map(gid).collect::<Result<_>>()?,
             netdev: netdev.transpose()?.map(str::to_owned),
         };
         m.handle_address(device, port, Ok(&address), Millis(now_ms));
@@ -532,13 +580,17 @@ pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *
 }
 
 /// Up to `capacity` actions into `actions[0..]`, in order, and how many
-/// into `*count` (0: none pending). One call for what
-/// `rw_machine_poll_action` gives one by one; answering them after the
-/// batch (before the next input) keeps the documented order. Poll again
-/// after answering: answers cause further actions. The machine adds
-/// actions only in response to an input (a `rw_machine_add_device` or
-/// `rw_machine_handle_*` call), so a batch shorter than `capacity` with no
-/// input since means the queue is empty.
+/// into `*count`. One call for what `rw_machine_poll_action` gives one by
+/// one; answering them after the batch (before the next input) keeps the
+/// documented order. Poll again after answering: answers cause further
+/// actions. The machine adds actions only in response to an input (a
+/// `rw_machine_add_device` or `rw_machine_handle_*` call), so a batch
+/// shorter than `capacity` with no input since means the queue is empty.
+///
+/// The buffer idiom (as `rw_monitor_snapshot`'s): `capacity` 0 (`actions`
+/// may then be NULL) asks how many are pending: `*count` is that number,
+/// and the status `RW_OK` when it is 0, `RW_ERR_BUFFER` otherwise (none
+/// taken).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_poll_actions(
     machine: *mut rw_machine,
@@ -550,7 +602,16 @@ pub extern "C" fn rw_machine_poll_actions(
         if count.is_null() {
             return Err(crate::status::null("count"));
         }
-        if actions.is_null() && capacity > 0 {
+        if capacity == 0 {
+            let pending = m.pending_actions();
+            // SAFETY: checked non-null; the caller passes a writable count.
+            unsafe { put(count, pending, "count") }?;
+            if pending > 0 {
+                return Err(Error::new(rw_status::RW_ERR_BUFFER, format!("{pending} actions pending, room for 0")));
+            }
+            return Ok(());
+        }
+        if actions.is_null() {
             return Err(crate::status::null("actions"));
         }
         let mut n = 0;
@@ -629,13 +690,17 @@ pub struct rw_drain_report {
 /// The edge-triggered drain, done right: calls `get` until the queue is
 /// empty (EAGAIN), retrying EINTR, feeding each event to the machine as
 /// read; a real error stops it and is fed as a read error (the device is
-/// then polled). At most `budget` calls (0: 256, the monitor's default). Every event is
-/// acknowledged by `get` before the machine sees it, so nothing the engine
-/// does in response (destroying a QP) waits on an unacknowledged event.
+/// then polled). At most `budget` calls (0: 256, the monitor's default).
+/// Every event is acknowledged by `get` before the machine sees it, so
+/// nothing the engine does in response (destroying a QP) waits on an
+/// unacknowledged event.
 /// `get` may call other `rw_machine_*` functions on this machine (no
 /// borrow of it is held while `get` runs); a `rw_machine_free` of it from
 /// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
-/// nothing after it.
+/// nothing after it. `get` runs on the calling thread. What the drain did
+/// goes to `*report`, which may be NULL; drain again while its `end` is
+/// -1 (the budget ran out first). Drain a device once right after its
+/// `RW_ACTION_START_READING` too: events may predate the epoll add.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_drain(
     machine: *mut rw_machine,

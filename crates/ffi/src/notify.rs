@@ -9,11 +9,15 @@ use crate::gate::{port_code, reason_of, state_of};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum rw_happening {
-    /// An async event was read and acknowledged: `device`, `port` (0 for
+    /// An async event was read and acknowledged (every one but
+    /// `COMM_EST`, which is only counted): `device`, `port` (0 for
     /// non-port events), `event_code`.
     RW_HAPPENING_EVENT = 0,
     /// A rail's state word changed: `device`, `port`, `from_state`,
-    /// `to_state`, `cause`, `cause_code`, `generation`.
+    /// `to_state`, `cause`, `cause_code`, `generation`. The generation
+    /// moves at every activation, on `CQ_ERR` (every rail of the device),
+    /// on `LID_CHANGE`/`GID_CHANGE` when the address changed, and on a
+    /// silent flap; never on a pause.
     RW_HAPPENING_TRANSITION = 1,
     /// The selector's rate for a rail was (re)seeded: `device`, `port`,
     /// `rate_from_mbps` (0: never seeded or unknown), `rate_to_mbps` (0:

@@ -3,7 +3,9 @@
 
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::panic::{AssertUnwindSafe, PanicHookInfo, catch_unwind};
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a call returned. `RW_OK` is 0; on anything else
 /// [`rw_last_error`] says what happened, in words.
@@ -68,6 +70,50 @@ pub(crate) fn null(arg: &str) -> Error {
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// What the panic hook made of this thread's latest panic, for the
+    /// guard that catches it.
+    static PANIC_TEXT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Whether the panic hook also runs the one before it (the default hook,
+/// which prints to stderr): only in this crate's own unit tests, where a
+/// failing assertion must still say why.
+static ALSO_PRINT: AtomicBool = AtomicBool::new(cfg!(test));
+
+/// Installs, once per process, the panic hook that keeps every panic off
+/// the host's stderr (no message, no backtrace): the text goes to the log
+/// callback (`rw_set_log_callback`) and, through the guard that catches
+/// it, to `rw_last_error`. Called by every function that makes a handle
+/// or needs none, so it is in place before any call that could panic,
+/// and by none on the event path.
+pub(crate) fn quiet_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let text = panic_text(info);
+            crate::logging::emit(log::Level::Error, "railwatch", &text);
+            let _ = PANIC_TEXT.try_with(|t| *t.borrow_mut() = Some(text));
+            if ALSO_PRINT.load(Ordering::Relaxed) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// "railwatch panicked at FILE:LINE: MESSAGE".
+fn panic_text(info: &PanicHookInfo<'_>) -> String {
+    // (`payload_as_str` is newer than the workspace's MSRV.)
+    let payload = info.payload();
+    let what = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic with no message");
+    match info.location() {
+        Some(at) => format!("railwatch panicked at {}:{}: {what}", at.file(), at.line()),
+        None => format!("railwatch panicked: {what}"),
+    }
 }
 
 fn set_last_error(message: &str) {
@@ -89,14 +135,35 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> rw_status {
             e.0.status
         }
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic with no message".into());
-            set_last_error(&format!("railwatch panicked: {what}"));
+            // The hook's text (with where it panicked) when it ran.
+            let text = PANIC_TEXT.try_with(|t| t.borrow_mut().take()).ok().flatten().unwrap_or_else(|| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic with no message".into());
+                format!("railwatch panicked: {what}")
+            });
+            set_last_error(&text);
             rw_status::RW_ERR_PANIC
         }
+    }
+}
+
+/// Runs the body of a function that answers as libibverbs does, with an
+/// errno (0: done): an error of the call itself (NULL, a value out of
+/// range) is `EINVAL`, a panic `EIO`, with the thread's last error saying
+/// what happened either way.
+pub(crate) fn guard_errno(body: impl FnOnce() -> Result<i32>) -> i32 {
+    let mut errno = libc::EIO;
+    let status = guard(|| {
+        errno = body()?;
+        Ok(())
+    });
+    match status {
+        rw_status::RW_OK => errno,
+        rw_status::RW_ERR_PANIC => libc::EIO,
+        _ => libc::EINVAL,
     }
 }
 
@@ -156,12 +223,41 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_a_status_and_a_message() {
+        // With the hook (another test may have installed it) the text also
+        // says where: "railwatch panicked at FILE:LINE: ...".
         let status = guard(|| panic!("the machine broke"));
         assert_eq!(status, rw_status::RW_ERR_PANIC);
-        assert_eq!(last_error(), "railwatch panicked: the machine broke");
+        assert!(last_error().starts_with("railwatch panicked"), "{}", last_error());
+        assert!(last_error().ends_with(": the machine broke"), "{}", last_error());
         let status = guard(|| panic!("{} broke", "it"));
         assert_eq!(status, rw_status::RW_ERR_PANIC);
-        assert_eq!(last_error(), "railwatch panicked: it broke");
+        assert!(last_error().ends_with(": it broke"), "{}", last_error());
+    }
+
+    #[test]
+    fn with_the_hook_a_panic_says_where_and_prints_nothing() {
+        // In a child process of this test binary, with the hook as the
+        // library has it (printing nothing): its stderr must be empty of
+        // the panic.
+        const CHILD: &str = "RAILWATCH_QUIET_PANIC_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            ALSO_PRINT.store(false, Ordering::Relaxed);
+            quiet_panics();
+            assert_eq!(guard(|| panic!("quietly")), rw_status::RW_ERR_PANIC);
+            let text = last_error();
+            assert!(text.starts_with("railwatch panicked at crates/ffi/src/status.rs:"), "{text}");
+            assert!(text.ends_with(": quietly"), "{text}");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "status::tests::with_the_hook_a_panic_says_where_and_prints_nothing", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the child failed: {stderr}");
+        assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "stderr: {stderr}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"), "the child ran no test");
     }
 
     #[test]
@@ -177,6 +273,6 @@ mod tests {
     #[test]
     fn a_panic_in_a_destructor_is_swallowed() {
         guard_void(|| panic!("in drop"));
-        assert_eq!(last_error(), "railwatch panicked: in drop");
+        assert!(last_error().ends_with(": in drop"), "{}", last_error());
     }
 }

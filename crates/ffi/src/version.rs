@@ -63,6 +63,7 @@ pub extern "C" fn rw_version() -> *const c_char {
 /// `RW_ERR_NULL` if any of them is NULL (nothing is written then).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_version_numbers(major: *mut u32, minor: *mut u32, patch: *mut u32) -> rw_status {
+    crate::status::quiet_panics();
     guard(|| {
         if major.is_null() || minor.is_null() || patch.is_null() {
             let which = if major.is_null() {

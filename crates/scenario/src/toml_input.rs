@@ -392,6 +392,18 @@ mod tests {
     }
 
     #[test]
+    fn a_choice_is_written_as_its_name() {
+        let (c, w) = apply("tick_ms = 5\nrequire_address = \"roce_v2_ipv4\"\n").unwrap();
+        assert_eq!(c.machine.require_address, railwatch_core::AddressRequirement::RoceV2Ipv4);
+        assert_eq!(w.iter().find(|w| w.key == "require_address").map(|w| w.line), Some(2));
+        let e = apply("require_address = \"ipv4\"\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(e.to_string().starts_with("require_address: must be one of none, any, roce_v2"), "{e}");
+        let e = apply("require_address = 4\n").unwrap_err();
+        assert_eq!((e.line, e.to_string()), (1, "require_address: must be a name, not an integer".into()));
+    }
+
+    #[test]
     fn keys_are_shown_escaped_and_short() {
         assert_eq!(shown("tick\u{1b}[31m"), "tick\\u{1b}[31m");
         let long = shown(&"k".repeat(10_000));

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use railwatch_core::{
     AsyncEvent, Element, EventKind, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, VerbsPort,
@@ -101,8 +101,9 @@ struct Shared {
     /// anew: a `SimDevice` of an older epoch is stale and its close does
     /// nothing to the new one.
     epoch: u64,
-    /// The host's notification pipe (its uevent twin), once it has one.
-    notify: Option<Arc<std::fs::File>>,
+    /// The notification fds (eventfds: the uevent twin) of the hosts that
+    /// list this device; one that was dropped is skipped and forgotten.
+    notify: Vec<Weak<std::fs::File>>,
     /// Scripted GID tables: (port, index) → GID. `None` until a script sets
     /// one: the device then reads no address (`Unsupported`).
     gids: Option<BTreeMap<(u8, u32), [u8; 16]>>,
@@ -227,7 +228,7 @@ impl SimDevice {
             counters: SimCounters::default(),
             listed: true,
             epoch: 0,
-            notify: None,
+            notify: Vec::new(),
             gids: None,
             flap_counters: BTreeMap::new(),
         };
@@ -242,6 +243,13 @@ impl SimDevice {
     /// The device's counters.
     pub fn counters(&self) -> SimCounters {
         self.inner.lock().counters
+    }
+
+    /// Whether the device was opened anew since this one was (by a host,
+    /// or [`SimHandle::open`]): this one then reads and closes nothing of
+    /// the new one's.
+    pub fn is_stale(&self) -> bool {
+        self.inner.lock().epoch != self.epoch
     }
 
     /// A duplicate of the async fd (same pipe, same readiness), for an
@@ -373,12 +381,17 @@ impl Drop for SimDevice {
     }
 }
 
-/// Wakes the host (one byte into its notification pipe; a full pipe
-/// already says "something changed").
-fn notify(s: &Shared) {
-    if let Some(pipe) = &s.notify {
-        let _ = std::io::Write::write(&mut &**pipe, &[1]);
-    }
+/// Wakes every host that lists the device (adds 1 to its eventfd: never
+/// blocks, and, unlike a pipe whose reader is gone, never raises SIGPIPE,
+/// which would kill a C host that freed its monitor before unplugging).
+fn notify(s: &mut Shared) {
+    s.notify.retain(|host| match host.upgrade() {
+        Some(fd) => {
+            let _ = std::io::Write::write(&mut &*fd, &1u64.to_ne_bytes());
+            true
+        }
+        None => false,
+    });
 }
 
 fn check_queryable(s: &Shared, port: u8) -> io::Result<()> {
@@ -545,7 +558,7 @@ impl SimHandle {
     pub fn unplug(&self) {
         let mut s = self.inner.lock();
         s.listed = false;
-        notify(&s);
+        notify(&mut s);
     }
 
     /// The device is in the host's device list again: a new device of the
@@ -554,7 +567,7 @@ impl SimHandle {
         let mut s = self.inner.lock();
         s.listed = true;
         s.removed = false;
-        notify(&s);
+        notify(&mut s);
     }
 
     /// Sets GID table entry `index` of `port` (`None` empties it), silently:
@@ -617,9 +630,17 @@ impl SimHandle {
         Ok(SimDevice { inner: self.inner.clone(), epoch: s.epoch })
     }
 
-    /// Hands the device the host's notification pipe.
-    pub(crate) fn set_notify(&self, pipe: Arc<std::fs::File>) {
-        self.inner.lock().notify = Some(pipe);
+    /// Adds a host's notification eventfd (held weakly: the host owns it).
+    pub(crate) fn add_notify(&self, fd: &Arc<std::fs::File>) {
+        self.inner.lock().notify.push(Arc::downgrade(fd));
+    }
+
+    /// Opens the device anew, as a host does when the list names it: a
+    /// fresh fd (a new epoch: an older [`SimDevice`] of it becomes stale),
+    /// faults cleared. `ENODEV` while unplugged or removed. For an engine
+    /// that keeps its own loop and opens devices itself.
+    pub fn open(&self) -> io::Result<SimDevice> {
+        self.open_anew()
     }
 
     /// The device can be opened again: the next [`VerbsPort::reopen`]

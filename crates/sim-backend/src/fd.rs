@@ -97,6 +97,21 @@ pub fn record_pipe() -> io::Result<(OwnedFd, OwnedFd, usize)> {
     Ok((read, write, usize::try_from(size).unwrap_or(ATOMIC_WRITE).max(ATOMIC_WRITE)))
 }
 
+/// A non-blocking eventfd (`EFD_NONBLOCK | EFD_CLOEXEC`): readable while
+/// its count is not 0, every write a new edge, and a write never raises
+/// SIGPIPE (a pipe's does once its reader is gone).
+pub(crate) fn event_fd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes an initial count and valid flags; it returns a
+    // new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: eventfd succeeded: the descriptor is open and owned by nobody
+    // else; it is wrapped exactly once.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// One device's event queue: a pipe plus its overflow.
 #[derive(Debug)]
 pub(crate) struct EventPipe {

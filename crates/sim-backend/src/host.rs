@@ -3,9 +3,10 @@
 //!
 //! [`SimHost`] lists the devices a script has not unplugged, opens them anew
 //! (a fresh pipe: a device that comes back is a new device), and owns a
-//! non-blocking pipe that [`SimHandle::unplug`] and [`SimHandle::plug`]
-//! write a byte into, so a monitor waiting on it wakes as it would on a
-//! uevent, with zero idle wake-ups.
+//! non-blocking eventfd that [`SimHandle::unplug`] and [`SimHandle::plug`]
+//! add to, so a monitor waiting on it wakes as it would on a uevent, with
+//! zero idle wake-ups. Several hosts may list the same devices: each has
+//! its own eventfd.
 
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
@@ -19,36 +20,34 @@ use crate::fd;
 /// The simulated host's device list and notifications.
 pub struct SimHost {
     handles: Vec<SimHandle>,
-    read: std::fs::File,
+    /// The eventfd the devices add to; they hold it weakly.
+    notify: Arc<std::fs::File>,
 }
 
 impl SimHost {
     /// A host with these devices (in this order); each handle's
     /// `unplug`/`plug` wakes it from now on.
     pub fn new(handles: Vec<SimHandle>) -> io::Result<SimHost> {
-        let (read, write, _) = fd::record_pipe()?;
-        let write = Arc::new(std::fs::File::from(write));
+        let notify = Arc::new(std::fs::File::from(fd::event_fd()?));
         for h in &handles {
-            h.set_notify(write.clone());
+            h.add_notify(&notify);
         }
-        Ok(SimHost { handles, read: std::fs::File::from(read) })
+        Ok(SimHost { handles, notify })
     }
 
-    /// The notification pipe's read end (non-blocking).
+    /// The notification eventfd (non-blocking).
     pub fn fd(&self) -> RawFd {
-        self.read.as_raw_fd()
+        self.notify.as_raw_fd()
     }
 
-    /// Reads the notification pipe to `WouldBlock`; whether anything was
-    /// there.
+    /// Reads the notification eventfd (which empties it); whether anything
+    /// was there.
     pub fn drain(&mut self) -> io::Result<bool> {
-        let mut buf = [0u8; 64];
-        let mut any = false;
+        let mut count = [0u8; 8];
         loop {
-            match self.read.read(&mut buf) {
-                Ok(0) => return Ok(any),
-                Ok(_) => any = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+            match (&*self.notify).read(&mut count) {
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }

@@ -33,6 +33,9 @@ pub struct Measure {
     /// `mod NAME;` under a test attribute: the files of those modules are
     /// test code.
     pub test_modules: Vec<String>,
+    /// Every path outside test code that starts at `crate` or `super`
+    /// (`use crate::{a::X, b}` is two), for the import circles.
+    pub paths: Vec<Vec<String>>,
 }
 
 /// Measures one file's text.
@@ -62,7 +65,50 @@ pub fn measure(src: &str) -> Measure {
     }
     let code = lexed.code.iter().zip(&tested).filter(|(code, test)| **code && !**test).count();
     let functions = functions(tokens).into_iter().filter(|f| !tested[f.line - 1]).collect();
-    Measure { code, functions, test_modules }
+    let mut paths = Vec::new();
+    for (k, t) in tokens.iter().enumerate() {
+        let starts = matches!(ident(Some(t)), Some("crate" | "super")) && !is_path_sep(tokens, k.wrapping_sub(2));
+        if starts && !tested[t.line] {
+            path_at(tokens, k, Vec::new(), &mut paths);
+        }
+    }
+    Measure { code, functions, test_modules, paths }
+}
+
+/// Whether `tokens[k..]` starts with `::`.
+fn is_path_sep(tokens: &[Token], k: usize) -> bool {
+    is_punct(tokens.get(k), ':') && is_punct(tokens.get(k + 1), ':')
+}
+
+/// The paths starting at `k` (an identifier or a `{` group), after
+/// `prefix`, pushed to `out`.
+fn path_at(tokens: &[Token], k: usize, mut prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    if is_punct(tokens.get(k), '{') {
+        let (end, mut depth, mut start) = (closing(tokens, k), 0usize, k + 1);
+        for j in k + 1..=end {
+            match tokens[j].kind {
+                Kind::Punct('(' | '[' | '{') => depth += 1,
+                Kind::Punct(')' | ']' | '}') if depth > 0 => depth -= 1,
+                Kind::Punct(',' | '}') if depth == 0 => {
+                    if start < j {
+                        path_at(tokens, start, prefix.clone(), out);
+                    }
+                    start = j + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    let Some(name) = ident(tokens.get(k)) else {
+        return out.push(prefix);
+    };
+    prefix.push(name.to_string());
+    if is_path_sep(tokens, k + 1) {
+        path_at(tokens, k + 3, prefix, out);
+    } else {
+        out.push(prefix);
+    }
 }
 
 fn is_punct(t: Option<&Token>, c: char) -> bool {
@@ -219,6 +265,14 @@ fn functions(tokens: &[Token]) -> Vec<Function> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_paths_from_crate_and_super_are_collected_outside_test_code() {
+        let src = "use crate::{a::X, b::{c, d::E}};\nuse super::f;\npub(crate) fn g() { crate::h::i(); }\n#[cfg(test)]\nmod tests { use crate::z::Z; }\n";
+        let paths = measure(src).paths;
+        let text: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+        assert_eq!(text, ["crate::a::X", "crate::b::c", "crate::b::d::E", "super::f", "crate", "crate::h::i"]);
+    }
 
     fn lengths(src: &str) -> Vec<(String, usize, usize)> {
         measure(src).functions.into_iter().map(|f| (f.name, f.line, f.lines)).collect()

@@ -8,12 +8,14 @@
 //! its `fn` line to its closing brace; `measure.rs` says exactly what
 //! counts). It fails when a function is longer than [`MAX_FN_LINES`] or a
 //! file has more than [`MAX_FILE_CODE`] lines of code, after naming every
-//! one.
+//! one. It fails too on an import circle between a crate's modules
+//! (`circles.rs`: siblings that name each other, directly or round).
 //!
 //! `--before REV` measures the tree at a git revision too and prints the
 //! two side by side (the limits are checked on the working tree only);
 //! `--markdown` prints the table for a note, `--json` one JSON object.
 
+mod circles;
 mod lex;
 mod measure;
 mod source;
@@ -34,6 +36,8 @@ struct FileSize {
     path: String,
     code: usize,
     functions: Vec<Function>,
+    /// The paths from `crate` or `super` it names (for the circles).
+    paths: Vec<Vec<String>>,
 }
 
 /// One crate's measures.
@@ -76,7 +80,7 @@ fn sizes(files: &[SourceFile]) -> Sizes {
         if source::is_test_path(&file.path) || test_paths.iter().any(|t| file.path == *t || file.path.starts_with(t)) {
             continue;
         }
-        let size = FileSize { path: file.path.clone(), code: m.code, functions: m.functions };
+        let size = FileSize { path: file.path.clone(), code: m.code, functions: m.functions, paths: m.paths };
         sizes.entry(file.krate.clone()).or_default().files.push(size);
     }
     sizes
@@ -85,7 +89,9 @@ fn sizes(files: &[SourceFile]) -> Sizes {
 /// What is over the limits, one line each.
 fn offenders(sizes: &Sizes) -> Vec<String> {
     let mut out = Vec::new();
-    for size in sizes.values() {
+    for (name, size) in sizes {
+        let modules = size.files.iter().map(|f| (circles::module_of(&f.path), f.paths.clone())).collect();
+        out.extend(circles::circles(&modules).into_iter().map(|c| format!("{name}: import circle {c}")));
         for file in &size.files {
             if file.code > MAX_FILE_CODE {
                 out.push(format!("{}: {} lines of code (limit {MAX_FILE_CODE})", file.path, file.code));
@@ -150,7 +156,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "size: {} over the limits (functions {MAX_FN_LINES} lines, files {MAX_FILE_CODE} lines of code)",
+            "size: {} over the limits (functions {MAX_FN_LINES} lines, files {MAX_FILE_CODE} lines of code, no import circles)",
             over.len()
         ))
     }
@@ -242,10 +248,16 @@ fn markdown(now: &Sizes, before: Option<&Sizes>, rev: Option<&str>, over: &[Stri
 
 fn limits_section(out: &mut String, over: &[String]) {
     if over.is_empty() {
-        let _ = writeln!(out, "within the limits: functions {MAX_FN_LINES} lines, files {MAX_FILE_CODE} lines of code");
+        let _ = writeln!(
+            out,
+            "within the limits: functions {MAX_FN_LINES} lines, files {MAX_FILE_CODE} lines of code, no import circles"
+        );
         return;
     }
-    let _ = writeln!(out, "over the limits (functions {MAX_FN_LINES} lines, files {MAX_FILE_CODE} lines of code):");
+    let _ = writeln!(
+        out,
+        "over the limits (functions {MAX_FN_LINES} lines, files {MAX_FILE_CODE} lines of code, no import circles):"
+    );
     for o in over {
         let _ = writeln!(out, "- {o}");
     }

@@ -61,8 +61,8 @@
 //! (`run/console.log`: stray stderr, then the kernel's log, dumped at the
 //! end because a serial console slows the boot), `ttyS1` carries the
 //! results (`run/results.txt`). The whole VM is killed after `--timeout`
-//! seconds (default 300); a warm run takes ~2 min in all, ~95 s of it the
-//! traffic cases.
+//! seconds (default 300); a warm run takes 2–3 min in all, 90–115 s of it
+//! the traffic cases.
 //!
 //! # How results come back
 //!
@@ -82,9 +82,10 @@
 //! pass says the mark can go.
 //!
 //! The traffic cases (`traffic_*`, last) run a C++ transfer engine over two
-//! bridged rails of four rxe devices, through cable pulls, a burst ahead of
-//! a `PORT_ACTIVE`, device removal and an address change, next to the
-//! one-event-per-wake-up loop; their figures go to
+//! bridged rails of four rxe devices, through cable pulls (of a rail's own
+//! cable and of its far end's), a burst ahead of a `PORT_ACTIVE`, device
+//! removal and an address change, next to the one-event-per-wake-up loop;
+//! their figures, the data-path breaker's included, go to
 //! `target/vmtest/traffic.json` (`cases/traffic.rs`).
 //!
 //! # Adding a case, adding a guest-side tool
@@ -165,7 +166,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut judge = Judge::new(&opts.cases);
     let vm = boot::boot(&kernel.vmlinux, &initrd, &run_dir, opts.timeout, &mut |ended| judge.ended(ended))?;
     judge.not_run();
-    cases::write_figures()?;
+    judge.write_figures()?;
     let (passed, failed, skipped) = judge.tally();
     let secs = |d: Option<Duration>| d.map_or_else(|| "-".to_string(), |d| format!("{:.2} s", d.as_secs_f64()));
     println!(

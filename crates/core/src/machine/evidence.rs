@@ -196,11 +196,16 @@ impl Machine {
         };
         let rail = &mut self.rails[ri];
         let before = rail.counters.replace(fresh);
-        let quiet = !std::mem::replace(&mut rail.down_since_counters, false);
-        let silent = quiet
-            && before.is_some_and(|b| fresh.rose_since(&b))
-            && rail.cell.load().state == RailState::Active
-            && self.config.silent_flaps;
+        let active = rail.cell.load().state == RailState::Active;
+        // A flap the machine saw explains every rise until the rail is read
+        // active again: a read during the outage takes in the carrier going
+        // down, the first one after it the carrier coming back (a netdev's
+        // `carrier_changes` counts both).
+        let quiet = !rail.down_since_counters;
+        if active {
+            rail.down_since_counters = false;
+        }
+        let silent = quiet && active && before.is_some_and(|b| fresh.rose_since(&b)) && self.config.silent_flaps;
         if silent {
             self.silent_flap(ri, now);
         }

@@ -194,8 +194,8 @@ struct Rail {
     counters: Option<PortCounters>,
     /// Cleared when a counter read says they cannot be read.
     counters_readable: bool,
-    /// The port was seen going down since the counters were last read: a
-    /// rise then is a flap already handled, not a silent one.
+    /// The port was seen going down, and the rail has not been read active
+    /// since: a rise then is a flap already handled, not a silent one.
     down_since_counters: bool,
     /// The last address read meets `require_address` (reset by a pause: a
     /// GID index can move across a flap).
@@ -630,6 +630,12 @@ impl Machine {
     /// Whether actions are waiting.
     pub fn has_actions(&self) -> bool {
         !self.actions.is_empty()
+    }
+
+    /// How many actions are waiting (what a driver polling them in
+    /// batches needs room for).
+    pub fn pending_actions(&self) -> usize {
+        self.actions.len()
     }
 
     // ---- views ----------------------------------------------------------

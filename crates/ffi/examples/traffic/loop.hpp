@@ -19,6 +19,7 @@ struct device_slot {
     rail *owner = nullptr;
     rail_end *end = nullptr;
     std::shared_ptr<verbs_device> dev;  // null while closed
+    uint32_t index = ~0u;               // the machine's device index, once known
     bool reading = false;               // its async fd is in the epoll set
     bool present = true;                // in the device list, as the loop last told
     uint64_t last_word = ~uint64_t{0};  // the gate word last noticed
@@ -50,6 +51,7 @@ public:
 protected:
     static constexpr uint64_t signal_key = 1u << 20;
     static constexpr uint64_t uevent_key = signal_key + 1;
+    static constexpr uint64_t report_key = signal_key + 2;
 
     // A device fd (key: its slot) or another fd woke the loop.
     virtual void on_ready(uint64_t key, uint32_t events) = 0;
@@ -71,9 +73,12 @@ private:
     std::function<void()> on_burst_;
 };
 
+struct breaker_settings;
+
 // The loop that drives railwatch's machine (railwatch_loop.cpp) and the
 // loop before the fix (old_loop.cpp).
-std::unique_ptr<loop_base> make_railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst);
+std::unique_ptr<loop_base> make_railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst,
+                                               const breaker_settings &breaker);
 std::unique_ptr<loop_base> make_old_loop(std::vector<rail *> rails, std::function<void()> on_burst);
 
 // The name of an ibv_port_state, as railwatch's JSON spells it.

@@ -5,27 +5,33 @@
 //   traffic_engine [--one-event-per-wakeup] [--rail NAME:LOCAL:PEER]...
 //                  [--pairs K] [--workers W] [--depth D] [--timeout EXP]
 //                  [--retry-cnt N] [--idle-qps N] [--seconds S] [--gap-ms G]
-//                  [--max-records N] [--rate N]
+//                  [--max-records N] [--rate N] [--path-wait-ms N]
+//                  [--breaker-failures N] [--breaker-min-peers N]
 //
 // Defaults: rails A:rxe0:rxe1 and B:rxe2:rxe3, 4 QP pairs a rail, 2
 // workers, 8 writes in flight per QP, timeout 14 (67 ms a try), retry_cnt
 // 6, no idle QPs, 300 s at most, gaps of 5 ms and more reported, 4 million
 // records, 1000 writes a second in all (0: as fast as the QPs take them;
 // under software emulation an unpaced engine starves everything else in
-// the VM, the kernel's own network processing included). It runs until SIGTERM or SIGINT (or --seconds); SIGUSR1 moves
-// the idle QPs (of the first rail's local device) to SQD: a burst of
-// SQ_DRAINED on its async fd.
+// the VM, the kernel's own network processing included), paths resolved
+// before the RTRs for 1.5 s at most (path.hpp; 0: not at all), the
+// data-path breaker opened by 2 failures through 1 peer (evidence.hpp).
+// It runs until SIGTERM or SIGINT (or --seconds); SIGUSR1 moves the idle
+// QPs (of the first rail's local device) to SQD: a burst of SQ_DRAINED on
+// its async fd.
 //
 // Output: JSON lines on stdout as things happen (gates, sets built and
 // destroyed, drains, devices), then what the records say (report.hpp).
 // Exit status 0 after a clean stop, 1 when a device cannot be set up, 2
 // for bad arguments.
 //
-// The parts: verbs.* (the libibverbs objects), rails.* (a rail, its
-// builder and the reaper), workers.* (posting, polling, records),
-// loop.* with railwatch_loop.cpp (railwatch's machine) and old_loop.cpp
-// (one event per wake-up), burst.*, report.*.
+// The parts: verbs.* (the libibverbs objects), path.* (the peer's
+// neighbour resolved before an RTR), rails.* (a rail, its builder and the
+// reaper), workers.* (posting, polling, records), evidence.* (transfer
+// reports, flap counters), loop.* with railwatch_loop.cpp (railwatch's
+// machine) and old_loop.cpp (one event per wake-up), burst.*, report.*.
 #include "burst.hpp"
+#include "evidence.hpp"
 #include "loop.hpp"
 #include "report.hpp"
 
@@ -60,6 +66,7 @@ struct options {
     uint64_t gap_ms = 5;
     uint64_t rate = 1000;
     size_t max_records = 4'000'000;
+    breaker_settings breaker;
 };
 
 struct usage_error : std::runtime_error {
@@ -105,6 +112,9 @@ options parse(int argc, char **argv) {
         else if (f == "--gap-ms") o.gap_ms = number(f, v, 1, 60'000);
         else if (f == "--max-records") o.max_records = number(f, v, 1, 100'000'000);
         else if (f == "--rate") o.rate = number(f, v, 0, 10'000'000);
+        else if (f == "--path-wait-ms") o.set.path_wait_ms = unsigned(number(f, v, 0, 60'000));
+        else if (f == "--breaker-failures") o.breaker.failures = number(f, v, 1, 1'000'000);
+        else if (f == "--breaker-min-peers") o.breaker.min_peers = number(f, v, 1, 16);
         else throw usage_error("unknown argument " + f);
     }
     if (o.rails.empty()) o.rails = {{"A", "rxe0", "rxe1"}, {"B", "rxe2", "rxe3"}};
@@ -132,7 +142,7 @@ int run(const options &o) {
     }
     burster burst;
     auto loop = o.old_loop ? make_old_loop(rails, [&] { burst.trigger(); })
-                           : make_railwatch_loop(rails, [&] { burst.trigger(); });
+                           : make_railwatch_loop(rails, [&] { burst.trigger(); }, o.breaker);
     loop->attach_all();
     if (o.idle_qps) burst.start(loop->device(rails[0]->local.device), o.idle_qps, o.set.port);
     for (rail *r : rails) r->start();
@@ -144,7 +154,8 @@ int run(const options &o) {
     info.gap_ns = o.gap_ms * 1'000'000;
     line("started").str("engine", info.engine).num("t_ns", info.started_ns).num("workers", o.workers)
         .num("qp_pairs", o.set.pairs).num("depth", o.set.depth).num("timeout", o.set.timeout)
-        .num("retry_cnt", o.set.retry_cnt).num("rate", o.rate).emit();
+        .num("retry_cnt", o.set.retry_cnt).num("rate", o.rate).num("path_wait_ms", o.set.path_wait_ms)
+        .num("breaker_failures", o.breaker.failures).num("breaker_min_peers", o.breaker.min_peers).emit();
     loop->run(info.started_ns + o.seconds * 1'000'000'000);
     info.ends = loop->end_states();
     info.stopped_ns = now_ns();

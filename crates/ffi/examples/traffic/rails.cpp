@@ -1,6 +1,8 @@
 // rails.cpp: see rails.hpp.
 #include "rails.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 
 namespace traffic {
@@ -17,6 +19,33 @@ static constexpr auto retry_every = std::chrono::milliseconds(200);
 // 1 s when the neighbour was still being solicited, as after a pull with
 // writes in flight), so the next try usually connects in milliseconds.
 static constexpr int retries_at_once = 2;
+
+// ---- the tally ----------------------------------------------------------------------
+
+void completion_tally::count(uint32_t status) {
+    by_status_[status < statuses ? status : statuses - 1].fetch_add(1, std::memory_order_relaxed);
+    const bool failure = status != IBV_WC_SUCCESS;
+    if (failure) failed_.store(true, std::memory_order_release);
+    // The flags first, then the wake-up: the loop that wakes sees them.
+    const bool first = !dirty_.exchange(true, std::memory_order_acq_rel);
+    if ((first || failure) && wake_ >= 0) {
+        const uint64_t one = 1;
+        if (write(wake_, &one, sizeof one) < 0) {
+            // EAGAIN: the counter is full, the loop is awake already.
+        }
+    }
+}
+
+completion_tally::counts completion_tally::take() {
+    dirty_.store(false, std::memory_order_release);  // a count from now on wakes again
+    counts since{};
+    for (size_t s = 0; s < statuses; ++s) {
+        const uint64_t now = by_status_[s].load(std::memory_order_relaxed);
+        since[s] = now - taken_[s];
+        taken_[s] = now;
+    }
+    return since;
+}
 
 // ---- the reaper ---------------------------------------------------------------------
 
@@ -157,7 +186,10 @@ int rail::rebuild(generations want, std::shared_ptr<verbs_device> l, std::shared
     line("set").str("rail", name).num("set", serial).num("t_ns", t1).num("generation_local", want.local)
         .num("generation_peer", want.peer).num("gid_index_local", fresh->gid_index_local())
         .num("gid_index_peer", fresh->gid_index_peer()).num("qp_pairs", fresh->pairs().size())
-        .fixed("build_ms", double(t1 - t0) / 1e6).emit();
+        .fixed("build_ms", double(t1 - t0) / 1e6).fixed("path_ms", fresh->path_to_peer().waited_ms)
+        .str("path", fresh->path_to_peer().state).num("path_nudges", fresh->path_to_peer().nudges)
+        .fixed("peer_path_ms", fresh->path_to_local().waited_ms).str("peer_path", fresh->path_to_local().state)
+        .emit();
     // A device that left (or came back) while we built: the set is stale.
     if (device(local) != l || device(peer) != p) {
         fresh->retire(0);

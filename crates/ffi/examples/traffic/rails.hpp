@@ -35,15 +35,33 @@ struct rail_end {
 
 // Completions counted per work-completion status (the peer of a rail is
 // one device, so per (peer, status) too): the batch a transfer report to
-// the machine is made of.
+// the machine is made of. Workers count; the event loop takes what was
+// counted since it last took, and reports it (railwatch_loop.cpp).
 class completion_tally {
 public:
     static constexpr size_t statuses = 32;
-    void count(uint32_t status) { by_status_[status < statuses ? status : statuses - 1].fetch_add(1, std::memory_order_relaxed); }
-    uint64_t of(uint32_t status) const { return by_status_[status].load(std::memory_order_relaxed); }
+    using counts = std::array<uint64_t, statuses>;
+
+    // A worker's completion. The first one since the loop last took, and
+    // every failure, wake the loop through `wake` (an eventfd) if set.
+    void count(uint32_t status);
+    // Set once, before the workers start.
+    void wake_with(int eventfd) { wake_ = eventfd; }
+
+    // The loop: whether a failure came since it last took (cleared).
+    bool take_failed() { return failed_.exchange(false, std::memory_order_acq_rel); }
+    // The loop: whether anything came since it last took.
+    bool dirty() const { return dirty_.load(std::memory_order_acquire); }
+    // The loop: the counts since it last took (what the next report says).
+    counts take();
+    // Everything taken so far: what was reported (after the loop stopped).
+    const counts &taken() const { return taken_; }
 
 private:
     std::array<std::atomic<uint64_t>, statuses> by_status_{};
+    std::atomic<bool> dirty_{false}, failed_{false};
+    counts taken_{};  // the loop's
+    int wake_ = -1;
 };
 
 // Destroys retired QP sets on its own thread, once no worker holds them,

@@ -1,16 +1,20 @@
 // railwatch_loop.cpp: the engine's own epoll loop driving railwatch's rail
-// machine through the C API (embedding 1). The parts an engine copies:
+// machine through the C++ wrapper (embedding 1). The parts an engine copies:
 //
 //   attach_all  the kernel's device uevents into the epoll set
-//               (rw_uevents_open), the device list to the machine
-//               (rw_machine_handle_device_list), then its OPEN actions
-//               answered (rw_machine_handle_opened) and the attach carried
-//               out (start reading, query the port, read link and address);
-//               each rail end gets its gate;
-//   drain       a device's async fd woke the loop: rw_machine_drain reads
+//               (railwatch::uevents; where the kernel refuses the socket,
+//               a rescan of the device list every second instead), the
+//               device list to the machine (handle_device_list), then its
+//               OPEN actions answered (handle_opened) and the attach
+//               carried out (start reading, query the port, read link,
+//               address and flap counters); each rail end gets its gate;
+//   drain       a device's async fd woke the loop: machine::drain reads
 //               to EAGAIN, and each event is acknowledged before the
 //               machine sees it, so a QP destroy never waits on one;
-//   act         the machine's actions, answered with libibverbs;
+//   act         the machine's actions, answered with libibverbs and sysfs;
+//   report      the workers' completions, per rail, to the machine
+//               (report_transfers: the data-path breaker), batched: at
+//               once after a failure, else every report_every_ms;
 //   uevents     a device left or came back: the device list again. rxe
 //               says nothing on the async fd of a device being deleted and
 //               its removal waits for our close, which the machine asks for
@@ -19,9 +23,12 @@
 // What the engine does with a generation bump (a new set of QPs, then the
 // old one destroyed) is in rails.cpp; this loop only notices the gate
 // words changing and wakes the rail's builder.
+#include "evidence.hpp"
 #include "loop.hpp"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -30,10 +37,10 @@ namespace traffic {
 
 namespace {
 
-// A failed C API call: an exception naming it and saying why.
-void must(rw_status s, const char *call) {
-    if (s != RW_OK) throw std::runtime_error(std::string(call) + ": " + rw_last_error());
-}
+// Successes are reported in batches this far apart (a failure at once).
+constexpr uint64_t report_every_ms = 100;
+// The device list is read this often when there are no uevents.
+constexpr uint64_t rescan_every_ms = 1000;
 
 // The libibverbs device names now (none when the kernel has no RDMA).
 std::vector<std::string> device_names() {
@@ -46,29 +53,48 @@ std::vector<std::string> device_names() {
     return names;
 }
 
+// The uevent socket, or none (the engine then rescans on a timer).
+std::optional<railwatch::uevents> open_uevents() {
+    try {
+        return railwatch::uevents::open();
+    } catch (const railwatch::error &e) {
+        note("no device uevents (%s): the device list is read every %llu ms instead", e.what(),
+             (unsigned long long)rescan_every_ms);
+        return std::nullopt;
+    }
+}
+
 class railwatch_loop final : public loop_base {
 public:
-    railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst)
-        : loop_base(std::move(rails), std::move(on_burst)), machine_(settings()) {
-        must(rw_uevents_open(&uevents_), "rw_uevents_open");
+    railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst, const breaker_settings &b)
+        : loop_base(std::move(rails), std::move(on_burst)), machine_(settings(b)), uevents_(open_uevents()) {
+        report_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (report_fd_ < 0) throw verbs_error("eventfd", errno);
+        for (rail *r : rails_) r->tally.wake_with(report_fd_);
     }
-    ~railwatch_loop() override { rw_uevents_free(uevents_); }
+    ~railwatch_loop() override {
+        for (rail *r : rails_) r->tally.wake_with(-1);
+        close(report_fd_);
+    }
 
     const char *engine_name() const override { return "railwatch"; }
 
     // The machine learns the devices from the list and asks to open each;
     // all of ours must open now (their gates go to the workers).
     void attach_all() override {
-        watch(rw_uevents_fd(uevents_), uevent_key, true);
+        if (uevents_) watch(uevents_->fd(), uevent_key, true);
+        watch(report_fd_, report_key, true);
         list_devices();
         for (device_slot &s : slots_)
             if (!s.dev) throw std::runtime_error(s.name + ": not opened (is it in the device list?)");
     }
 
 private:
-    static railwatch::config settings() {
+    static railwatch::config settings(const breaker_settings &b) {
         railwatch::config c = railwatch::default_config();
         c.tick_ms = 250;  // the recovery poll, while a rail is paused
+        c.data_path.failures = b.failures;
+        c.data_path.min_peers = b.min_peers;
         return c;
     }
 
@@ -77,12 +103,10 @@ private:
     void list_devices() {
         std::vector<std::string> ours;
         for (const std::string &name : device_names())
-            for (const device_slot &s : slots_)
-                if (s.name == name) ours.push_back(name);
-        std::vector<const char *> names;
-        for (const std::string &n : ours) names.push_back(n.c_str());
-        must(rw_machine_handle_device_list(machine_.get(), names.data(), names.size(), now_ms()),
-             "rw_machine_handle_device_list");
+            if (std::any_of(slots_.begin(), slots_.end(), [&](const device_slot &s) { return s.name == name; }))
+                ours.push_back(name);
+        machine_.handle_device_list(ours, now_ms());
+        if (!uevents_) next_rescan_ = now_ms() + rescan_every_ms;
         carry_out();
     }
 
@@ -91,10 +115,12 @@ private:
     device_slot *find_slot(uint32_t device) {
         if (device >= slot_of_.size()) slot_of_.resize(device + 1, nullptr);
         if (!slot_of_[device]) {
-            char name[64] = {};
-            if (rw_machine_device_name(machine_.get(), device, name, sizeof name, nullptr) != RW_OK) return nullptr;
+            const std::optional<std::string> name = machine_.device_name(device);
             for (device_slot &s : slots_)
-                if (s.name == name) slot_of_[device] = &s;
+                if (name == s.name) {
+                    slot_of_[device] = &s;
+                    s.index = device;
+                }
         }
         return slot_of_[device];
     }
@@ -109,7 +135,7 @@ private:
 
     // RW_ACTION_OPEN: open it, answer with its ports, take its gate.
     void open(device_slot &s, uint32_t device) {
-        const uint8_t port = s.owner->options.port;
+        const uint8_t port[] = {s.owner->options.port};
         int err = 0;
         try {
             s.dev = verbs_device::open(s.name, s.owner->options.pairs);
@@ -117,24 +143,23 @@ private:
             note("%s: %s", s.name.c_str(), e.what());
             err = e.err();
         }
-        must(rw_machine_handle_opened(machine_.get(), device, &port, 1, err, now_ms()), "rw_machine_handle_opened");
-        if (err) return;
+        if (err) return machine_.handle_open_failed(device, err, now_ms());
+        machine_.handle_opened(device, port, now_ms());
         line("device").num("t_ns", now_ns()).str("device", s.name).str("what", "open").emit();
         // The rail keeps its gate when the device comes back (same index).
-        if (!s.end->gate.bound()) s.end->gate = rail_gate(machine_.gate(device, port));
+        if (!s.end->gate.bound()) s.end->gate = rail_gate(machine_.gate(device, port[0]));
         s.owner->set_device(*s.end, s.dev);
     }
 
     // ---- wake-ups ----
 
-    // Keys: the machine's device index, or uevent_key.
+    // Keys: the machine's device index, uevent_key or report_key.
     void on_ready(uint64_t key, uint32_t events) override {
         if (key == uevent_key) {
-            bool changed = false;
-            must(rw_uevents_drain(uevents_, &changed), "rw_uevents_drain");
-            if (changed) list_devices();
+            if (uevents_->drain()) list_devices();
             return;
         }
+        if (key == report_key) return on_completions();
         const uint32_t dev = uint32_t(key);
         if (!slot_of(dev).reading) return;
         if (events & EPOLLIN) drain(dev);  // first whatever is queued
@@ -145,7 +170,9 @@ private:
     }
 
     int timeout_ms() override {
-        const auto due = machine_.poll_timeout();
+        std::optional<uint64_t> due = machine_.poll_timeout();
+        for (uint64_t own : {report_due_, next_rescan_})
+            if (own) due = std::min(due.value_or(own), own);
         if (!due) return -1;
         const uint64_t now = now_ms();
         return int(std::min<uint64_t>(*due > now ? *due - now : 0, 60'000));
@@ -153,6 +180,8 @@ private:
 
     void on_timeout() override {
         const uint64_t now = now_ms();
+        if (report_due_ && report_due_ <= now) report();
+        if (next_rescan_ && next_rescan_ <= now) list_devices();
         const auto due = machine_.poll_timeout();
         if (due && *due <= now) {
             machine_.handle_timeout(now);
@@ -203,6 +232,50 @@ private:
         }
     }
 
+    // ---- transfer reports ----
+
+    // A worker counted the first completion since the last report, or a
+    // failure: a failure is reported now, successes with the next batch.
+    void on_completions() {
+        uint64_t n = 0;
+        while (read(report_fd_, &n, sizeof n) == ssize_t(sizeof n)) {
+        }
+        bool failed = false;
+        for (rail *r : rails_) failed |= r->tally.take_failed();
+        if (failed) return report();
+        if (!report_due_) report_due_ = now_ms() + report_every_ms;
+    }
+
+    // Each rail's completions since the last report, to the rail of its
+    // local end (the QPs that completed them are there), through its peer:
+    // the far-end device (one peer a rail, so the breaker's min_peers is 1
+    // here; evidence.hpp).
+    void report() {
+        report_due_ = 0;
+        const uint64_t now = now_ms();
+        for (rail *r : rails_) {
+            const device_slot *local = slot_of_end(&r->local), *peer = slot_of_end(&r->peer);
+            if (local->index == ~0u || !r->tally.dirty()) continue;
+            const std::vector<rw_transfer_report> lines = report_lines(r->tally, peer_id(*peer));
+            try {
+                machine_.report_transfers(local->index, r->options.port, lines, now);
+            } catch (const railwatch::error &e) {
+                note("rail %s: the report was refused: %s", r->name.c_str(), e.what());
+            }
+        }
+        notice_gates();
+        carry_out();
+        // Completions counted while reporting wake the loop again.
+    }
+
+    const device_slot *slot_of_end(const rail_end *end) const {
+        for (const device_slot &s : slots_)
+            if (s.end == end) return &s;
+        throw std::logic_error("a rail end without a slot");
+    }
+    // The engine's id of a peer: its slot's position (stable for the run).
+    uint64_t peer_id(const device_slot &s) const { return uint64_t(&s - slots_.data()); }
+
     // ---- the machine's actions ----
 
     // After every input: carry out the actions until there are none.
@@ -249,6 +322,7 @@ private:
             break;
         }
         case RW_ACTION_READ_ADDRESS: answer_address(s, a); break;
+        case RW_ACTION_READ_COUNTERS: answer_counters(s, a); break;
         case RW_ACTION_SET_AVAILABLE: s.end->available = a.available; break;
         case RW_ACTION_RESEED: s.end->rate_mbps = a.rate_mbps; break;
         default: break;
@@ -288,17 +362,40 @@ private:
             machine_.handle_address_error(a.device, a.port, rc, now_ms());
     }
 
+    // The flap counters from sysfs (a closed device's are not read).
+    void answer_counters(device_slot &s, const rw_action &a) {
+        const flap_counters c = s.dev ? read_flap_counters(s.name, uint8_t(a.port)) : flap_counters{ENODEV};
+        machine_.handle_counters(a.device, a.port, c.error, c.link_downed, c.carrier_changes, c.carrier_down, now_ms());
+        line("counters").num("t_ns", now_ns()).str("device", s.name).signed_num("error", c.error)
+            .signed_num("link_downed", counter(c.link_downed)).signed_num("carrier_changes", counter(c.carrier_changes))
+            .signed_num("carrier_down", counter(c.carrier_down)).emit();
+    }
+    static int64_t counter(uint64_t v) { return v == RW_COUNTER_NONE ? -1 : int64_t(v); }
+
     void notify(const rw_notification &n) {
         const device_slot *s = find_slot(n.device);
-        if (!s || (n.kind != RW_HAPPENING_TRANSITION && n.kind != RW_HAPPENING_ADDRESS_CHANGED)) return;
-        line l(n.kind == RW_HAPPENING_TRANSITION ? "transition" : "address_changed");
+        if (!s) return;
+        const char *kind = nullptr;
+        switch (n.kind) {
+        case RW_HAPPENING_TRANSITION: kind = "transition"; break;
+        case RW_HAPPENING_ADDRESS_CHANGED: kind = "address_changed"; break;
+        case RW_HAPPENING_PEER_FAILING: kind = "peer_failing"; break;
+        case RW_HAPPENING_PROBATION: kind = "probation"; break;
+        case RW_HAPPENING_GID_INDEX: kind = "gid_index"; break;
+        default: return;
+        }
+        line l(kind);
         l.num("t_ns", now_ns()).str("device", s->name).str("rail", s->owner->name).num("generation", n.generation);
         if (n.kind == RW_HAPPENING_TRANSITION) {
             l.str("from", railwatch::state_name(n.from_state)).str("to", railwatch::state_name(n.to_state));
             if (n.cause == RW_CAUSE_REASON) l.str("reason", railwatch::reason_name(n.cause_code));
             if (n.cause == RW_CAUSE_BY) l.str("by", railwatch::recovered_by_name(int32_t(n.cause_code)));
             if (n.cause == RW_CAUSE_BUMP) l.num("bump_event", n.cause_code);
+            if (n.cause == RW_CAUSE_SILENT_FLAP) l.str("reason", "silent_flap");
         }
+        if (n.kind == RW_HAPPENING_PEER_FAILING && n.peer < slots_.size()) l.str("peer", slots_[n.peer].name);
+        if (n.kind == RW_HAPPENING_PROBATION) l.boolean("on", n.probation);
+        if (n.kind == RW_HAPPENING_GID_INDEX) l.num("gid_index", n.gid_index);
         l.emit();
     }
 
@@ -313,20 +410,29 @@ private:
         case RW_LOG_OPEN_FAILED:
             note("%s: would not open (%s), again at %llu ms", dev, std::strerror(l.error), (unsigned long long)l.until_ms);
             break;
+        case RW_LOG_COUNTERS_UNAVAILABLE: note("%s/%u: no flap counters (%s)", dev, l.port, std::strerror(l.error)); break;
+        case RW_LOG_SILENT_FLAP: note("%s/%u: a flap no event said (its counters rose)", dev, l.port); break;
+        case RW_LOG_BREAKER_OPEN:
+            line("breaker_open").num("t_ns", now_ns()).str("device", dev).num("trials", l.code)
+                .num("trial_at_ms", l.until_ms).emit();
+            break;
         default: break;
         }
     }
 
     railwatch::machine machine_;
-    rw_uevents *uevents_ = nullptr;
-    std::vector<device_slot *> slot_of_;  // by the machine's device index
+    std::optional<railwatch::uevents> uevents_;
+    int report_fd_ = -1;
+    uint64_t report_due_ = 0, next_rescan_ = 0;  // ms; 0: none
+    std::vector<device_slot *> slot_of_;         // by the machine's device index
     std::vector<uint32_t> to_drain_;
 };
 
 }  // namespace
 
-std::unique_ptr<loop_base> make_railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst) {
-    return std::make_unique<railwatch_loop>(std::move(rails), std::move(on_burst));
+std::unique_ptr<loop_base> make_railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst,
+                                               const breaker_settings &breaker) {
+    return std::make_unique<railwatch_loop>(std::move(rails), std::move(on_burst), breaker);
 }
 
 }  // namespace traffic

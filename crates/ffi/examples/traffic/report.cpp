@@ -45,6 +45,20 @@ std::string status_object(const std::array<uint64_t, 256> &by_status) {
     return o + "}";
 }
 
+// What the loop reported to railwatch's machine, by status ("success"
+// too); {} for the engine without a machine.
+std::string reported_object(const completion_tally::counts &taken) {
+    std::string o = "{";
+    for (size_t s = 0; s < taken.size(); ++s) {
+        if (!taken[s]) continue;
+        if (o.size() > 1) o += ',';
+        o += '"';
+        o += wc_status_name(uint32_t(s));
+        o += "\":" + std::to_string(taken[s]);
+    }
+    return o + "}";
+}
+
 uint64_t failed_total(const std::array<uint64_t, 256> &by_status) {
     uint64_t n = 0;
     for (size_t s = 1; s < by_status.size(); ++s)
@@ -115,7 +129,9 @@ void report(const std::vector<rail *> &rails, const workers &w, const run_info &
                      ",\"writes_failed\":" + std::to_string(failed_total(per[r].by_status)) +
                      ",\"admits\":" + (e.admits ? "true" : "false") + ",\"port_state\":\"" +
                      port_state_name(e.port_state) + "\",\"last_ok_ns\":" +
-                     std::to_string(per[r].ok_ns.empty() ? 0 : per[r].ok_ns.back()) + "}";
+                     std::to_string(per[r].ok_ns.empty() ? 0 : per[r].ok_ns.back()) +
+                     // Last: the host's reader takes a rail's flat fields up to here.
+                     ",\"reported\":" + reported_object(rails[r]->tally.taken()) + "}";
     }
     rail_list += "]";
     line("summary").str("engine", info.engine).num("started_ns", info.started_ns).num("stopped_ns", info.stopped_ns)

@@ -5,7 +5,8 @@
 //   {"kind":"first_ok",...}  per set, its first successful completion;
 //   {"kind":"gap",...}       per rail, every gap of at least gap_ms between
 //                            successive successful completions;
-//   {"kind":"summary",...}   the totals, and each rail at the end.
+//   {"kind":"summary",...}   the totals, and each rail at the end (with
+//                            what was reported to railwatch's machine).
 #pragma once
 
 #include "loop.hpp"

@@ -118,8 +118,8 @@ static void to_init(ibv_qp *qp, uint8_t port, const std::string &dev) {
     modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT", dev);
 }
 
-// Ready to receive from `dest_qpn` at `dgid`; the slow step (rxe resolves
-// the neighbour here: ~1 s for the first, ms after).
+// Ready to receive from `dest_qpn` at `dgid`: the kernel resolves the
+// peer's MAC here, blocking (path.hpp: resolve_path first).
 static void to_rtr(ibv_qp *qp, uint32_t dest_qpn, const ibv_gid &dgid, uint8_t sgid_index, ibv_mtu mtu, uint8_t port,
                    const std::string &dev) {
     ibv_qp_attr a{};
@@ -202,6 +202,12 @@ void qp_set::connect(const set_options &o) {
     if (int rc = ibv_query_port(local_->context(), o.port, &la)) throw verbs_error("ibv_query_port", rc);
     if (int rc = ibv_query_port(peer_->context(), o.port, &pa)) throw verbs_error("ibv_query_port", rc);
     const ibv_mtu mtu = std::min(la.active_mtu, pa.active_mtu);
+    // Both directions' neighbours resolved first (path.hpp says why): the
+    // peer's RTRs go from its netdev to the local GID, ours the other way.
+    if (o.path_wait_ms) {
+        path_to_local_ = resolve_path(local_gid, gid_ifindex(peer_->context(), o.port, gid_peer_), o.path_wait_ms);
+        path_to_peer_ = resolve_path(peer_gid, gid_ifindex(local_->context(), o.port, gid_local_), o.path_wait_ms);
+    }
     for (pair &p : pairs_) {
         to_init(p.qp, o.port, local_->name());
         to_init(p.peer_qp, o.port, peer_->name());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "path.hpp"
 
 #include <infiniband/verbs.h>
 
@@ -69,6 +70,9 @@ struct set_options {
     uint8_t timeout = 14;  // 4.096 us * 2^timeout per try
     uint8_t retry_cnt = 6; // rxe reads 7 as "retry forever"
     uint8_t port = 1;
+    // The longest wait for a path before the RTRs (0: none, as before the
+    // wait existed: the RTR resolves the path itself).
+    unsigned path_wait_ms = 1500;
 };
 
 // The generations a set was built under: one per end of the rail.
@@ -101,6 +105,9 @@ public:
     const verbs_device &peer() const { return *peer_; }
     uint8_t gid_index_local() const { return gid_local_; }
     uint8_t gid_index_peer() const { return gid_peer_; }
+    // How resolving each direction's path went before the RTRs.
+    const path_wait &path_to_peer() const { return path_to_peer_; }
+    const path_wait &path_to_local() const { return path_to_local_; }
 
     // Set when the set is replaced (or its device closes): workers stop
     // posting on it and let it go once their writes completed, or after
@@ -122,6 +129,7 @@ private:
     generations gens_;
     uint64_t serial_ = 0;
     uint8_t gid_local_ = 0, gid_peer_ = 0;
+    path_wait path_to_peer_, path_to_local_;
     std::atomic<uint64_t> retired_ns_{0}, grace_ns_{0};
 };
 

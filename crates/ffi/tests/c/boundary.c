@@ -6,6 +6,7 @@
  */
 #include "check.h" /* first: it sets the feature macros */
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -88,8 +89,8 @@ static void nulls(void)
 		    "address");
 	CHECK_OK("gate_ok", rw_machine_gate(m, 0, 1, &g));
 	CHECK_FAILS("gate_check_null_ticket", rw_gate_check(g, NULL), RW_ERR_NULL, "ticket");
-	rw_gate_free(g);
-	rw_machine_free(m);
+	rw_gate_free(&g);
+	rw_machine_free(&m);
 
 	CHECK_FAILS("sim_new_null_out", rw_sim_new(NULL), RW_ERR_NULL, "out");
 	CHECK_FAILS("sim_add_device_null_sim", rw_sim_add_device(NULL, "mlx5_0", 1, &dev), RW_ERR_NULL, "sim");
@@ -125,9 +126,9 @@ static void nulls(void)
 		CHECK_FAILS("snapshot_json_null_out", rw_monitor_snapshot_json(mon, NULL), RW_ERR_NULL, "json");
 		CHECK_FAILS("unsubscribe_unknown_id", rw_monitor_unsubscribe(mon, 424242), RW_ERR_NOT_FOUND, "424242");
 		CHECK_FAILS("monitor_gate_unknown_rail", rw_monitor_gate(mon, "nope/1", &g), RW_ERR_NOT_FOUND, "nope/1");
-		CHECK_OK("monitor_free", rw_monitor_free(mon));
+		CHECK_OK("monitor_free", rw_monitor_free(&mon));
 	}
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- range -------------------------------------------------------------- */
@@ -170,7 +171,7 @@ static void ranges(void)
 		CHECK_FAILS("address_with_size_max_gids", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE,
 			    "gids");
 	}
-	rw_machine_free(m);
+	rw_machine_free(&m);
 
 	CHECK_OK("range_sim_new", rw_sim_new(&sim));
 	if (!sim)
@@ -184,7 +185,230 @@ static void ranges(void)
 	CHECK_FAILS("sim_eio_device_5", rw_sim_eio(sim, 5), RW_ERR_RANGE, "5");
 	CHECK_FAILS("sim_unplug_device_5", rw_sim_unplug(sim, 5), RW_ERR_RANGE, "5");
 	CHECK_FAILS("sim_plug_device_5", rw_sim_plug(sim, 5), RW_ERR_RANGE, "5");
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
+}
+
+/* ---- counts: bounded by what can be valid, checked before any read ------ */
+
+static void counts(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	uint32_t dev = 77;
+	const uint8_t one[] = { 1 };
+	rw_gid gid;
+	rw_port_address a;
+	rw_transfer_report line;
+	const char *name = "mlx5_0";
+	rw_sim_counters c;
+
+	memset(&gid, 0, sizeof(gid));
+	memset(&a, 0, sizeof(a));
+	memset(&line, 0, sizeof(line));
+	CHECK_OK("counts_machine_new", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	/* A one-byte array claimed to hold 2^40 ports: no device has more
+	 * than 255, so the count is refused before the array is read. */
+	CHECK_FAILS("add_device_2_to_40_ports", rw_machine_add_device(m, "x", one, (size_t)1 << 40, 0, &dev),
+		    RW_ERR_RANGE, "nports");
+	CHECK_FAILS("add_device_256_ports", rw_machine_add_device(m, "x", one, 256, 0, &dev), RW_ERR_RANGE, "255");
+	CHECK_EQ("refused_count_leaves_out_alone", dev, 77);
+	CHECK_OK("counts_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	a.gids = &gid;
+	a.ngids = (size_t)1 << 40;
+	CHECK_FAILS("address_2_to_40_gids", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE, "ngids");
+	a.ngids = RW_MAX_GIDS + 1;
+	CHECK_FAILS("address_more_gids_than_a_table", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE,
+		    "RW_MAX_GIDS");
+	a.ngids = 1;
+	gid.index = RW_MAX_GIDS;
+	CHECK_FAILS("address_gid_index_past_a_table", rw_machine_handle_address(m, 0, 1, 0, &a, 0), RW_ERR_RANGE,
+		    "index");
+	CHECK_FAILS("opened_2_to_40_ports", rw_machine_handle_opened(m, 0, one, (size_t)1 << 40, 0, 0), RW_ERR_RANGE,
+		    "nports");
+	CHECK_FAILS("transfers_2_to_40_lines", rw_machine_report_transfers(m, 0, 1, &line, (size_t)1 << 40, 0),
+		    RW_ERR_RANGE, "RW_MAX_TRANSFER_REPORTS");
+	CHECK_FAILS("device_list_2_to_40_names", rw_machine_handle_device_list(m, &name, (size_t)1 << 40, 0),
+		    RW_ERR_RANGE, "RW_MAX_DEVICES");
+	rw_machine_free(&m);
+
+	CHECK_OK("counts_sim_new", rw_sim_new(&sim));
+	if (!sim)
+		return;
+	CHECK_OK("counts_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	/* Nobody opened the device yet: an event now would be lost (the
+	 * kernel only queues events on an open context). Refused, and counted
+	 * as dropped. */
+	CHECK_FAILS("push_before_any_open_is_refused", rw_sim_push_event(sim, 0, 4, 0x1000, 3), RW_ERR_STATE,
+		    "not open");
+	memset(&c, 0, sizeof(c));
+	CHECK_OK("counts_sim_counters", rw_sim_get_counters(sim, 0, &c));
+	CHECK_EQ("refused_push_counted_dropped", c.dropped, 3);
+	CHECK_EQ("refused_push_not_queued", c.queued, 0);
+	/* Repeats beyond what any test needs are refused: a count that wraps
+	 * the counters, or keeps a monitor reading for hours. */
+	CHECK_FAILS("push_uint64_max_times", rw_sim_push_event(sim, 0, 4, 0x1000, UINT64_MAX), RW_ERR_RANGE,
+		    "RW_SIM_MAX_REPEAT");
+	CHECK_FAILS("push_max_repeat_plus_1", rw_sim_push_event(sim, 0, 4, 0x1000, RW_SIM_MAX_REPEAT + 1),
+		    RW_ERR_RANGE, "repeat");
+	CHECK_FAILS("eintr_uint64_max_times", rw_sim_eintr(sim, 0, UINT64_MAX), RW_ERR_RANGE, "RW_SIM_MAX_REPEAT");
+	rw_sim_port_down(sim, 0, 1);
+	memset(&c, 0, sizeof(c));
+	rw_sim_get_counters(sim, 0, &c);
+	CHECK_EQ("nothing_wrapped_the_queued_count", c.queued, 0);
+	rw_sim_free(&sim);
+}
+
+/* ---- one buffer idiom: capacity 0 is the size query, RW_ERR_BUFFER says how many - */
+
+static void buffers(void)
+{
+	rw_machine *m = NULL;
+	rw_action actions[8];
+	char name[16];
+	size_t n = 99, k = 99, len = 99;
+	uint32_t dev;
+	const uint8_t one[] = { 1 };
+
+	CHECK_OK("buffers_machine_new", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	CHECK_STATUS("poll_actions_size_query_when_empty", rw_machine_poll_actions(m, NULL, 0, &n), RW_OK);
+	CHECK_EQ("poll_actions_size_query_says_0", n, 0);
+	CHECK_OK("buffers_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	/* The attach is pending: start reading, query port 1. */
+	CHECK_STATUS("poll_actions_size_query_with_actions", rw_machine_poll_actions(m, NULL, 0, &n), RW_ERR_BUFFER);
+	CHECK_EQ("poll_actions_size_query_counts_them", n, 2);
+	CHECK_STATUS("poll_actions_capacity_0_with_a_buffer", rw_machine_poll_actions(m, actions, 0, &k),
+		     RW_ERR_BUFFER);
+	CHECK_EQ("poll_actions_capacity_0_takes_none", k, 2);
+	CHECK_FAILS("poll_actions_null_buffer_with_room", rw_machine_poll_actions(m, NULL, 1, &k), RW_ERR_NULL,
+		    "actions");
+	CHECK_OK("poll_actions_room_for_all", rw_machine_poll_actions(m, actions, 8, &k));
+	CHECK_EQ("poll_actions_took_both", k, 2);
+	CHECK_EQ("poll_actions_first_is_start_reading", actions[0].kind, RW_ACTION_START_READING);
+	CHECK_STATUS("poll_actions_then_empty", rw_machine_poll_actions(m, NULL, 0, &n), RW_OK);
+	CHECK_EQ("poll_actions_then_0", n, 0);
+
+	CHECK_STATUS("device_name_size_query", rw_machine_device_name(m, 0, NULL, 0, &len), RW_ERR_BUFFER);
+	CHECK_EQ("device_name_size_query_says_6", len, 6);
+	memset(name, 'x', sizeof(name));
+	CHECK_STATUS("device_name_no_room_for_the_nul", rw_machine_device_name(m, 0, name, 6, &len), RW_ERR_BUFFER);
+	check(name[0] == 'x', "device_name_too_small_writes_nothing", "wrote \"%.6s\"", name);
+	CHECK_OK("device_name_fits", rw_machine_device_name(m, 0, name, 7, &len));
+	check(strcmp(name, "mlx5_0") == 0, "device_name_is_the_name", "\"%s\"", name);
+	CHECK_FAILS("device_name_null_buffer_with_room", rw_machine_device_name(m, 0, NULL, 7, &len), RW_ERR_NULL,
+		    "buf");
+	rw_machine_free(&m);
+}
+
+/* ---- a port event's element must be a port number --------------------------- */
+
+static void port_elements(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	uint32_t dev;
+	const uint8_t one[] = { 1 };
+
+	CHECK_OK("elements_machine_new", rw_machine_new(NULL, &m));
+	if (!m)
+		return;
+	CHECK_OK("elements_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	/* ev.element.qp of a LID_CHANGE: the union read through the wrong
+	 * member. It was accepted and did nothing. */
+	CHECK_FAILS("lid_change_with_a_pointer_for_a_port", rw_machine_handle_event(m, 0, 11, 0x7f0000000001ull, 0),
+		    RW_ERR_RANGE, "not a port number");
+	CHECK_FAILS("port_err_for_port_0", rw_machine_handle_event(m, 0, 10, 0, 0), RW_ERR_RANGE, "port_num");
+	CHECK_FAILS("gid_change_for_port_256", rw_machine_handle_event(m, 0, 18, 256, 0), RW_ERR_RANGE, "256");
+	/* A port number the device lacks is a value: counted, not an error. */
+	CHECK_OK("port_err_for_port_200_is_stray", rw_machine_handle_event(m, 0, 10, 200, 0));
+	/* Elements of other events are not port numbers. */
+	CHECK_OK("device_fatal_any_element", rw_machine_handle_event(m, 0, 8, 0x7f0000000001ull, 0));
+	CHECK_OK("qp_event_a_pointer", rw_machine_handle_event(m, 0, 1, 0x7f0000000001ull, 0));
+	rw_machine_free(&m);
+
+	CHECK_OK("elements_sim_new", rw_sim_new(&sim));
+	CHECK_OK("elements_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_FAILS("sim_push_port_active_with_a_pointer", rw_sim_push_event(sim, 0, 9, 0x7f0000000001ull, 1),
+		    RW_ERR_RANGE, "not a port number");
+	rw_sim_free(&sim);
+}
+
+/* ---- the newer surface: NULLs and values no call may take ----------------- */
+
+static void newer_surface(void)
+{
+	rw_machine *m = NULL;
+	rw_sim *sim = NULL;
+	rw_sim_context *ctx = NULL;
+	rw_uevents *u = NULL;
+	uint32_t dev, u32 = 0, code = 0;
+	uint64_t u64 = 0;
+	size_t count = 0;
+	rw_sim_port_attr attr;
+	rw_port_address addr;
+	rw_sim_port_counters pc;
+	const uint8_t one[] = { 1 };
+	rw_transfer_report line = { 1, 12, 1 };
+
+	/* Without a machine. */
+	CHECK_FAILS("device_list_null_machine", rw_machine_handle_device_list(NULL, NULL, 0, 0), RW_ERR_NULL, "machine");
+	CHECK_FAILS("opened_null_machine", rw_machine_handle_opened(NULL, 0, one, 1, 0, 0), RW_ERR_NULL, "machine");
+	CHECK_FAILS("device_name_null_machine", rw_machine_device_name(NULL, 0, NULL, 0, &count), RW_ERR_NULL,
+		    "machine");
+	CHECK_FAILS("transfers_null_machine", rw_machine_report_transfers(NULL, 0, 1, &line, 1, 0), RW_ERR_NULL,
+		    "machine");
+	CHECK_FAILS("counters_null_machine", rw_machine_handle_counters(NULL, 0, 1, 0, 0, 0, 0, 0), RW_ERR_NULL,
+		    "machine");
+	CHECK_FAILS("gid_index_null_machine", rw_machine_gid_index(NULL, 0, 1, &u32), RW_ERR_NULL, "machine");
+	CHECK_OK("newer_machine", rw_machine_new(NULL, &m));
+	CHECK_FAILS("device_name_of_no_device", rw_machine_device_name(m, 0, NULL, 0, &count), RW_ERR_RANGE, "device 0");
+	CHECK_FAILS("opened_of_no_device", rw_machine_handle_opened(m, 0, one, 1, 0, 0), RW_ERR_RANGE, "device 0");
+	CHECK_OK("newer_add", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	CHECK_FAILS("transfers_port_0", rw_machine_report_transfers(m, 0, 0, &line, 1, 0), RW_ERR_RANGE, "port 0");
+	CHECK_FAILS("counters_port_256", rw_machine_handle_counters(m, 0, 256, 0, 0, 0, 0, 0), RW_ERR_RANGE, "256");
+	CHECK_FAILS("gid_index_device_3", rw_machine_gid_index(m, 3, 1, &u32), RW_ERR_RANGE, "device 3");
+	rw_machine_free(&m);
+
+	/* The sim's newer calls. */
+	CHECK_FAILS("device_list_null_sim", rw_sim_device_list(NULL, NULL, 0, &count), RW_ERR_NULL, "sim");
+	CHECK_FAILS("sim_uevents_null_sim", rw_sim_uevents_open(NULL, &u), RW_ERR_NULL, "sim");
+	CHECK_EQ_I("sim_open_null_sim", rw_sim_open(NULL, "mlx5_0", &ctx), EINVAL);
+	CHECK_OK("newer_sim", rw_sim_new(&sim));
+	CHECK_OK("newer_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_FAILS("device_list_null_count", rw_sim_device_list(sim, NULL, 0, NULL), RW_ERR_NULL, "count");
+	CHECK_FAILS("device_list_null_names", rw_sim_device_list(sim, NULL, 4, &count), RW_ERR_NULL, "names");
+	CHECK_FAILS("sim_uevents_null_out", rw_sim_uevents_open(sim, NULL), RW_ERR_NULL, "out");
+	CHECK_EQ_I("sim_open_null_name", rw_sim_open(sim, NULL, &ctx), EINVAL);
+	CHECK_FAILS("set_link_port_2", rw_sim_set_link(sim, 0, 2, 128, 2), RW_ERR_RANGE, "port 2");
+	CHECK_OK("set_gid_null_empties", rw_sim_set_gid(sim, 0, 1, 0, NULL));
+	CHECK_FAILS("set_flap_counters_device_4", rw_sim_set_flap_counters(sim, 4, 1, 0, 0, 0), RW_ERR_RANGE, "4");
+	CHECK_FAILS("hang_up_device_4", rw_sim_hang_up(sim, 4), RW_ERR_RANGE, "4");
+	CHECK_FAILS("restore_null_sim", rw_sim_restore(NULL, 0), RW_ERR_NULL, "sim");
+	/* A NULL context answers EINVAL everywhere, never crashes. */
+	CHECK_EQ_I("query_device_null", rw_sim_query_device(NULL, &u32), EINVAL);
+	CHECK_EQ_I("get_event_null", rw_sim_get_event(NULL, &code, &u64), EINVAL);
+	CHECK_EQ_I("ack_event_null", rw_sim_ack_event(NULL), EINVAL);
+	CHECK_EQ_I("next_event_null", rw_sim_next_event(NULL, &code, &u64), EINVAL);
+	CHECK_EQ_I("query_port_null", rw_sim_query_port(NULL, 1, &attr), EINVAL);
+	CHECK_EQ_I("query_address_null", rw_sim_query_address(NULL, 1, &addr), EINVAL);
+	CHECK_EQ_I("query_counters_null", rw_sim_query_counters(NULL, 1, &pc), EINVAL);
+	rw_sim_close(NULL);
+	rw_sim_close(&ctx);
+	CHECK_EQ_I("newer_open", rw_sim_open(sim, "mlx5_0", &ctx), 0);
+	CHECK_EQ_I("query_device_null_out", rw_sim_query_device(ctx, NULL), EINVAL);
+	CHECK_EQ_I("query_address_null_out", rw_sim_query_address(ctx, 1, NULL), EINVAL);
+	CHECK_EQ_I("query_counters_null_out", rw_sim_query_counters(ctx, 1, NULL), EINVAL);
+	CHECK_EQ_I("query_address_port_300", rw_sim_query_address(ctx, 300, &addr), EINVAL);
+	check(strstr(rw_last_error(), "300") != NULL, "query_address_port_300_says_so", "\"%s\"", rw_last_error());
+	rw_sim_close(&ctx);
+	rw_sim_free(&sim);
+
+	/* The log callback. */
+	CHECK_OK("log_off_with_null", rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_TRACE));
+	CHECK_FAILS("log_level_99", rw_set_log_callback(NULL, NULL, 99), RW_ERR_INVALID, "max_level");
 }
 
 /* ---- invalid settings --------------------------------------------------- */
@@ -201,16 +425,16 @@ static void refuses(const char *name, const rw_config *c, const char *key, rw_si
 	CHECK_FAILS(full, rw_machine_new(c, &m), RW_ERR_INVALID, key);
 	snprintf(full, sizeof(full), "machine_new_refusing_%s_writes_no_machine", name);
 	check(m == NULL, full, "a machine was made");
-	rw_machine_free(m);
+	rw_machine_free(&m);
 	if (sim) {
 		snprintf(full, sizeof(full), "start_sim_refuses_%s", name);
 		CHECK_FAILS(full, rw_monitor_start_sim(c, NULL, sim, &mon), RW_ERR_INVALID, key);
-		rw_monitor_free(mon);
+		rw_monitor_free(&mon);
 		mon = NULL;
 	}
 	snprintf(full, sizeof(full), "start_verbs_refuses_%s", name);
 	CHECK_FAILS(full, rw_monitor_start_verbs(c, NULL, NULL, &mon), RW_ERR_INVALID, key);
-	rw_monitor_free(mon);
+	rw_monitor_free(&mon);
 }
 
 static void settings(void)
@@ -226,7 +450,7 @@ static void settings(void)
 	check(!d.damping.enabled, "default_damping_off", "on");
 	CHECK_EQ("default_size_is_the_structs", d.size, sizeof(rw_config));
 	CHECK_OK("defaults_are_accepted", rw_machine_new(&d, &m));
-	rw_machine_free(m);
+	rw_machine_free(&m);
 	if (rw_sim_new(&sim) == RW_OK)
 		rw_sim_add_device(sim, "mlx5_0", 1, &dev);
 
@@ -262,7 +486,7 @@ static void settings(void)
 	c.damping.enabled = true;
 	c.damping.half_life_ms = 0;
 	refuses("damping_half_life_0", &c, "damping.half_life_ms", sim);
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -294,7 +518,7 @@ static void names(void)
 			    "mlx5_0");
 		CHECK_OK("machine_second_name_ok", rw_machine_add_device(m, "mlx5_1", one, 1, 0, &dev));
 		CHECK_EQ("second_device_is_1", dev, 1);
-		rw_machine_free(m);
+		rw_machine_free(&m);
 	}
 	CHECK_OK("names_sim_new", rw_sim_new(&sim));
 	if (sim) {
@@ -305,7 +529,7 @@ static void names(void)
 		CHECK_FAILS("sim_nports_256", rw_sim_add_device(sim, "mlx5_0", 256, &dev), RW_ERR_INVALID, "256");
 		CHECK_OK("sim_name_ok", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
 		CHECK_FAILS("sim_name_taken", rw_sim_add_device(sim, "mlx5_0", 1, &dev), RW_ERR_INVALID, "mlx5_0");
-		rw_sim_free(sim);
+		rw_sim_free(&sim);
 	}
 }
 
@@ -319,13 +543,28 @@ static void destroys_and_names(void)
 	const int unknown[] = { 10, -1, 1000, INT32_MIN };
 	char before[256];
 
+	rw_machine *no_machine = NULL;
+	rw_gate *no_gate = NULL;
+	rw_sim *no_sim = NULL;
+	char *no_string = NULL;
+	rw_monitor *no_monitor = NULL;
+	rw_uevents *no_uevents = NULL;
+
 	rw_machine_handle_timeout(NULL, 0);
 	snprintf(before, sizeof(before), "%s", rw_last_error());
+	/* A NULL address, or the address of a NULL handle: nothing to do. */
 	rw_machine_free(NULL);
+	rw_machine_free(&no_machine);
 	rw_gate_free(NULL);
+	rw_gate_free(&no_gate);
 	rw_sim_free(NULL);
+	rw_sim_free(&no_sim);
 	rw_string_free(NULL);
+	rw_string_free(&no_string);
+	rw_uevents_free(NULL);
+	rw_uevents_free(&no_uevents);
 	CHECK_OK("monitor_free_null_is_ok", rw_monitor_free(NULL));
+	CHECK_OK("monitor_free_of_a_null_handle_is_ok", rw_monitor_free(&no_monitor));
 	check(strcmp(before, rw_last_error()) == 0, "destroying_null_sets_no_error", "last error became \"%s\"",
 	      rw_last_error());
 
@@ -343,6 +582,43 @@ static void destroys_and_names(void)
 		snprintf(name, sizeof(name), "status_name_%d_is_unknown_status", unknown[i]);
 		check(got != NULL && strcmp(got, "unknown status") == 0, name, "got \"%s\"", got ? got : "(null)");
 	}
+}
+
+/* ---- a second destroy is safe: each takes the handle's address, clears it - */
+
+static void destroy_twice(void)
+{
+	rw_machine *m = NULL;
+	rw_gate *g = NULL;
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	char *json = NULL;
+	uint32_t dev;
+	const uint8_t one[] = { 1 };
+
+	CHECK_OK("twice_machine_new", rw_machine_new(NULL, &m));
+	CHECK_OK("twice_add_device", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
+	CHECK_OK("twice_gate", rw_machine_gate(m, 0, 1, &g));
+	rw_gate_free(&g);
+	check(g == NULL, "gate_free_clears_the_handle", "%p", (void *)g);
+	rw_gate_free(&g);
+	rw_machine_free(&m);
+	check(m == NULL, "machine_free_clears_the_handle", "%p", (void *)m);
+	rw_machine_free(&m);
+
+	CHECK_OK("twice_sim_new", rw_sim_new(&sim));
+	CHECK_OK("twice_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("twice_monitor_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("twice_json", rw_monitor_snapshot_json(mon, &json));
+	rw_string_free(&json);
+	check(json == NULL, "string_free_clears_the_handle", "%p", (void *)json);
+	rw_string_free(&json);
+	CHECK_OK("monitor_free_once", rw_monitor_free(&mon));
+	check(mon == NULL, "monitor_free_clears_the_handle", "%p", (void *)mon);
+	CHECK_OK("monitor_free_twice", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
+	check(sim == NULL, "sim_free_clears_the_handle", "%p", (void *)sim);
+	rw_sim_free(&sim);
 }
 
 /* ---- the last error is per thread ----------------------------------------- */
@@ -365,7 +641,7 @@ static void *other_thread(void *arg)
 		rw_machine_add_device(m, "other_0", one, 1, 0, &dev);
 		o->status = rw_machine_handle_event(m, 42, 9, 1, 0);
 		snprintf(o->after, sizeof(o->after), "%s", rw_last_error());
-		rw_machine_free(m);
+		rw_machine_free(&m);
 	}
 	return NULL;
 }
@@ -399,9 +675,14 @@ int main(void)
 	check(e != NULL && e[0] == '\0', "last_error_empty_before_any_failure", "\"%s\"", e ? e : "(null)");
 	nulls();
 	ranges();
+	counts();
+	buffers();
+	port_elements();
+	newer_surface();
 	settings();
 	names();
 	destroys_and_names();
+	destroy_twice();
 	per_thread();
 	return check_done();
 }

@@ -157,7 +157,7 @@ static uint64_t word_of(rw_machine *m, uint32_t dev, uint32_t port)
 	if (rw_machine_gate(m, dev, port, &g) != RW_OK)
 		return UINT64_MAX;
 	w = rw_gate_load(rw_gate_word(g));
-	rw_gate_free(g);
+	rw_gate_free(&g);
 	return w;
 }
 
@@ -200,7 +200,7 @@ struct freeing {
 static int32_t freeing_get(void *user, uint32_t *code, uint64_t *element)
 {
 	struct freeing *f = user;
-	rw_machine_free(f->m);
+	rw_machine_free(&f->m);
 	return q_get(&f->q, code, element);
 }
 
@@ -238,7 +238,7 @@ static void drain_get_may_call_the_machine(void)
 	CHECK_OK("reentrant_drain_ok", rw_machine_drain(r.m, 0, reentrant_get, &r, 0, 1000, &rep));
 	CHECK_STATUS("reentrant_get_called_the_machine", r.inner_status, RW_OK);
 	CHECK_EQ("reentrant_drain_read_the_event", rep.events, 1);
-	rw_machine_free(r.m);
+	rw_machine_free(&r.m);
 }
 
 static void drain_burst(void)
@@ -262,7 +262,7 @@ static void drain_burst(void)
 	CHECK_EQ_I("burst_report_end_is_0_queue_emptied", r.end, 0);
 	check(rw_word_admits(word_of(m, 0, 1)), "burst_of_comm_est_leaves_rail_admitted", "word %#llx",
 	      (unsigned long long)word_of(m, 0, 1));
-	rw_machine_free(m);
+	rw_machine_free(&m);
 }
 
 static void drain_port_active_behind_burst(void)
@@ -312,8 +312,8 @@ static void drain_port_active_behind_burst(void)
 	CHECK_EQ("port_active_transition_by_event", s.last_transition.cause_code, RW_BY_EVENT);
 	CHECK_EQ("port_active_transition_names_rail_port", s.last_transition.port, 1);
 out:
-	rw_gate_free(g);
-	rw_machine_free(m);
+	rw_gate_free(&g);
+	rw_machine_free(&m);
 }
 
 static void drain_empty(void)
@@ -330,7 +330,7 @@ static void drain_empty(void)
 	CHECK_EQ("empty_queue_acks_nothing", q.acks, 0);
 	CHECK_EQ("empty_report_0_events", r.events, 0);
 	CHECK_EQ_I("empty_report_end_0", r.end, 0);
-	rw_machine_free(m);
+	rw_machine_free(&m);
 }
 
 static void drain_eintr(void)
@@ -353,7 +353,7 @@ static void drain_eintr(void)
 	CHECK_EQ("eintr_queue_read_to_eagain", q.gets, 6);
 	CHECK_EQ("eintr_acks_the_2_events", q.acks, 2);
 	CHECK_EQ_I("eintr_end_0", r.end, 0);
-	rw_machine_free(m);
+	rw_machine_free(&m);
 }
 
 static void drain_eio(void)
@@ -394,7 +394,7 @@ static void drain_eio(void)
 	pump(m, deadline, PORT_ACTIVE, &s);
 	check(rw_word_admits(word_of(m, 0, 1)), "eio_polled_rail_stays_admitted", "word %#llx",
 	      (unsigned long long)word_of(m, 0, 1));
-	rw_machine_free(m);
+	rw_machine_free(&m);
 }
 
 /* ---- the three transport cases ---------------------------------------- */
@@ -441,8 +441,8 @@ static void poll_skips_inert(void)
 		CHECK_EQ("inert_rail_gate_check_state_inert", t.state, RW_RAIL_INERT);
 		CHECK_EQ("inert_rail_reason_device_removed", t.reason, RW_REASON_DEVICE_REMOVED);
 	}
-	rw_gate_free(g);
-	rw_machine_free(m);
+	rw_gate_free(&g);
+	rw_machine_free(&m);
 }
 
 /* A paused rail whose PORT_ACTIVE was lost: the tick's query reads ACTIVE
@@ -485,8 +485,8 @@ static void poll_recovers_lost_port_active(void)
 	CHECK_OK("healthy_host_poll_timeout", rw_machine_poll_timeout(m, &deadline));
 	CHECK_EQ("healthy_host_has_no_deadline", deadline, RW_NO_DEADLINE);
 out:
-	rw_gate_free(g);
-	rw_machine_free(m);
+	rw_gate_free(&g);
+	rw_machine_free(&m);
 }
 
 /* ---- the word layout ------------------------------------------------- */

@@ -129,6 +129,16 @@ static unsigned rec_transitions(void)
 	return v;
 }
 
+static bool rec_available(void)
+{
+	bool v;
+
+	pthread_mutex_lock(&rec.mu);
+	v = rec.available;
+	pthread_mutex_unlock(&rec.mu);
+	return v;
+}
+
 static bool admits(const rw_gate *g)
 {
 	return g && rw_gate_check_inline(rw_gate_word(g), NULL);
@@ -183,9 +193,12 @@ int main(void)
 	check(ok, "fake_device_rail_admitted", "word %#llx", (unsigned long long)load(g));
 	WAIT_UNTIL(ok, recovered_by(mon) == RW_BY_ATTACH, WAIT_MS);
 	check(ok, "attached_rail_recovered_by_attach", "recovered_by %d", recovered_by(mon));
+	/* The selector hears of the attach on the monitor thread, after start
+	 * returned. */
+	WAIT_UNTIL(ok, rec_available(), WAIT_MS);
 	pthread_mutex_lock(&rec.mu);
-	check(rec.available && rec.rate == 400000, "selector_told_available_at_400g", "available %d rate %llu",
-	      rec.available, (unsigned long long)rec.rate);
+	check(ok && rec.rate == 400000, "selector_told_available_at_400g", "available %d rate %llu", rec.available,
+	      (unsigned long long)rec.rate);
 	pthread_mutex_unlock(&rec.mu);
 	check(fake_counter("opens") >= 1, "fake_device_opened", "opens %lld", fake_counter("opens"));
 
@@ -256,8 +269,8 @@ int main(void)
 	      rec.last_transition.cause_code);
 	pthread_mutex_unlock(&rec.mu);
 out:
-	rw_gate_free(g);
-	CHECK_OK("monitor_free", rw_monitor_free(mon));
+	rw_gate_free(&g);
+	CHECK_OK("monitor_free", rw_monitor_free(&mon));
 	CHECK_EQ("device_closed_when_monitor_freed", fake_counter("closes"), fake_counter("opens"));
 	check(fake_counter("lists_freed") == fake_counter("lists"), "device_lists_freed", "lists %lld, freed %lld",
 	      fake_counter("lists"), fake_counter("lists_freed"));

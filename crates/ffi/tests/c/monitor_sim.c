@@ -107,11 +107,11 @@ static void call_inside(struct rec *r)
 	small = rw_monitor_snapshot(r->mon, rails, 0, &needed);
 	js = rw_monitor_snapshot_json(r->mon, &json);
 	has_rail = json != NULL && strstr(json, "\"mlx5_0/1\"") != NULL;
-	rw_string_free(json);
+	rw_string_free(&json);
 	gate = rw_monitor_gate(r->mon, "mlx5_0/1", &g);
 	if (g)
 		gate_check = rw_gate_check(g, &t);
-	rw_gate_free(g);
+	rw_gate_free(&g);
 	pthread_mutex_lock(&r->mu);
 	r->inside_snapshot = snap;
 	r->inside_snapshot_small = small;
@@ -512,7 +512,7 @@ static void drains_and_callbacks(void)
 		check(json && json[0] == '{' && json[strlen(json) - 1] == '}' && strstr(json, "\"rails\":[") &&
 			      strstr(json, "\"rail\":\"mlx5_0/1\"") && strstr(json, "\"rail\":\"mlx5_1/1\""),
 		      "snapshot_json_has_rails", "%s", json ? json : "(null)");
-		rw_string_free(json);
+		rw_string_free(&json);
 	}
 
 	pthread_mutex_lock(&r.mu);
@@ -520,10 +520,10 @@ static void drains_and_callbacks(void)
 	CHECK_EQ("events_acked_before_any_callback", r.ack_violations, 0);
 	pthread_mutex_unlock(&r.mu);
 out:
-	rw_gate_free(g0);
-	rw_gate_free(g1);
-	CHECK_OK("monitor_free", rw_monitor_free(mon));
-	rw_sim_free(sim);
+	rw_gate_free(&g0);
+	rw_gate_free(&g1);
+	CHECK_OK("monitor_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
 	pthread_mutex_destroy(&r.mu);
 	pthread_mutex_destroy(&su.mu);
 }
@@ -603,17 +603,18 @@ static void transport(void)
 	pthread_mutex_unlock(&r.mu);
 	CHECK_EQ("unplugged_device_still_never_queried", counters(sim, 1).port_queries, c1.port_queries);
 out:
-	rw_gate_free(g0);
-	rw_gate_free(g1);
-	CHECK_OK("transport_monitor_free", rw_monitor_free(mon));
-	rw_sim_free(sim);
+	rw_gate_free(&g0);
+	rw_gate_free(&g1);
+	CHECK_OK("transport_monitor_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
 	pthread_mutex_destroy(&r.mu);
 }
 
 /* A callback that unsubscribes itself while another thread frees the
  * monitor: neither may wait for the other. */
 struct slow_unsub {
-	rw_monitor *mon;
+	rw_monitor *mon;          /* the main thread's, freed (and cleared) there */
+	const rw_monitor *handle; /* the callback's copy, live until that free returns */
 	uint64_t id;
 	atomic_bool in_call;
 	atomic_int status; /* -1 until the unsubscribe returned */
@@ -627,7 +628,7 @@ static void slow_unsub_cb(void *user, const rw_notification *n)
 	if (atomic_exchange(&su->in_call, true))
 		return;
 	nanosleep(&nap, NULL); /* the main thread is in rw_monitor_free by now */
-	atomic_store(&su->status, rw_monitor_unsubscribe(su->mon, su->id));
+	atomic_store(&su->status, rw_monitor_unsubscribe(su->handle, su->id));
 }
 
 static void free_while_a_callback_unsubscribes(void)
@@ -642,13 +643,14 @@ static void free_while_a_callback_unsubscribes(void)
 	CHECK_OK("slow_unsub_sim_new", rw_sim_new(&sim));
 	CHECK_OK("slow_unsub_add_device", rw_sim_add_device(sim, "mlx5_6", 1, &dev));
 	CHECK_OK("slow_unsub_start", rw_monitor_start_sim(NULL, NULL, sim, &su.mon));
+	su.handle = su.mon;
 	CHECK_OK("slow_unsub_subscribe", rw_monitor_subscribe(su.mon, slow_unsub_cb, &su, &su.id));
 	CHECK_OK("slow_unsub_push", rw_sim_push_event(sim, dev, CODE_QP_REQ_ERR, QP_HANDLE, 1));
 	WAIT_UNTIL(ok, atomic_load(&su.in_call), WAIT_MS);
 	check(ok, "slow_unsub_callback_started", "never called");
-	CHECK_OK("slow_unsub_free_returns", rw_monitor_free(su.mon));
+	CHECK_OK("slow_unsub_free_returns", rw_monitor_free(&su.mon));
 	CHECK_STATUS("slow_unsub_callback_finished_first", atomic_load(&su.status), RW_ERR_NOT_FOUND);
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
 }
 
 /* A subscriber that frees its own monitor from inside its first call. */
@@ -667,7 +669,7 @@ static void self_free_cb(void *user, const rw_notification *n)
 	if (atomic_fetch_add(&sf->calls, 1) == 0) {
 		/* Work the monitor would do next, were it not stopped. */
 		rw_sim_port_down(sf->sim, 0, 1);
-		atomic_store(&sf->status, rw_monitor_free(sf->mon));
+		atomic_store(&sf->status, rw_monitor_free(&sf->mon));
 	}
 }
 
@@ -710,11 +712,387 @@ static void free_from_callback(void)
 	check(ok, "self_free_monitor_stopped_and_closed_the_device", "the device is still open");
 	CHECK_EQ("self_free_no_call_after_the_free", atomic_load(&sf.calls), 1);
 	CHECK_EQ("self_free_no_selector_call_after_the_free", atomic_load(&sf.selector_calls_late), 0);
-	rw_sim_free(sim);
+	rw_sim_free(&sim);
+}
+
+/* ---- callbacks run on the monitor thread, from the first one on -------- */
+
+/* An engine that holds its own lock around rw_monitor_start_sim and takes
+ * it in its selector: the selector must run on the monitor thread, once
+ * the handle exists, or the engine deadlocks on itself (the lock is an
+ * error-checking one: relocking it on the same thread says EDEADLK
+ * instead of hanging). */
+struct on_thread {
+	pthread_mutex_t engine_lock;
+	pthread_t main;
+	rw_monitor *mon;
+	atomic_uint calls, on_main, deadlocks, saw_handle, gate_ok;
+};
+
+static void on_thread_call(struct on_thread *t)
+{
+	int e;
+
+	atomic_fetch_add(&t->calls, 1);
+	if (pthread_equal(pthread_self(), t->main))
+		atomic_fetch_add(&t->on_main, 1);
+	e = pthread_mutex_lock(&t->engine_lock);
+	if (e == EDEADLK) {
+		atomic_fetch_add(&t->deadlocks, 1);
+		return;
+	}
+	if (e != 0)
+		return;
+	if (t->mon) {
+		rw_gate *g = NULL;
+
+		atomic_fetch_add(&t->saw_handle, 1);
+		if (rw_monitor_gate(t->mon, "mlx5_0/1", &g) == RW_OK)
+			atomic_fetch_add(&t->gate_ok, 1);
+		rw_gate_free(&g);
+	}
+	pthread_mutex_unlock(&t->engine_lock);
+}
+
+static void on_thread_available(void *user, uint32_t device, uint32_t port, bool available)
+{
+	(void)device;
+	(void)port;
+	(void)available;
+	on_thread_call(user);
+}
+
+static void on_thread_reseed(void *user, uint32_t device, uint32_t port, uint64_t rate_mbps)
+{
+	(void)device;
+	(void)port;
+	(void)rate_mbps;
+	on_thread_call(user);
+}
+
+/* The first notification a subscriber made right after start sees. */
+struct first_seen {
+	pthread_mutex_t mu;
+	bool seen;
+	rw_notification first;
+};
+
+static void first_seen_cb(void *user, const rw_notification *n)
+{
+	struct first_seen *f = user;
+
+	pthread_mutex_lock(&f->mu);
+	if (!f->seen) {
+		f->first = *n;
+		f->seen = true;
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
+static bool first_seen_done(struct first_seen *f)
+{
+	bool v;
+
+	pthread_mutex_lock(&f->mu);
+	v = f->seen;
+	pthread_mutex_unlock(&f->mu);
+	return v;
+}
+
+struct unsub_job {
+	const rw_monitor *mon;
+	uint64_t id;
+	int status;
+};
+
+static void *unsubscribe_on_a_c_thread(void *arg)
+{
+	struct unsub_job *j = arg;
+
+	j->status = rw_monitor_unsubscribe(j->mon, j->id);
+	return NULL;
+}
+
+static void callbacks_on_the_monitor_thread(void)
+{
+	rw_sim *sim = NULL;
+	struct on_thread t;
+	struct first_seen f;
+	pthread_mutexattr_t attr;
+	rw_selector sel = { .user = &t, .set_available = on_thread_available, .reseed = on_thread_reseed };
+	rw_rail_info rails[4];
+	rw_gate *g = NULL;
+	size_t count = 0;
+	uint32_t dev = 0;
+	uint64_t id = 0;
+	bool ok;
+	int st;
+
+	memset(&t, 0, sizeof(t));
+	memset(&f, 0, sizeof(f));
+	pthread_mutex_init(&f.mu, NULL);
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&t.engine_lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	t.main = pthread_self();
+	CHECK_OK("thread_sim_new", rw_sim_new(&sim));
+	CHECK_OK("thread_sim_add", rw_sim_add_device(sim, "mlx5_0", 2, &dev));
+
+	pthread_mutex_lock(&t.engine_lock);
+	st = rw_monitor_start_sim(NULL, &sel, sim, &t.mon);
+	CHECK_STATUS("start_under_the_engines_lock", st, RW_OK);
+	/* What start attached is published when it returns. */
+	CHECK_STATUS("gate_right_after_start", rw_monitor_gate(t.mon, "mlx5_0/2", &g), RW_OK);
+	CHECK_STATUS("snapshot_right_after_start", rw_monitor_snapshot(t.mon, rails, 4, &count), RW_OK);
+	CHECK_EQ("snapshot_right_after_start_has_2_rails", count, 2);
+	CHECK_EQ("no_selector_call_on_the_starting_thread", atomic_load(&t.on_main), 0);
+	CHECK_OK("subscribe_right_after_start", rw_monitor_subscribe(t.mon, first_seen_cb, &f, &id));
+	pthread_mutex_unlock(&t.engine_lock);
+
+	/* Two rails: each reseeded, then made available. */
+	WAIT_UNTIL(ok, atomic_load(&t.calls) >= 4, WAIT_MS);
+	check(ok, "selector_told_of_both_rails", "%u calls", atomic_load(&t.calls));
+	CHECK_EQ("selector_never_on_the_starting_thread", atomic_load(&t.on_main), 0);
+	CHECK_EQ("selector_never_deadlocks_the_engine", atomic_load(&t.deadlocks), 0);
+	CHECK_EQ("selector_always_has_the_handle", atomic_load(&t.saw_handle), atomic_load(&t.calls));
+	CHECK_EQ("selector_calls_back_in", atomic_load(&t.gate_ok), atomic_load(&t.calls));
+
+	/* The subscription is "from now on": the attach before it is not
+	 * delivered, the first thing it hears is this event. */
+	CHECK_OK("thread_probe_event", rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 1));
+	WAIT_UNTIL(ok, first_seen_done(&f), WAIT_MS);
+	check(ok, "subscriber_hears_the_probe", "nothing");
+	check(f.first.event_code == CODE_QP_REQ_ERR &&
+		      (f.first.kind == RW_HAPPENING_EVENT || f.first.kind == RW_HAPPENING_OBJECT_ERROR),
+	      "subscriber_first_hears_the_probe_not_the_attach", "kind %u event %u", f.first.kind, f.first.event_code);
+
+	/* Unsubscribing from a thread the host made. */
+	{
+		pthread_t other;
+		struct unsub_job j = { t.mon, id, -1 };
+
+		if (pthread_create(&other, NULL, unsubscribe_on_a_c_thread, &j) == 0) {
+			pthread_join(other, NULL);
+			CHECK_STATUS("unsubscribe_on_a_c_thread", j.status, RW_OK);
+		}
+	}
+	rw_gate_free(&g);
+	{
+		/* A copy: the callbacks read t.mon until the free returns. */
+		rw_monitor *mon = t.mon;
+
+		CHECK_OK("thread_monitor_free", rw_monitor_free(&mon));
+	}
+	rw_sim_free(&sim);
+	pthread_mutex_destroy(&t.engine_lock);
+	pthread_mutex_destroy(&f.mu);
+}
+
+/* ---- railwatch's own log lines go to the log callback, never to stderr -- */
+
+struct heard {
+	pthread_mutex_t mu;
+	unsigned down_lines;
+	uint32_t level;
+	char target[128];
+	int set_inside; /* rw_set_log_callback from inside the callback */
+	bool on_main;
+	pthread_t main;
+};
+
+static void hear(void *user, uint32_t level, const char *target, const char *message)
+{
+	struct heard *h = user;
+	int inside = rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_OFF);
+
+	pthread_mutex_lock(&h->mu);
+	h->set_inside = inside;
+	if (strstr(message, "mlx5_0/1 down") != NULL) {
+		h->down_lines++;
+		h->level = level;
+		snprintf(h->target, sizeof(h->target), "%s", target);
+		h->on_main = pthread_equal(pthread_self(), h->main);
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+static unsigned heard_down(struct heard *h)
+{
+	unsigned v;
+
+	pthread_mutex_lock(&h->mu);
+	v = h->down_lines;
+	pthread_mutex_unlock(&h->mu);
+	return v;
+}
+
+static void log_callback(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	struct heard *h = calloc(1, sizeof(*h));
+	uint32_t dev;
+	bool ok;
+
+	if (!h)
+		return;
+	pthread_mutex_init(&h->mu, NULL);
+	h->main = pthread_self();
+	h->set_inside = -1;
+	CHECK_STATUS("log_level_6_refused", rw_set_log_callback(hear, h, 6), RW_ERR_INVALID);
+	CHECK_OK("log_callback_set", rw_set_log_callback(hear, h, RW_LOG_LEVEL_WARN));
+	CHECK_OK("log_sim_new", rw_sim_new(&sim));
+	CHECK_OK("log_sim_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("log_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("log_port_down", rw_sim_port_down(sim, 0, 1));
+	WAIT_UNTIL(ok, heard_down(h) > 0, WAIT_MS);
+	check(ok, "log_callback_hears_the_monitor_line", "nothing heard");
+	pthread_mutex_lock(&h->mu);
+	CHECK_EQ("log_line_is_a_warning", h->level, RW_LOG_LEVEL_WARN);
+	check(strncmp(h->target, "railwatch_runtime", 17) == 0, "log_line_names_its_module", "\"%s\"", h->target);
+	check(!h->on_main, "log_line_on_the_monitor_thread", "on the main thread");
+	CHECK_STATUS("log_callback_set_from_inside_refused", h->set_inside, RW_ERR_STATE);
+	pthread_mutex_unlock(&h->mu);
+	CHECK_OK("log_monitor_free", rw_monitor_free(&mon));
+	/* Unset: when it returns the callback is not running and is never
+	 * called again, so its user may go (valgrind sees a late call). */
+	CHECK_OK("log_callback_unset", rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_OFF));
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+	CHECK_OK("log_after_unset_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("log_after_unset_port_up", rw_sim_port_up(sim, 0, 1));
+	CHECK_OK("log_after_unset_port_down", rw_sim_port_down(sim, 0, 1));
+	CHECK_OK("log_after_unset_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
+}
+
+/* ---- unplugging after the monitor is gone, and two monitors over one sim -- */
+
+/* The sim's uevent twin was a pipe whose reader went with the monitor:
+ * the next unplug raised SIGPIPE and killed the host. And a second
+ * monitor over the same sim took the first one's notifications. */
+static void two_monitors_and_a_late_unplug(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *a = NULL, *b = NULL;
+	rw_gate *ga = NULL, *gb = NULL;
+	uint32_t dev;
+	bool ok;
+
+	CHECK_OK("late_sim_new", rw_sim_new(&sim));
+	CHECK_OK("late_add", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("late_add_2", rw_sim_add_device(sim, "mlx5_1", 1, &dev));
+	CHECK_OK("late_start_a", rw_monitor_start_sim(NULL, NULL, sim, &a));
+	CHECK_OK("late_free_a", rw_monitor_free(&a));
+	CHECK_OK("unplug_after_the_monitor_is_gone", rw_sim_unplug(sim, 0));
+	CHECK_OK("plug_after_the_monitor_is_gone", rw_sim_plug(sim, 0));
+	/* Two monitors over one sim (the later one opens the devices anew):
+	 * the first still hears the unplug, on its own notification fd. */
+	CHECK_OK("late_start_a_again", rw_monitor_start_sim(NULL, NULL, sim, &a));
+	CHECK_OK("late_start_b", rw_monitor_start_sim(NULL, NULL, sim, &b));
+	CHECK_OK("late_gate_a", rw_monitor_gate(a, "mlx5_1/1", &ga));
+	CHECK_OK("late_gate_b", rw_monitor_gate(b, "mlx5_1/1", &gb));
+	CHECK_OK("late_unplug_with_two", rw_sim_unplug(sim, 1));
+	WAIT_UNTIL(ok, rw_word_state(load(ga)) == RW_RAIL_INERT, WAIT_MS);
+	check(ok, "first_monitor_hears_the_unplug", "word %#llx", (unsigned long long)load(ga));
+	rw_gate_free(&ga);
+	rw_gate_free(&gb);
+	CHECK_OK("late_free_b", rw_monitor_free(&b));
+	CHECK_OK("late_free_a_again", rw_monitor_free(&a));
+	CHECK_OK("late_unplug_with_none", rw_sim_unplug(sim, 0));
+	rw_sim_free(&sim);
+}
+
+/* ---- many threads at one monitor while it works ------------------------------- */
+
+struct hammer {
+	const rw_monitor *mon;
+	atomic_uint *calls;
+	unsigned failures;
+};
+
+static void hammer_cb(void *user, const rw_notification *n)
+{
+	atomic_uint *calls = user;
+
+	(void)n;
+	atomic_fetch_add(calls, 1);
+}
+
+/* Subscribes, reads the snapshot (structs and JSON) and a gate, and
+ * unsubscribes, again and again, from a thread of the host's. */
+static void *hammer(void *arg)
+{
+	struct hammer *h = arg;
+
+	for (int i = 0; i < 200; i++) {
+		rw_rail_info rails[4];
+		size_t n = 0;
+		uint64_t id = 0;
+		char *json = NULL;
+		rw_gate *g = NULL;
+
+		if (rw_monitor_subscribe(h->mon, hammer_cb, h->calls, &id) != RW_OK)
+			h->failures++;
+		if (rw_monitor_snapshot(h->mon, rails, 4, &n) != RW_OK || n != 2)
+			h->failures++;
+		if (rw_monitor_snapshot_json(h->mon, &json) != RW_OK)
+			h->failures++;
+		rw_string_free(&json);
+		if (rw_monitor_gate(h->mon, "mlx5_1/1", &g) != RW_OK)
+			h->failures++;
+		rw_gate_free(&g);
+		if (rw_monitor_unsubscribe(h->mon, id) != RW_OK)
+			h->failures++;
+	}
+	return NULL;
+}
+
+static void many_threads(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	pthread_t threads[4];
+	struct hammer hs[4];
+	atomic_uint calls;
+	uint32_t dev;
+	int started = 0;
+
+	atomic_init(&calls, 0);
+	CHECK_OK("many_sim_new", rw_sim_new(&sim));
+	CHECK_OK("many_add_0", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
+	CHECK_OK("many_add_1", rw_sim_add_device(sim, "mlx5_1", 1, &dev));
+	CHECK_OK("many_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	for (int i = 0; i < 4; i++) {
+		hs[i] = (struct hammer){ mon, &calls, 0 };
+		if (pthread_create(&threads[i], NULL, hammer, &hs[i]) == 0)
+			started++;
+	}
+	/* The monitor meanwhile reads events and flaps a port. */
+	for (int i = 0; i < 50; i++) {
+		rw_sim_push_event(sim, 0, CODE_QP_REQ_ERR, QP_HANDLE, 2);
+		if (i % 10 == 0)
+			rw_sim_port_down(sim, 0, 1);
+		if (i % 10 == 5)
+			rw_sim_port_up(sim, 0, 1);
+		check_sleep_ms(1);
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	CHECK_EQ("many_threads_started", started, 4);
+	CHECK_EQ("many_threads_every_call_succeeded", hs[0].failures + hs[1].failures + hs[2].failures + hs[3].failures,
+		 0);
+	CHECK_OK("many_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
 }
 
 int main(void)
 {
+	callbacks_on_the_monitor_thread();
+	log_callback();
+	two_monitors_and_a_late_unplug();
+	many_threads();
 	drains_and_callbacks();
 	transport();
 	free_from_callback();

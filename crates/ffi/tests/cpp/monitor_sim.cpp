@@ -189,7 +189,7 @@ int main() {
         {
             rw_rail_info one[1];
             try {
-                mon.snapshot(std::span<rw_rail_info>(one));
+                mon.snapshot(rw::span<rw_rail_info>(one));
                 check(false, "snapshot: a short buffer throws", "no exception");
             } catch (const rw::error &e) {
                 check(e.status() == RW_ERR_BUFFER, "snapshot: a short buffer throws RW_ERR_BUFFER", e.what());

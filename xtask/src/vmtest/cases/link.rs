@@ -1,5 +1,6 @@
 //! A live rail's link and address events: the flap (case 2), the same
-//! through `/metrics` (case 9), a GID change (case 6).
+//! through `/metrics` (case 9), a GID change (case 6), the address a rail
+//! requires (case 15).
 
 use super::super::json;
 use super::status::check_address;
@@ -172,4 +173,71 @@ pub fn check_gid_change(run: &CaseRun, v: &mut Verdict) {
     }
     let n = count(&w, 0, &[("kind", "event"), ("event", "gid_change")]);
     v.note(format!("{n} gid_change event(s) in all (IPv6 link-local ones come and go)"));
+}
+
+/// Case 15: with `require_address = "roce_v2_ipv4"`, the rail names its
+/// IPv4 GID's index; a second address and the first deleted move the
+/// index without a pause; losing the last address pauses the rail
+/// (`no_address`, out of the selector), another address brings it back
+/// with that GID's index. Each index is the one the kernel's table shows.
+pub fn check_require_address(run: &CaseRun, v: &mut Verdict) {
+    let w = check_watch(run, v, RAIL, "active", true);
+    let steps = ["move", "del", "add"].map(|s| run.step("watch", s));
+    let [Some(moved), Some(del), Some(add)] = steps else {
+        v.fail(format!("the guest recorded no move/del/add steps: {steps:?}"));
+        return;
+    };
+    let sysfs = run.out("sysfs");
+    let kernel = |moment: &str| sysfs.iter().find_map(|l| l.strip_prefix(moment)?.trim().parse::<u32>().ok());
+    let rail = ("rail", RAIL);
+    let index = |from: usize, to: usize| {
+        w[from.min(w.len())..to.min(w.len())]
+            .iter()
+            .find(|l| json::is(l, &[("kind", "gid_index"), rail]))
+            .and_then(|l| json::raw(l, "index")?.parse::<u32>().ok())
+    };
+    // Attached waiting for its address (never available without it).
+    let attached = find(&w, 0, &[("kind", "transition"), rail]);
+    v.require(
+        attached.is_some_and(|i| json::is(w[i], &[("from", "inert"), ("to", "paused"), ("reason", "no_address")])),
+        format!("the attach did not wait for the address: {:?}", attached.map(|i| w[i])),
+    );
+    let mut indices = Vec::new();
+    for (what, from, to, moment) in [("at attach", 0, moved, "start"), ("moved", moved, del, "moved")] {
+        let ours = index(from, to);
+        v.require(
+            ours.is_some() && ours == kernel(moment),
+            format!("{what}: gid_index {ours:?}, the kernel's IPv4 GID is at {:?}", kernel(moment)),
+        );
+        indices.push(ours);
+    }
+    v.require(
+        find(&w, moved, &[("kind", "transition"), rail, ("to", "paused")]).is_none_or(|i| i >= del),
+        "the rail paused while it still had an IPv4 address",
+    );
+    match find(&w, del, &[("kind", "transition"), rail, ("reason", "no_address")]) {
+        Some(i) => {
+            v.require(
+                json::is(w[i], &[("from", "active"), ("to", "paused")]) && i < add,
+                format!("the address's loss is not active -> paused before the add: {}", w[i]),
+            );
+            v.require(
+                find(&w, i, &[("kind", "available"), rail, ("available", "false")]).is_some_and(|a| a < add),
+                "no available:false after the no_address pause",
+            );
+        }
+        None => v.fail("no transition with reason no_address after the last address was deleted"),
+    }
+    match find(&w, add, &[("kind", "transition"), rail, ("from", "paused"), ("to", "active")]) {
+        Some(i) => {
+            let back = index(i, w.len());
+            v.require(
+                back.is_some() && back == kernel("back"),
+                format!("back: gid_index {back:?}, the kernel's new IPv4 GID is at {:?}", kernel("back")),
+            );
+            indices.push(back);
+            v.note(format!("gid_index at attach, moved, back: {indices:?}; back {}", w[i]));
+        }
+        None => v.fail("no transition paused -> active after the new address was added"),
+    }
 }

@@ -38,7 +38,7 @@ mod status;
 mod traffic;
 mod watch;
 
-pub use traffic::write_figures;
+use traffic::Figures;
 
 use super::progress::{CaseRun, Ended};
 
@@ -74,6 +74,13 @@ pub const CASES: &[Case] = &[
         pending: None,
     },
     Case { id: 6, name: "gid_change", what: "an IPv4 address on veth0", check: link::check_gid_change, pending: None },
+    Case {
+        id: 15,
+        name: "require_address",
+        what: "require_address = \"roce_v2_ipv4\": veth0's IPv4 address deleted, another added",
+        check: link::check_require_address,
+        pending: None,
+    },
     Case {
         id: 7,
         name: "system_tests",
@@ -136,11 +143,12 @@ pub const CASES: &[Case] = &[
 /// The rail every case watches.
 const RAIL: &str = "rxe0/1";
 
-/// A case's problems (any fails it) and notes.
+/// A case's problems (any fails it), notes and figures.
 #[derive(Default)]
 pub struct Verdict {
     problems: Vec<String>,
     notes: Vec<String>,
+    figures: Vec<Figures>,
 }
 
 impl Verdict {
@@ -161,6 +169,11 @@ impl Verdict {
     pub fn note(&mut self, note: impl Into<String>) {
         self.notes.push(note.into());
     }
+
+    /// Figures for `target/vmtest/traffic.json` (the judge collects them).
+    fn keep(&mut self, figures: Figures) {
+        self.figures.push(figures);
+    }
 }
 
 /// A case's result.
@@ -174,16 +187,24 @@ pub enum Outcome {
     Skipped,
 }
 
-/// The verdicts of a run's cases, printed as each case ends.
+/// The verdicts of a run's cases, printed as each case ends, and the
+/// figures their checks kept.
 pub struct Judge {
     cases: Vec<&'static Case>,
     outcomes: Vec<(&'static str, Outcome)>,
+    figures: Vec<Figures>,
 }
 
 impl Judge {
     /// A judge of the `cases` this run asked for.
     pub fn new(cases: &[&'static Case]) -> Judge {
-        Judge { cases: cases.to_vec(), outcomes: Vec::new() }
+        Judge { cases: cases.to_vec(), outcomes: Vec::new(), figures: Vec::new() }
+    }
+
+    /// Writes `target/vmtest/traffic.json` and prints its table, if a
+    /// traffic case kept figures.
+    pub fn write_figures(&self) -> Result<(), String> {
+        traffic::write_figures(&self.figures)
     }
 
     /// Checks a case that ended and prints its verdict.
@@ -209,6 +230,7 @@ impl Judge {
         };
         print_verdict(case, &run, &v, outcome);
         self.outcomes.push((case.name, outcome));
+        self.figures.append(&mut v.figures);
     }
 
     /// Fails (and prints) the cases that never began.

@@ -47,6 +47,46 @@ pub fn check_status(run: &CaseRun, v: &mut Verdict) {
         Some(address) => check_address(v, address, sys("link_layer"), sys("netdev"), &[(0, sys("gid0"))]),
         None => v.fail(format!("status --json has no address for rxe0/1: {row}")),
     }
+    check_counters(run, v);
+}
+
+/// The flap counters, in this order: `link_downed`, `carrier_changes`,
+/// `carrier_down`.
+const COUNTERS: [&str; 3] = ["link_downed", "carrier_changes", "carrier_down"];
+
+/// `status --json`'s flap counters of rxe0/1 before a pull of its cable,
+/// while it is out and after it is back: each as sysfs read it at that
+/// moment; a pull counts one link down (rxe's `link_downed` and the
+/// netdev's `carrier_down_count`) and two carrier changes, down and up.
+fn check_counters(run: &CaseRun, v: &mut Verdict) {
+    let mut seen = Vec::new();
+    for moment in ["before", "down", "up"] {
+        let label = format!("status.{moment}");
+        v.require(run.rc(&label) == Some(0), format!("status ({moment}) exited {:?}", run.rc(&label)));
+        let ours = run.out(&label).into_iter().find(|l| json::is(l, &[("kind", "rail"), ("rail", RAIL)]));
+        let sysfs = run.out(&format!("sysfs.{moment}"));
+        let kernel = |key: &str| {
+            sysfs.first()?.split(' ').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse::<u64>().ok())
+        };
+        let mut values = [0u64; 3];
+        for (i, key) in COUNTERS.iter().enumerate() {
+            let got = ours.and_then(|l| json::num(l, key)).map(|n| n as u64);
+            v.require(
+                got.is_some() && got == kernel(key),
+                format!("status ({moment}): {key} {got:?}, sysfs {:?}", kernel(key)),
+            );
+            values[i] = got.unwrap_or(0);
+        }
+        seen.push(values);
+    }
+    let [before, down, up] = [seen[0], seen[1], seen[2]];
+    let moved = |a: [u64; 3], b: [u64; 3]| [b[0].wrapping_sub(a[0]), b[1].wrapping_sub(a[1]), b[2].wrapping_sub(a[2])];
+    v.require(
+        moved(before, down) == [1, 1, 1],
+        format!("the pull moved the counters by {:?}, not [1, 1, 1]", moved(before, down)),
+    );
+    v.require(moved(down, up) == [0, 1, 0], format!("the return moved them by {:?}, not [0, 1, 0]", moved(down, up)));
+    v.note(format!("flap counters (link_downed, carrier_changes, carrier_down): {before:?} -> {down:?} -> {up:?}"));
 }
 
 /// A rail's `address` object against the kernel's: link layer, LID 0,

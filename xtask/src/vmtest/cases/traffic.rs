@@ -17,9 +17,9 @@
 mod figures;
 
 use std::fs;
-use std::sync::Mutex;
 
-use figures::{Engine, Figures, Pull, Reference, Stamped};
+pub use figures::Figures;
+use figures::{Engine, Pull, Reference, Stamped};
 
 use super::Verdict;
 use crate::run::target_dir;
@@ -29,17 +29,9 @@ use crate::vmtest::progress::CaseRun;
 /// The engine's labels in the guest's output, and its name in the figures.
 const ENGINES: [(&str, &str); 2] = [("railwatch", "railwatch"), ("old", "one_event_per_wakeup")];
 
-/// The figures of the cases run so far, in order.
-static FIGURES: Mutex<Vec<Figures>> = Mutex::new(Vec::new());
-
-fn keep(f: Figures) {
-    FIGURES.lock().unwrap_or_else(|e| e.into_inner()).push(f);
-}
-
 /// Writes `target/vmtest/traffic.json` and prints the table, if a traffic
-/// case ran.
-pub fn write_figures() -> Result<(), String> {
-    let all = std::mem::take(&mut *FIGURES.lock().unwrap_or_else(|e| e.into_inner()));
+/// case ran (`all`: the figures the judge collected, in order).
+pub fn write_figures(all: &[Figures]) -> Result<(), String> {
     if all.is_empty() {
         return Ok(());
     }
@@ -50,7 +42,7 @@ pub fn write_figures() -> Result<(), String> {
     fs::write(&path, format!("{{\"cases\":[\n{}\n]}}\n", cases.join(",\n")))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     println!("vmtest: traffic figures (ms: median / worst), also in {}:", path.display());
-    print!("{}", figures::table(&all));
+    print!("{}", figures::table(all));
     Ok(())
 }
 
@@ -172,12 +164,97 @@ pub(super) fn check_cable_pull(run: &CaseRun, v: &mut Verdict) {
         if label == "railwatch" {
             railwatch_invariants(v, &f);
             require_recovered(v, &f, label);
-            check_agent(run, v, &Engine { lines: run.out(label) }, f.pulls);
+            let e = Engine { lines: run.out(label) };
+            check_agent(run, v, &e, f.pulls);
+            check_reported(v, &e, &f, label);
+            // The pull's failures came while the rail was paused by its
+            // PORT_ERR: they are explained, the breaker stays shut.
+            v.require(
+                f.breaker.as_ref().is_some_and(|b| b.trips == 0),
+                format!("{label}: the breaker opened on pulls of the rail's own cable: {:?}", f.breaker),
+            );
         } else {
             v.require(!f.stranded, format!("{label}: stranded on plain pulls (nothing hid a PORT_ACTIVE)"));
         }
-        keep(f);
+        v.keep(f);
     }
+    check_peer_pulls(run, v);
+}
+
+/// What the engine reported to railwatch's machine is what its records
+/// say: every failure (reported at once) and the successes up to the last
+/// batch.
+fn check_reported(v: &mut Verdict, e: &Engine, f: &Figures, label: &str) {
+    let Some(b) = &f.breaker else {
+        v.fail(format!("{label}: the engine reported no transfers to the machine"));
+        return;
+    };
+    let recorded = figures::status_counts(&f.writes_failed);
+    for (status, n) in &recorded {
+        if status != "post_failed" {
+            let got = b.reported.get(status).copied().unwrap_or(0);
+            v.require(got == *n, format!("{label}: {n} {status} recorded, {got} reported"));
+        }
+    }
+    let ok = b.reported.get("success").copied().unwrap_or(0);
+    v.require(ok > 0 && ok <= f.writes_ok, format!("{label}: {ok} successes reported, {} recorded", f.writes_ok));
+    let counters = e.of_kind("counters");
+    v.require(
+        counters.iter().any(|l| json::raw(l, "error") == Some("0") && json::raw(l, "link_downed") != Some("-1")),
+        format!("{label}: the engine answered no counter read from sysfs: {:?}", counters.first()),
+    );
+}
+
+/// Two pulls of rail A's far end (p1, rxe1's cable): rxe0's port reads
+/// ACTIVE while its QPs fail, so the data-path breaker opens on rxe0 (one
+/// peer a rail: the engine's min_peers is 1), a trial re-admits it on
+/// probation, and the first success after the plug ends probation.
+fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
+    let label = "peer";
+    let Some(e) = engine_run(run, v, label) else { return };
+    let marks = Stamped::parse(&run.out("marks"));
+    let mut f = Figures { case: "peer_cable_pull", engine: "railwatch", ..Figures::default() };
+    if let Err(err) = f.totals(&e) {
+        v.fail(format!("{label}: {err}"));
+        return;
+    }
+    let Some((from, to)) = window(&marks, label) else {
+        v.fail(format!("no engine_start/engine_stop marks for {label}"));
+        return;
+    };
+    let ps = pulls(&marks, "p1", from, to);
+    let mut first_write = Vec::new();
+    for (i, p) in ps.iter().enumerate() {
+        let until = ps.get(i + 1).map_or(to, |n| n.pull);
+        let in_range = |t: &u64| (p.plug..until).contains(t);
+        let back = e.sets("A").into_iter().filter(|(_, t)| in_range(t)).find_map(|(s, _)| e.first_ok("A", s));
+        v.require(back.is_some(), format!("{label}: pull {}: no write on new QPs after the plug", i + 1));
+        // From the moment the far end was admitted again (its PORT_ACTIVE).
+        let admitted = e.gates("rxe1").into_iter().find(|g| g.admits && in_range(&g.t)).map(|g| g.t);
+        first_write.push(admitted.zip(back).map(|(a, b)| figures_ms(b.saturating_sub(a))));
+        f.other_rail_max_gap_ms.push(figures::max_gap(&e, "B", p.pull, back.unwrap_or(p.plug)));
+        f.pulls += 1;
+    }
+    f.extra.push(("first_write_after_peer_admit_ms", first_write));
+    v.require(f.pulls == 2, format!("{label}: {} pulls of p1, want 2", f.pulls));
+    railwatch_invariants(v, &f);
+    let trips_on =
+        |device: &str| e.count("transition", &[("device", device), ("to", "paused"), ("reason", "data_path")]);
+    match &f.breaker {
+        Some(b) => {
+            v.require(
+                b.trips >= 1 && b.trips == trips_on("rxe0"),
+                format!("{label}: the breaker did not open on rxe0 (and only there): {b:?}"),
+            );
+            v.require(
+                b.probation_on >= 1 && b.probation_off >= 1,
+                format!("{label}: no trial on probation ended by a success: {b:?}"),
+            );
+            v.note(format!("{label}: reported {}, the breaker opened {} time(s)", b.reported_json(), b.trips));
+        }
+        None => v.fail(format!("{label}: the engine reported no transfers to the machine")),
+    }
+    v.keep(f);
 }
 
 /// `railwatch watch --metrics-listen` beside the engine counted the flaps
@@ -235,7 +312,7 @@ pub(super) fn check_burst(run: &CaseRun, v: &mut Verdict) {
                 "{label}: read {reads} event(s) of rxe0 in all (the burst queued 1000 ahead of the PORT_ACTIVE)"
             ));
         }
-        keep(f);
+        v.keep(f);
     }
 }
 
@@ -314,7 +391,7 @@ pub(super) fn check_removal(run: &CaseRun, v: &mut Verdict) {
     f.extra.push(("context_closed_after_delete_ms", closed_after));
     f.extra.push(("context_closed_after_removal_ms", engine_part));
     railwatch_invariants(v, &f);
-    keep(f);
+    v.keep(f);
 }
 
 /// An address added to and removed from veth0 under traffic: each GID
@@ -345,5 +422,5 @@ pub(super) fn check_address_change(run: &CaseRun, v: &mut Verdict) {
     }
     f.extra.push(("first_write_after_address_change_ms", resumed));
     railwatch_invariants(v, &f);
-    keep(f);
+    v.keep(f);
 }

@@ -40,9 +40,14 @@ pub fn check_watch<'a>(run: &'a CaseRun, v: &mut Verdict, rail: &str, state: &st
     );
     match find(&w, 0, &[("kind", "transition"), ("rail", RAIL), ("by", "attach")]) {
         Some(i) => {
+            // With require_address the rail attaches paused (no_address)
+            // and activates once its address is read.
+            let waited = find(&w, 0, &[("kind", "transition"), ("rail", RAIL)])
+                .is_some_and(|j| j < i && json::is(w[j], &[("from", "inert"), ("reason", "no_address")]));
+            let from = if waited { "paused" } else { "inert" };
             v.require(
-                json::is(w[i], &[("from", "inert"), ("to", "active")]),
-                format!("rxe0/1's attach is not inert -> active: {}", w[i]),
+                json::is(w[i], &[("from", from), ("to", "active")]),
+                format!("rxe0/1's attach is not {from} -> active: {}", w[i]),
             );
         }
         None => v.fail("no attach transition for rxe0/1"),

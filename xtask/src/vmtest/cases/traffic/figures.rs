@@ -5,6 +5,7 @@
 //! One [`Figures`] per (case, engine): the keys of `target/vmtest/traffic.json`
 //! (issue 21), rendered by [`Figures::json`] and [`table`].
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::vmtest::json;
@@ -193,6 +194,60 @@ pub struct Figures {
     pub delete_returned_ms: Vec<Option<f64>>,
     /// Other case-specific figures: (key, values).
     pub extra: Vec<(&'static str, Vec<Option<f64>>)>,
+    /// The breaker's numbers, for an engine with railwatch's machine.
+    pub breaker: Option<Breaker>,
+}
+
+/// What an engine told railwatch's machine of its transfers, and what the
+/// data-path breaker did with it.
+#[derive(Default, Debug, PartialEq)]
+pub struct Breaker {
+    /// Completions reported, by status name (the summary's `reported`,
+    /// summed over the rails).
+    pub reported: BTreeMap<String, u64>,
+    /// Rails paused by the breaker (transitions with reason `data_path`).
+    pub trips: usize,
+    /// Re-admissions on probation, and probations a success ended.
+    pub probation_on: usize,
+    pub probation_off: usize,
+    /// Failures through one peer only, notified (the rail stayed).
+    pub peer_failing: usize,
+}
+
+impl Breaker {
+    /// From an engine run's lines; None when no rail reported (the engine
+    /// without a machine).
+    pub fn of(e: &Engine) -> Option<Breaker> {
+        let summary = e.summary()?;
+        let mut b = Breaker::default();
+        let mut any = false;
+        for rail in ["A", "B"] {
+            for (status, n) in reported_of(summary, rail)? {
+                any = true;
+                *b.reported.entry(status).or_default() += n;
+            }
+        }
+        b.trips = e.count("transition", &[("to", "paused"), ("reason", "data_path")]);
+        b.probation_on = e.count("probation", &[("on", "true")]);
+        b.probation_off = e.count("probation", &[("on", "false")]);
+        b.peer_failing = e.of_kind("peer_failing").len();
+        any.then_some(b)
+    }
+
+    /// The JSON object of `reported`.
+    pub fn reported_json(&self) -> String {
+        let items: Vec<String> = self.reported.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        format!("{{{}}}", items.join(","))
+    }
+}
+
+/// `rail`'s `reported` object in a summary line (the last of the rail's
+/// object, so that `Engine::end_of` keeps the flat fields before it), as
+/// (status, count).
+fn reported_of(summary: &str, rail: &str) -> Option<Vec<(String, u64)>> {
+    let rails = json::raw(summary, "rails")?;
+    let at = rails.find(&format!("\"rail\":\"{rail}\""))?;
+    Some(status_counts(json::raw(&rails[at..], "reported")?))
 }
 
 /// One pull: the cable out at `pull`, back at `plug`.
@@ -219,6 +274,7 @@ impl Figures {
         self.writes_failed = json::raw(s, "writes_failed").ok_or("summary: no writes_failed")?.to_string();
         self.refused = ns(s, "refused").ok_or("summary: no refused")?;
         self.failed_posted_after_gate_closed = e.failed_after_gate_closed();
+        self.breaker = Breaker::of(e);
         let stopped = ns(s, "stopped_ns").ok_or("summary: no stopped_ns")?;
         // Stranded: a rail whose port reads ACTIVE at the end carried no
         // write in the last second.
@@ -297,8 +353,34 @@ impl Figures {
         {
             let _ = write!(o, ",\"{key}\":{}", json_list(values));
         }
+        match &self.breaker {
+            Some(b) => {
+                let _ = write!(
+                    o,
+                    ",\"transfers_reported\":{},\"breaker_trips\":{},\"probation_on\":{},\"probation_off\":{},\
+                     \"peer_failing\":{}",
+                    b.reported_json(),
+                    b.trips,
+                    b.probation_on,
+                    b.probation_off,
+                    b.peer_failing
+                );
+            }
+            None => o.push_str(",\"transfers_reported\":null,\"breaker_trips\":null"),
+        }
         o + "}"
     }
+}
+
+/// A `{"status":count,...}` object's entries.
+pub fn status_counts(obj: &str) -> Vec<(String, u64)> {
+    obj.trim_matches(['{', '}'])
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once(':')?;
+            Some((k.trim_matches('"').to_string(), v.parse().ok()?))
+        })
+        .collect()
 }
 
 /// "median / worst" of the values present, in ms ("-" when none).
@@ -322,12 +404,7 @@ pub fn table(all: &[Figures]) -> String {
          other rail max gap ms | delete ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for f in all {
-        let failed: u64 = f
-            .writes_failed
-            .trim_matches(['{', '}'])
-            .split(',')
-            .filter_map(|kv| kv.split_once(':')?.1.parse::<u64>().ok())
-            .sum();
+        let failed: u64 = status_counts(&f.writes_failed).iter().map(|(_, n)| n).sum();
         let _ = writeln!(
             t,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -349,6 +426,19 @@ pub fn table(all: &[Figures]) -> String {
     for f in all {
         for (key, values) in &f.extra {
             let _ = writeln!(t, "{} / {}: {key} {}", f.case, f.engine, median_worst(values));
+        }
+        if let Some(b) = &f.breaker {
+            let _ = writeln!(
+                t,
+                "{} / {}: transfers reported {}, breaker trips {}, probation {} on / {} off, peer failing {}",
+                f.case,
+                f.engine,
+                b.reported_json(),
+                b.trips,
+                b.probation_on,
+                b.probation_off,
+                b.peer_failing
+            );
         }
     }
     t
@@ -374,6 +464,24 @@ mod tests {
             r#"{"kind":"failed","rail":"A","set":2,"status":"wr_flush_err","post_ns":950,"done_ns":990}"#,
         ]);
         assert_eq!(e.failed_after_gate_closed(), 1);
+    }
+
+    #[test]
+    fn reads_what_was_reported_and_what_the_breaker_did() {
+        let e = engine(&[
+            r#"{"kind":"transition","t_ns":5,"device":"rxe0","rail":"A","generation":1,"from":"active","to":"paused","reason":"data_path"}"#,
+            r#"{"kind":"probation","t_ns":6,"device":"rxe0","rail":"A","generation":0,"on":true}"#,
+            r#"{"kind":"probation","t_ns":7,"device":"rxe0","rail":"A","generation":0,"on":false}"#,
+            r#"{"kind":"summary","writes_ok":9,"rails":[{"rail":"A","local":"rxe0","writes_ok":5,"port_state":"active","last_ok_ns":8,"reported":{"retry_exc_err":2,"success":5}},{"rail":"B","local":"rxe2","writes_ok":4,"port_state":"active","last_ok_ns":8,"reported":{"success":4}}]}"#,
+        ]);
+        let b = Breaker::of(&e).expect("reported");
+        assert_eq!(b.reported_json(), r#"{"retry_exc_err":2,"success":9}"#);
+        assert_eq!((b.trips, b.probation_on, b.probation_off, b.peer_failing), (1, 1, 1, 0));
+        // The rail's flat fields before `reported` stay readable.
+        assert_eq!(e.end_of("A").and_then(|o| json::raw(o, "last_ok_ns")), Some("8"));
+        let old = engine(&[r#"{"kind":"summary","rails":[{"rail":"A","reported":{}},{"rail":"B","reported":{}}]}"#]);
+        assert_eq!(Breaker::of(&old), None, "an engine without a machine reports nothing");
+        assert_eq!(status_counts(r#"{"wr_flush_err":3,"retry_exc_err":1}"#).len(), 2);
     }
 
     #[test]

@@ -1,0 +1,269 @@
+/*
+ * evidence.c: evidence beyond the port state, through the C API. The
+ * engine's transfer outcomes (one peer failing, the data-path breaker
+ * through two, its trial and probation), the flap counters (a silent
+ * flap, counters a driver lacks), require_address (a rail held for want
+ * of an address, the GID index chosen), and the settings behind them,
+ * including a config from 0.1.0's smaller header.
+ */
+#include "check.h" /* first: it sets the feature macros */
+
+#include <stdlib.h>
+
+#include "railwatch.h"
+
+#include "rig.h"
+
+#define WC_SUCCESS 0
+#define WC_WR_FLUSH_ERR 5
+#define WC_RETRY_EXC_ERR 12
+
+/* An attached rig: mlx5_0, port 1. */
+static bool attached(struct rig *r, const rw_config *c)
+{
+	const uint8_t one[] = { 1 };
+	uint32_t dev;
+
+	if (!rig_init(r, c) || rw_machine_add_device(r->m, "mlx5_0", one, 1, 0, &dev) != RW_OK)
+		return false;
+	rig_run(r);
+	return rw_word_admits(rig_word(r, 0, 1));
+}
+
+static void transfers(void)
+{
+	struct rig r;
+	rw_transfer_report lines[8];
+	rw_notification n;
+	rw_log log;
+	size_t mark;
+
+	if (!check(attached(&r, NULL), "transfers_attached", "%s", rw_last_error()))
+		return;
+	CHECK_OK("report_nothing", rw_machine_report_transfers(r.m, 0, 1, NULL, 0, 0));
+	CHECK_STATUS("report_null_lines", rw_machine_report_transfers(r.m, 0, 1, NULL, 1, 0), RW_ERR_NULL);
+	CHECK_STATUS("report_port_2", rw_machine_report_transfers(r.m, 0, 2, lines, 0, 0), RW_ERR_RANGE);
+
+	/* Failures through one peer only: the peer is suspect, not the rail. */
+	lines[0] = (rw_transfer_report){ .peer = 7, .wc_status = WC_RETRY_EXC_ERR, .count = 20 };
+	mark = r.nactions;
+	CHECK_OK("report_one_peer_failing", rw_machine_report_transfers(r.m, 0, 1, lines, 1, 10));
+	rig_run(&r);
+	check(rig_notified(&r, mark, RW_HAPPENING_PEER_FAILING, &n) >= 1 && n.peer == 7 && n.port == 1,
+	      "one_peer_failing_notified", "peer %llu port %u", (unsigned long long)n.peer, n.port);
+	check(rw_word_admits(rig_word(&r, 0, 1)), "one_peer_failing_keeps_the_rail", "refuses");
+
+	/* Flush errors are never counted, whatever their number. */
+	lines[0] = (rw_transfer_report){ .peer = 8, .wc_status = WC_WR_FLUSH_ERR, .count = 1000 };
+	lines[1] = (rw_transfer_report){ .peer = 9, .wc_status = WC_WR_FLUSH_ERR, .count = 1000 };
+	CHECK_OK("report_flushes", rw_machine_report_transfers(r.m, 0, 1, lines, 2, 20));
+	rig_run(&r);
+	check(rw_word_admits(rig_word(&r, 0, 1)), "flushes_keep_the_rail", "refuses");
+
+	/* Through a second peer: the breaker opens, the rail pauses. */
+	lines[0] = (rw_transfer_report){ .peer = 8, .wc_status = WC_RETRY_EXC_ERR, .count = 20 };
+	mark = r.nactions;
+	CHECK_OK("report_second_peer_failing", rw_machine_report_transfers(r.m, 0, 1, lines, 1, 30));
+	rig_run(&r);
+	check(!rw_word_admits(rig_word(&r, 0, 1)), "breaker_pauses_the_rail", "admits");
+	CHECK_EQ("breaker_reason_data_path", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_DATA_PATH);
+	check(rig_logged(&r, mark, RW_LOG_BREAKER_OPEN, &log) == 1 && log.until_ms > 30, "breaker_open_logged",
+	      "until %llu", (unsigned long long)log.until_ms);
+	CHECK_EQ("breaker_selector_told", rig_count(&r, mark, RW_ACTION_SET_AVAILABLE, 0, 1, NULL), 1);
+
+	/* The trial after the backoff: back, by trial, on probation (the gate
+	 * admits it, its word says why). */
+	mark = r.nactions;
+	rig_advance(&r, log.until_ms + 5);
+	check(rw_word_admits(rig_word(&r, 0, 1)), "trial_admits", "word %#llx", (unsigned long long)rig_word(&r, 0, 1));
+	CHECK_EQ("trial_reason_probation", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_PROBATION);
+	check(rig_notified(&r, mark, RW_HAPPENING_PROBATION, &n) >= 1 && n.probation, "probation_on_notified", "no");
+	{
+		rw_notification t;
+		unsigned k = 0;
+
+		for (size_t i = mark; i < r.nactions; i++)
+			if (r.actions[i].kind == RW_ACTION_NOTIFY && r.actions[i].notification.kind == RW_HAPPENING_TRANSITION &&
+			    r.actions[i].notification.cause == RW_CAUSE_BY) {
+				t = r.actions[i].notification;
+				k++;
+			}
+		check(k >= 1 && t.cause_code == RW_BY_TRIAL, "trial_recovered_by_trial", "%u transitions, by %u", k,
+		      k ? t.cause_code : 99);
+	}
+
+	/* A success ends probation. */
+	lines[0] = (rw_transfer_report){ .peer = 7, .wc_status = WC_SUCCESS, .count = 1 };
+	mark = r.nactions;
+	CHECK_OK("report_a_success", rw_machine_report_transfers(r.m, 0, 1, lines, 1, r.now));
+	rig_run(&r);
+	check(rig_notified(&r, mark, RW_HAPPENING_PROBATION, &n) == 1 && !n.probation, "probation_off_notified", "no");
+	CHECK_EQ("off_probation_reason_none", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_NONE);
+	rw_machine_free(&r.m);
+}
+
+static void counters(void)
+{
+	struct rig r;
+	rw_log log;
+	rw_notification n;
+	uint64_t gen;
+	size_t mark;
+	rw_config c;
+
+	rw_config_default(&c);
+	c.audit_ms = 100;
+	if (!check(attached(&r, &c), "counters_attached", "%s", rw_last_error()))
+		return;
+	CHECK_EQ("attach_reads_the_counters", rig_count(&r, 0, RW_ACTION_READ_COUNTERS, 0, 1, NULL), 1);
+
+	/* link_downed rises with no PORT_ERR: a silent flap, the generation
+	 * moves, the rail stays. */
+	gen = rw_word_generation(rig_word(&r, 0, 1));
+	r.ports[0][1].link_downed = 1;
+	mark = r.nactions;
+	rig_advance(&r, 150);
+	CHECK_EQ("audit_reads_port_and_counters", rig_count(&r, mark, RW_ACTION_READ_COUNTERS, 0, 1, NULL), 1);
+	CHECK_EQ("silent_flap_logged", rig_logged(&r, mark, RW_LOG_SILENT_FLAP, NULL), 1);
+	check(rig_notified(&r, mark, RW_HAPPENING_TRANSITION, &n) == 1 && n.cause == RW_CAUSE_SILENT_FLAP,
+	      "silent_flap_transition", "cause %u", n.cause);
+	CHECK_EQ("silent_flap_moves_the_generation", rw_word_generation(rig_word(&r, 0, 1)), gen + 1);
+	check(rw_word_admits(rig_word(&r, 0, 1)), "silent_flap_keeps_the_rail", "refuses");
+
+	/* A driver without them: said once, never asked again. */
+	r.ports[0][1].counters_error = ENOENT;
+	mark = r.nactions;
+	rig_advance(&r, 450);
+	check(rig_logged(&r, mark, RW_LOG_COUNTERS_UNAVAILABLE, &log) == 1 && log.error == ENOENT,
+	      "counters_unavailable_logged_once", "error %d", log.error);
+	CHECK_EQ("counters_asked_once_more_then_never", rig_count(&r, mark, RW_ACTION_READ_COUNTERS, 0, 1, NULL), 1);
+	CHECK_STATUS("counters_port_9", rw_machine_handle_counters(r.m, 0, 9, 0, 0, 0, 0, r.now), RW_ERR_RANGE);
+	rw_machine_free(&r.m);
+
+	/* silent_flaps off: the counters are never read. */
+	rw_config_default(&c);
+	c.silent_flaps = 0;
+	attached(&r, &c);
+	CHECK_EQ("silent_flaps_off_reads_no_counters", rig_count(&r, 0, RW_ACTION_READ_COUNTERS, ~0u, ~0u, NULL), 0);
+	rw_machine_free(&r.m);
+}
+
+static void required_address(void)
+{
+	struct rig r;
+	rw_config c;
+	rw_notification n;
+	uint32_t index = 99;
+	const uint8_t one[] = { 1 };
+	uint32_t dev;
+	size_t mark;
+
+	rw_config_default(&c);
+	c.require_address = RW_ADDRESS_ROCE_V2;
+	if (!rig_init(&r, &c))
+		return;
+	/* No address yet: ACTIVE, but held. */
+	r.ports[0][1].address_error = 0;
+	r.ports[0][1].gid.gid_type = 0; /* RoCE v1: not what is asked for */
+	CHECK_OK("address_add_device", rw_machine_add_device(r.m, "mlx5_0", one, 1, 0, &dev));
+	rig_run(&r);
+	check(!rw_word_admits(rig_word(&r, 0, 1)), "no_address_holds_the_rail", "admits");
+	CHECK_EQ("no_address_reason", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_NO_ADDRESS);
+	CHECK_EQ("no_address_logged", rig_logged(&r, 0, RW_LOG_NO_ADDRESS, NULL), 1);
+	CHECK_STATUS("no_gid_index_yet", rw_machine_gid_index(r.m, 0, 1, &index), RW_ERR_NOT_FOUND);
+	CHECK_EQ("no_gid_index_writes_nothing", index, 99);
+
+	/* A RoCE v2 GID at index 3 appears: GID_CHANGE, re-read, admitted on
+	 * it. */
+	r.ports[0][1].gid.index = 3;
+	r.ports[0][1].gid.gid_type = 1;
+	r.ports[0][1].gid.raw[10] = 0xff;
+	r.ports[0][1].gid.raw[11] = 0xff;
+	r.ports[0][1].gid.raw[15] = 7;
+	mark = r.nactions;
+	CHECK_OK("gid_change", rw_machine_handle_event(r.m, 0, 18, 1, 10));
+	rig_run(&r);
+	rig_advance(&r, 2000);
+	check(rw_word_admits(rig_word(&r, 0, 1)), "address_found_admits", "word %#llx",
+	      (unsigned long long)rig_word(&r, 0, 1));
+	check(rig_notified(&r, mark, RW_HAPPENING_GID_INDEX, &n) >= 1 && n.gid_index == 3, "gid_index_notified",
+	      "index %u", n.gid_index);
+	CHECK_OK("gid_index_read", rw_machine_gid_index(r.m, 0, 1, &index));
+	CHECK_EQ("gid_index_is_3", index, 3);
+	CHECK_STATUS("gid_index_null_out", rw_machine_gid_index(r.m, 0, 1, NULL), RW_ERR_NULL);
+	rw_machine_free(&r.m);
+}
+
+/* The struct as 0.1.0's header had it: up to drain_budget. */
+struct config_0_1_0 {
+	uint32_t size;
+	uint64_t tick_ms, audit_ms, explain_every_ms, reopen_initial_ms, reopen_max_ms;
+	uint32_t reopen_jitter_pct;
+	uint64_t seed, settle_ms;
+	rw_damping damping;
+	uint32_t drain_budget;
+};
+
+static void settings(void)
+{
+	rw_config d, c;
+	rw_machine *m = NULL;
+	struct config_0_1_0 old;
+	struct rig r;
+	rw_transfer_report lines[2];
+	uint64_t deadline = 0;
+	const uint8_t one[] = { 1 };
+	uint32_t dev;
+
+	CHECK_OK("evidence_defaults", rw_config_default(&d));
+	check(d.data_path.enabled && d.data_path.failures == 8 && d.data_path.window_ms == 10000 &&
+		      d.data_path.min_peers == 2 && d.data_path.backoff_initial_ms == 1000 &&
+		      d.data_path.backoff_max_ms == 60000,
+	      "default_data_path", "enabled %d failures %llu", d.data_path.enabled,
+	      (unsigned long long)d.data_path.failures);
+	check(d.silent_flaps != 0 && d.require_address == RW_ADDRESS_NONE, "default_silent_flaps_and_address",
+	      "silent %d address %u", d.silent_flaps, d.require_address);
+	c = d;
+	c.require_address = 5;
+	CHECK_STATUS("require_address_5_refused", rw_machine_new(&c, &m), RW_ERR_INVALID);
+	check(strstr(rw_last_error(), "require_address") != NULL, "require_address_refusal_names_it", "\"%s\"",
+	      rw_last_error());
+	c = d;
+	c.data_path.min_peers = 17;
+	CHECK_STATUS("min_peers_17_refused", rw_machine_new(&c, &m), RW_ERR_INVALID);
+	check(strstr(rw_last_error(), "min_peers") != NULL, "min_peers_refusal_names_it", "\"%s\"", rw_last_error());
+	check(m == NULL, "refused_settings_make_no_machine", "%p", (void *)m);
+
+	/* A program built with 0.1.0's header: its struct is read as it was,
+	 * the settings after it at their defaults (the breaker on). */
+	memset(&old, 0, sizeof(old));
+	memcpy(&old, &d, offsetof(struct config_0_1_0, drain_budget));
+	old.drain_budget = d.drain_budget;
+	old.size = (uint32_t)sizeof(old);
+	old.tick_ms = 50;
+	check(sizeof(old) < sizeof(rw_config), "the_old_struct_is_smaller", "%zu vs %zu", sizeof(old),
+	      sizeof(rw_config));
+	if (!check(rig_init(&r, (const rw_config *)(const void *)&old), "config_0_1_0_accepted", "%s", rw_last_error()))
+		return;
+	rw_machine_add_device(r.m, "mlx5_0", one, 1, 0, &dev);
+	rig_run(&r);
+	lines[0] = (rw_transfer_report){ .peer = 1, .wc_status = WC_RETRY_EXC_ERR, .count = 10 };
+	lines[1] = (rw_transfer_report){ .peer = 2, .wc_status = WC_RETRY_EXC_ERR, .count = 10 };
+	rw_machine_report_transfers(r.m, 0, 1, lines, 2, 1);
+	rig_run(&r);
+	CHECK_EQ("config_0_1_0_breaker_on_by_default", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_DATA_PATH);
+	/* The pause at 1 ms runs the recovery tick: its period is the old
+	 * struct's tick_ms. */
+	rw_machine_poll_timeout(r.m, &deadline);
+	CHECK_EQ("config_0_1_0_tick_ms_read", deadline, 1 + 50);
+	rw_machine_free(&r.m);
+}
+
+int main(void)
+{
+	transfers();
+	counters();
+	required_address();
+	settings();
+	return check_done();
+}
