@@ -118,7 +118,7 @@ fn cli_bench(out: &Path, name: &str) -> Result<BTreeMap<String, f64>, String> {
     read_results(&file)
 }
 
-fn read_results(path: &Path) -> Result<BTreeMap<String, f64>, String> {
+pub(crate) fn read_results(path: &Path) -> Result<BTreeMap<String, f64>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut map = BTreeMap::new();
     for line in text.lines() {

@@ -4,6 +4,7 @@
 //! - `deps`: installs the system packages the verbs backend needs.
 //! - `ffi`: the C API's C and C++ tests, linked both ways, and under valgrind.
 //! - `bench`: the benchmarks, printed as one table of ratios.
+//! - `attack`: `/metrics` under attack, a scraper's latency and failures.
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
 //! - `soak`: ten million simulated events with faults and flaps, checked.
@@ -13,6 +14,7 @@
 
 use std::process::ExitCode;
 
+mod attack;
 mod bench;
 mod ci;
 mod deps;
@@ -28,6 +30,7 @@ mod vmtest;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
+        Some("attack") => attack::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("ci") => ci::run(),
         Some("deps") => deps::run(),
@@ -39,11 +42,14 @@ fn main() -> ExitCode {
         Some("props") => props::run(&args[1..]),
         Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|ffi|bench|scale|fuzz|soak|props|size|vmtest>");
+            eprintln!("usage: cargo xtask <ci|deps|ffi|bench|attack|scale|fuzz|soak|props|size|vmtest>");
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
             eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, under valgrind");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
+            eprintln!(
+                "  attack /metrics under idle, slowloris, never-read and 1 MiB-head clients: scrape p99 and failures"
+            );
             eprintln!("  scale time a 1,000,000-event, 64-device scenario and its peak memory");
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
             eprintln!("  soak  [--events N] [--seed S] 10,000,000 simulated events with faults and flaps, checked");

@@ -1,8 +1,10 @@
 //! `cargo xtask props [--cases N]`: the property tests of the machine
-//! (`crates/core/tests/machine_props.rs`) and of the monitor over simulated
-//! devices (`crates/runtime/tests/proptest_monitor.rs`), in release mode,
-//! with many more cases than `cargo test` runs (default 100,000 for the
-//! machine, a tenth of that for the monitor, whose cases are heavier).
+//! (`crates/core/tests/machine_props.rs`), of the monitor over simulated
+//! devices (`crates/runtime/tests/proptest_monitor.rs`) and of recordings
+//! (`crates/scenario/tests/replay_props.rs`: random scenarios recorded and
+//! replayed), in release mode, with many more cases than `cargo test` runs
+//! (default 100,000 for the machine, a tenth of that for the monitor and
+//! the recordings, whose cases are heavier).
 
 use std::time::Instant;
 
@@ -34,6 +36,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
         cargo()
             .args(["test", "--release", "-p", "railwatch-runtime", "--test", "proptest_monitor", "--", "--nocapture"])
             .env("PROPTEST_CASES", monitor_cases.to_string()),
+    )?;
+    let replay_cases = (cases / 10).max(1);
+    step(
+        &format!("recordings replay exactly ({replay_cases} random scenarios)"),
+        cargo()
+            .args(["test", "--release", "-p", "railwatch-scenario", "--test", "replay_props", "--", "--nocapture"])
+            .env("RAILWATCH_REPLAY_CASES", replay_cases.to_string()),
     )?;
     eprintln!("==> props: passed ({:.1} s including the release build)", started.elapsed().as_secs_f64());
     Ok(())

@@ -113,11 +113,14 @@ impl SettingsError {
     fn in_file(file: &str, line: Option<usize>, key: Option<String>, message: impl Into<String>) -> SettingsError {
         // One line, always: fold whatever the TOML parser wrapped.
         let message = message.into().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
+        // Whatever of the file it repeats: escaped and bounded.
+        let message = railwatch_core::error_line(&message);
         SettingsError { file: Some(file.to_owned()), line, flag: None, key, message }
     }
 
     fn of_flag(flag: &'static str, key: Option<&str>, message: impl Into<String>) -> SettingsError {
-        SettingsError { file: None, line: None, flag: Some(flag), key: key.map(str::to_owned), message: message.into() }
+        let message = railwatch_core::error_line(&message.into());
+        SettingsError { file: None, line: None, flag: Some(flag), key: key.map(str::to_owned), message }
     }
 
     fn json(&self) -> Json {
@@ -385,7 +388,7 @@ impl Ctx<'_> {
             };
             check_name(name).map_err(|e| self.err(v.span(), key, e))?;
             if names.contains(name) {
-                return Err(self.err(v.span(), key, format!("{name:?} is listed twice")));
+                return Err(self.err(v.span(), key, format!("{} is listed twice", railwatch_core::shown_name(name))));
             }
             names.push(name.clone());
         }
@@ -396,7 +399,7 @@ impl Ctx<'_> {
 /// A device name as the kernel allows it (core's one rule).
 fn check_name(name: &str) -> Result<(), String> {
     match railwatch_core::device_name_problem(name) {
-        Some(why) => Err(format!("invalid device name {name:?}: {why}")),
+        Some(why) => Err(format!("invalid device name {}: {why}", railwatch_core::shown_name(name))),
         None => Ok(()),
     }
 }

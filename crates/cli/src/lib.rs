@@ -10,6 +10,7 @@
 //! assert!(text.contains("railwatch_build_info"));
 //! ```
 
+pub mod lineout;
 pub mod metrics;
 pub mod outfile;
 pub mod record;

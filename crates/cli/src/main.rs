@@ -12,11 +12,11 @@ use clap::{Args, Parser, Subcommand};
 /// `eprintln!` and `println!` that never panic: a line that cannot be
 /// written (stderr or stdout closed, or on a full disk) is dropped; the
 /// exit status still says what happened. Defined before the modules, so
-/// every module's `eprintln!` is this one.
+/// every module's `eprintln!` is this one: under `watch` it goes through
+/// the stderr queue (`railwatch_cli::lineout`), which never blocks.
 macro_rules! eprintln {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        railwatch_cli::lineout::eprint(format_args!($($arg)*));
     }};
 }
 #[allow(unused_macros)] // only `watch` (feature `verbs`) prints this way
@@ -126,8 +126,13 @@ struct WatchArgs {
     /// Print JSON lines instead of the timeline.
     #[arg(long)]
     json: bool,
-    /// Stop after this many milliseconds (default: run until interrupted).
-    #[arg(long, value_name = "MS")]
+    /// With no RDMA device at start, exit (0, "no RDMA devices found")
+    /// instead of waiting for one to appear.
+    #[arg(long)]
+    exit_without_devices: bool,
+    /// Stop after this many milliseconds (default: run until interrupted;
+    /// 0 to 31536000000, a year).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=MAX_FOR_MS))]
     for_ms: Option<u64>,
     /// Recovery tick period in milliseconds (default 1000; 1 ms to one
     /// week, checked with the other settings).
@@ -167,6 +172,10 @@ struct WatchArgs {
 
 /// `--record FILE` and `--record-anonymize`, alike for `simulate` and
 /// `watch` (docs/RECORDING.md).
+/// The longest `watch --for-ms`: a year (a deadline past what a clock can
+/// hold would end the process).
+const MAX_FOR_MS: u64 = 365 * 24 * 3600 * 1000;
+
 #[derive(Args, Debug)]
 struct RecordArgs {
     /// Record what the devices say as a scenario file that `railwatch
@@ -223,10 +232,14 @@ fn init_logging() {
     } else {
         builder.format_timestamp_millis();
     }
+    // Through `lineout` (direct until `watch` installs its queue).
+    builder.target(env_logger::Target::Pipe(Box::new(railwatch_cli::lineout::LogPipe)));
     builder.init();
 }
 
 fn main() -> ExitCode {
+    // A file-size limit makes a write fail (EFBIG), not end the process.
+    railwatch_cli::outfile::ignore_file_size_signal();
     init_logging();
     let cli = Cli::parse();
     match cli.command {
@@ -289,7 +302,11 @@ fn status(_args: StatusArgs) -> ExitCode {
 
 #[cfg(feature = "verbs")]
 fn run_watch(args: WatchArgs, settings: config::Settings) -> ExitCode {
-    watch::run(args, settings)
+    // From here on, stderr (the log, the error lines) never blocks either.
+    railwatch_cli::lineout::install_stderr();
+    let code = watch::run(args, settings);
+    railwatch_cli::lineout::finish_stderr(std::time::Duration::from_millis(300));
+    code
 }
 
 #[cfg(feature = "verbs")]

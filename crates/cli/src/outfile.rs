@@ -1,26 +1,194 @@
 //! Files railwatch writes on a user's say (`--html`, `--record`,
-//! `--textfile`): only regular files. A path that names a device, a FIFO,
-//! a socket or a directory is refused with an error naming what it is, so
-//! `--html /dev/null` cannot replace a device node, and `--record` on a
-//! FIFO cannot block. A symbolic link is followed: its target is written.
+//! `--textfile`): never through a link, never outside the named file's
+//! directory, never half a file.
+//!
+//! - The directory is resolved once, when the output is opened ([`OutFile::open`]:
+//!   links in the path up to it followed then) and held open; every later
+//!   step is relative to that handle (`openat`, `renameat`), so a directory
+//!   swapped for a link afterwards changes nothing.
+//! - Each write creates a new temporary file in it (`.NAME.PID.tmp`,
+//!   `O_CREAT | O_EXCL | O_NOFOLLOW`: a link planted under that name is an
+//!   error, never followed) and renames it over the name, which replaces
+//!   whatever entry is there, a link included: a link's target is never
+//!   written. A recording, which grows in place, is created the same way
+//!   and renamed into place at once ([`OutFile::create_growing`]).
+//! - A name that is a directory, a device, a FIFO or a socket when opened
+//!   is refused, naming what it is (`--html /dev/null` cannot replace a
+//!   device node, `--record` on a FIFO cannot block).
+//! - A write that fails (a full disk, `EFBIG` past a file-size limit:
+//!   `SIGXFSZ` is ignored, see [`ignore_file_size_signal`]) removes its
+//!   temporary file and is an error like any other.
 
-use std::fs;
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-/// `path` with a symbolic link at its end resolved; refused when what it
-/// names exists and is not a regular file.
-pub fn target(path: &Path) -> io::Result<PathBuf> {
-    let resolved = match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
-        _ => path.to_path_buf(),
-    };
-    match fs::metadata(&resolved) {
-        Ok(m) if !m.is_file() => {
-            let what = if m.is_dir() { "a directory" } else { "not a regular file (a device, FIFO or socket)" };
-            Err(io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}")))
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// An output file: its directory (held open) and its name in it.
+#[derive(Debug)]
+pub struct OutFile {
+    dir: OwnedFd,
+    /// The directory as resolved when opened.
+    dir_path: PathBuf,
+    name: OsString,
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+impl OutFile {
+    /// Resolves `path`'s directory (once) and checks what its name is now:
+    /// nothing, a regular file or a link (to be replaced) are fine; a
+    /// directory, device, FIFO or socket is refused.
+    pub fn open(path: &Path) -> io::Result<OutFile> {
+        let name = match path.file_name() {
+            Some(n) if !path.as_os_str().as_encoded_bytes().ends_with(b"/") => n.to_owned(),
+            _ => return Err(invalid("it is a directory, or names none".into())),
+        };
+        let parent = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let dir_path = fs::canonicalize(parent)?;
+        let dir = rustix::fs::open(&dir_path, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+        let out = OutFile { dir, dir_path, name };
+        out.check_kind()?;
+        Ok(out)
+    }
+
+    /// The file's path (its directory as resolved when opened).
+    pub fn path(&self) -> PathBuf {
+        self.dir_path.join(&self.name)
+    }
+
+    /// The entry under the name, unless it is a regular file, a link or
+    /// nothing: refused.
+    fn check_kind(&self) -> io::Result<()> {
+        match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile | FileType::Symlink => Ok(()),
+                FileType::Directory => Err(invalid("it is a directory".into())),
+                _ => Err(invalid("it is not a regular file (a device, FIFO or socket)".into())),
+            },
+            Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
         }
-        _ => Ok(resolved),
+    }
+
+    fn temporary_name(&self) -> OsString {
+        sibling_name(&self.name, &format!(".{}.tmp", std::process::id()), true)
+    }
+
+    /// Creates the temporary file exclusively (a stale one of ours, left
+    /// by a crash of a process with our id, removed first; a link there
+    /// is removed, never followed).
+    fn create_temporary(&self) -> io::Result<(OsString, File)> {
+        let tmp = self.temporary_name();
+        let _ = rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty());
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &tmp, flags, Mode::from_raw_mode(0o644))?;
+        Ok((tmp, File::from(fd)))
+    }
+
+    /// Whether [`replace`](Self::replace) could write now: the directory
+    /// takes a new file. Checked before a run whose result is written at
+    /// its end, so a bad path is said first.
+    pub fn writable(&self) -> io::Result<()> {
+        self.check_kind()?;
+        let (tmp, _file) = self.create_temporary()?;
+        rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty())?;
+        Ok(())
+    }
+
+    /// Writes `text` to a new temporary file, syncs it and renames it over
+    /// the name (a reader never sees half a file; a link there is
+    /// replaced). On failure the temporary file is removed.
+    pub fn replace(&self, text: &[u8]) -> io::Result<()> {
+        let (tmp, mut file) = self.create_temporary()?;
+        let written = (|| {
+            file.write_all(text)?;
+            file.sync_all()?;
+            self.rename_into_place(&tmp)
+        })();
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty());
+        }
+        written
+    }
+
+    fn rename_into_place(&self, tmp: &OsStr) -> io::Result<()> {
+        self.check_kind()?;
+        rustix::fs::renameat(&self.dir, tmp, &self.dir, &self.name)?;
+        Ok(())
+    }
+
+    /// A new empty file under the name, to be grown in place: created as
+    /// a temporary file and renamed into place at once.
+    pub fn create_growing(&self) -> io::Result<File> {
+        let (tmp, file) = self.create_temporary()?;
+        match self.rename_into_place(&tmp) {
+            Ok(()) => Ok(file),
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty());
+                Err(e)
+            }
+        }
+    }
+
+    /// Where [`keep_previous`](Self::keep_previous) keeps the file: the
+    /// same directory, `.old` added to the name.
+    pub fn kept_as(&self) -> PathBuf {
+        self.dir_path.join(sibling_name(&self.name, ".old", false))
+    }
+
+    /// A non-empty regular file under the name is renamed to
+    /// [`kept_as`](Self::kept_as) (replacing an older one); a link is
+    /// not kept (it is replaced when written). Returns the kept name.
+    pub fn keep_previous(&self) -> io::Result<Option<PathBuf>> {
+        match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_size > 0 => {
+                let old = sibling_name(&self.name, ".old", false);
+                rustix::fs::renameat(&self.dir, &self.name, &self.dir, &old)?;
+                Ok(Some(self.dir_path.join(old)))
+            }
+            Ok(_) | Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// `name` with `suffix` added, and a leading dot if `hidden`.
+fn sibling_name(name: &OsStr, suffix: &str, hidden: bool) -> OsString {
+    let mut s = OsString::from(if hidden { "." } else { "" });
+    s.push(name);
+    s.push(suffix);
+    s
+}
+
+/// Writes `text` to `path` as [`OutFile::replace`] does (the directory
+/// resolved now).
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    OutFile::open(path)?.replace(text.as_bytes())
+}
+
+/// Whether [`write_atomically`] could write `path` now.
+pub fn writable(path: &Path) -> io::Result<()> {
+    OutFile::open(path)?.writable()
+}
+
+/// Makes a write past the file-size limit (`ulimit -f`, systemd's
+/// `LimitFSIZE=`) an `EFBIG` error instead of the end of the process:
+/// `SIGXFSZ`'s default action is replaced by a handler that only sets a
+/// flag. Called once, first thing.
+pub fn ignore_file_size_signal() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, Arc::new(AtomicBool::new(false))) {
+        log::warn!("cannot catch SIGXFSZ ({e}): a file-size limit would end the process");
     }
 }
 
@@ -50,111 +218,5 @@ pub fn distinct(files: &[(&str, Option<&Path>)]) -> Result<(), String> {
     Ok(())
 }
 
-/// `path` resolved (see [`target`]) and the temporary file written beside
-/// it, cleared of a stale one of ours (a crash) in the way of `create_new`.
-fn temporary_beside(path: &Path) -> io::Result<(PathBuf, PathBuf)> {
-    let path = target(path)?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let _ = fs::remove_file(&tmp);
-    Ok((path, tmp))
-}
-
-/// Whether [`write_atomically`] could write `path` now: it is (or would
-/// be) a regular file, and its directory takes a new file. Checked before
-/// a run whose result is written at its end, so a bad path is said first.
-pub fn writable(path: &Path) -> io::Result<()> {
-    let (_, tmp) = temporary_beside(path)?;
-    fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-    fs::remove_file(&tmp)
-}
-
-/// Writes `text` to `path` through a new temporary file in the same
-/// directory (created exclusively, never through a link someone planted),
-/// renamed into place, so a reader never sees half a file.
-pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
-    let (path, tmp) = temporary_beside(path)?;
-    let written = (|| {
-        let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_regular_files_are_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("a.html");
-        write_atomically(&file, "one").unwrap();
-        write_atomically(&file, "two").unwrap();
-        assert_eq!(fs::read_to_string(&file).unwrap(), "two");
-        // Through a link: the target is written, the link stays.
-        let link = dir.path().join("link.html");
-        std::os::unix::fs::symlink(&file, &link).unwrap();
-        write_atomically(&link, "three").unwrap();
-        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-        assert_eq!(fs::read_to_string(&file).unwrap(), "three");
-        // A device, a FIFO, a directory: refused, untouched.
-        for bad in [Path::new("/dev/null"), dir.path()] {
-            let e = write_atomically(bad, "x").unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{}: {e}", bad.display());
-        }
-        assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
-        let fifo = dir.path().join("fifo");
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        assert!(target(&fifo).is_err());
-        assert!(write_atomically(&dir.path().join("missing/a.html"), "x").is_err());
-        assert!(writable(&dir.path().join("missing/a.html")).is_err());
-        assert!(writable(&fifo).is_err());
-        writable(&dir.path().join("new.html")).unwrap();
-        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert!(!left.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{left:?}");
-    }
-
-    #[test]
-    fn the_files_of_one_command_are_distinct() {
-        let dir = tempfile::tempdir().unwrap();
-        let scenario = dir.path().join("s.toml");
-        fs::write(&scenario, "name = \"s\"").unwrap();
-        let html = dir.path().join("r.html");
-        assert_eq!(distinct(&[("the scenario", Some(scenario.as_path())), ("--html", Some(html.as_path()))]), Ok(()));
-        // The same file by another spelling, and through a link.
-        let spelled = dir.path().join(".").join("s.toml");
-        let err = distinct(&[
-            ("the scenario", Some(scenario.as_path())),
-            ("--html", Some(html.as_path())),
-            ("--record", Some(spelled.as_path())),
-        ])
-        .unwrap_err();
-        assert!(err.starts_with("the scenario and --record name the same file"), "{err}");
-        let link = dir.path().join("link.toml");
-        std::os::unix::fs::symlink(&scenario, &link).unwrap();
-        assert!(distinct(&[("the scenario", Some(scenario.as_path())), ("--record", Some(link.as_path()))]).is_err());
-        // An option not given is no file.
-        assert_eq!(
-            distinct(&[("the scenario", Some(scenario.as_path())), ("--html", None), ("--record", None)]),
-            Ok(())
-        );
-        // Two outputs that do not exist yet, spelled alike.
-        let err = distinct(&[("--html", Some(html.as_path())), ("--record", Some(html.as_path()))]).unwrap_err();
-        assert_eq!(err, format!("--html and --record name the same file, {}", html.display()));
-    }
-
-    use std::os::unix::fs::FileTypeExt;
-}
+mod tests;

@@ -12,6 +12,8 @@ use railwatch_core::Millis;
 use railwatch_runtime::{Config, Observer, Snapshot};
 use railwatch_scenario::record::{RecordOptions, Recorder};
 
+use crate::outfile::OutFile;
+
 /// A recording in progress, shared by the monitor's observer and the watch
 /// loop (which flushes it and finishes it).
 #[derive(Clone)]
@@ -35,25 +37,23 @@ struct Disk {
 /// non-empty file at `path` is kept as `path.old` (replacing an older
 /// one), as `perf record` keeps `perf.data.old`, so an agent restarted
 /// after a crash does not wipe the incident it recorded. Returns the name
-/// the old one is kept under.
+/// the old one is kept under. A link at `path` is not kept: it is
+/// replaced by the recording, its target never written.
 pub fn keep_previous(path: &Path) -> io::Result<Option<PathBuf>> {
-    let path = crate::outfile::target(path)?;
-    match std::fs::metadata(&path) {
-        Ok(m) if m.len() > 0 => {
-            let old = kept_as(&path);
-            std::fs::rename(&path, &old).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", old.display())))?;
-            Ok(Some(old))
-        }
-        _ => Ok(None),
-    }
+    OutFile::open(path)?.keep_previous()
 }
 
-/// Where [`keep_previous`] keeps a recording at `path`: beside the file it
-/// names (through a symbolic link), with `.old` added.
+/// Where [`keep_previous`] keeps a recording at `path`: in its directory,
+/// with `.old` added.
 pub fn kept_as(path: &Path) -> PathBuf {
-    let mut old = crate::outfile::target(path).unwrap_or_else(|_| path.to_path_buf()).into_os_string();
-    old.push(".old");
-    PathBuf::from(old)
+    OutFile::open(path).map_or_else(
+        |_| {
+            let mut old = path.as_os_str().to_owned();
+            old.push(".old");
+            PathBuf::from(old)
+        },
+        |out| out.kept_as(),
+    )
 }
 
 /// The recording's description for `watch`: the host, unless anonymized.
@@ -73,7 +73,8 @@ fn host_name() -> Option<String> {
 impl Recording {
     /// Creates `path` with the header for `config` (the settings in force).
     /// `recorded_by` names the command (`"railwatch watch --record"`).
-    /// Only a regular file (or a new one) is written.
+    /// Written as [`OutFile`] writes: a new file renamed into place (a
+    /// link there replaced, never followed), then grown in place.
     pub fn create(
         path: &Path,
         config: &Config,
@@ -81,7 +82,7 @@ impl Recording {
         recorded_by: &str,
         description: String,
     ) -> std::io::Result<Recording> {
-        let path = crate::outfile::target(path)?;
+        let file = OutFile::open(path)?.create_growing()?;
         let opts = RecordOptions {
             recorded_by: recorded_by.to_owned(),
             name: "recorded".to_owned(),
@@ -90,9 +91,21 @@ impl Recording {
             notes: vec!["the re-open jitter (the replay draws its own)".to_owned()],
             anonymize,
         };
-        let recorder = Recorder::create(&path, &opts)?;
+        let recorder = Recorder::create_in(file, &opts)?;
         let disk = Disk { file: recorder.file_handle()?, synced_at: Instant::now() };
         Ok(Recording { inner: Arc::new(Mutex::new(recorder)), disk: Arc::new(Mutex::new(disk)) })
+    }
+
+    /// The host's devices at the start are attached (see
+    /// [`Recorder::started`]).
+    pub fn started(&self) {
+        self.lock().started();
+    }
+
+    /// The monitor runs on a virtual clock (`simulate --record`): changes
+    /// are placed at the query that saw them.
+    pub fn on_virtual_time(&self) {
+        self.lock().on_virtual_time();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorder> {

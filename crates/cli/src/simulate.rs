@@ -26,7 +26,11 @@ fn load(args: &SimulateArgs) -> Result<Scenario, String> {
     let name = args.builtin.as_deref().unwrap_or(builtin::DEFAULT);
     let Some(b) = builtin::find(name) else {
         let names: Vec<&str> = builtin::BUILTINS.iter().map(|b| b.name).collect();
-        return Err(format!("no built-in scenario called {name:?}; there are: {}", names.join(", ")));
+        return Err(format!(
+            "no built-in scenario called {}; there are: {}",
+            railwatch_core::shown_name(name),
+            names.join(", ")
+        ));
     };
     Scenario::parse(b.text, &format!("builtin:{}", b.name)).map_err(|e| e.to_string())
 }
@@ -101,7 +105,12 @@ impl Outputs {
                 let description = format!("recorded by railwatch simulate from the scenario {}", scenario.name);
                 let by = "railwatch simulate --record";
                 match Recording::create(path, &config, args.rec.record_anonymize, by, description) {
-                    Ok(r) => Some(r),
+                    Ok(r) => {
+                        if !args.realtime {
+                            r.on_virtual_time();
+                        }
+                        Some(r)
+                    }
                     Err(e) => return Err(refuse(format_args!("cannot write the recording {}: {e}", path.display()))),
                 }
             }

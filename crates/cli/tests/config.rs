@@ -477,12 +477,13 @@ fn without_the_verbs_feature_a_valid_config_still_needs_verbs_to_watch() {
 
 #[cfg(feature = "verbs")]
 mod with_verbs {
-    use std::process::Command;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
 
     use railwatch_verbs_backend::testing::{FakeLib, command_under_fake};
     use serde_json::Value;
 
-    use super::{SECONDS, config_file, path_of, railwatch, run_within};
+    use super::{SECONDS, check, config_file, path_of, railwatch, run_within};
 
     /// mlx5_0 (NDR 4x), mlx5_1 (EDR 4x) and mlx5_2 (HDR 2x), one port each.
     const THREE_DEVICES: &str = "mlx5_0:4/128/2;mlx5_1:4/32/2;mlx5_2:4/64/16";
@@ -568,6 +569,59 @@ mod with_verbs {
         assert!(stdout.starts_with("watching mlx5_0 (1 port); recovery tick 45 ms;"), "{stdout}");
     }
 
+    /// What `--check` accepts, `watch` runs, and what it refuses, `watch`
+    /// refuses the same way: each numeric flag at the top of its range and
+    /// one past it (the issue's `--drain-budget 10000000000` crashed
+    /// `watch` after `--check` passed; `--for-ms 18446744073709551615`
+    /// panicked on the deadline).
+    #[test]
+    fn check_accepts_exactly_what_watch_runs() {
+        for (flag, top, past) in [
+            ("--tick-ms", "604800000", "604800001"),
+            ("--audit-ms", "604800000", "604800001"),
+            ("--settle-ms", "604800000", "604800001"),
+            ("--drain-budget", "65536", "65537"),
+            ("--drain-budget", "65536", "10000000000"),
+            ("--drain-budget", "65536", "9223372036854775807"),
+            ("--drain-budget", "65536", "18446744073709551616"),
+            ("--damping-half-life-ms", "201600000", "201600001"),
+            ("--for-ms", "31536000000", "31536000001"),
+            ("--for-ms", "31536000000", "18446744073709551615"),
+        ] {
+            let (ok, _, stderr) = check(&[flag, top]);
+            assert_eq!(ok.status.code(), Some(0), "--check {flag} {top}: {stderr}");
+            let (bad, _, check_err) = check(&[flag, past]);
+            let refused = bad.status.code();
+            assert!(matches!(refused, Some(1 | 2)), "--check {flag} {past}: {refused:?} {check_err}");
+            // watch: the top runs, and one past it is refused as --check
+            // refused it.
+            if flag == "--for-ms" {
+                let mut child =
+                    under_fake(&["watch", flag, top]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                let alive = child.try_wait().unwrap().is_none();
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                assert!(alive, "watch {flag} {top} ended: {}", String::from_utf8_lossy(&out.stderr));
+            } else {
+                let (out, stdout, stderr) =
+                    run_within(&mut under_fake(&["watch", "--for-ms", "0", flag, top]), SECONDS);
+                assert!(out.status.success(), "watch {flag} {top}: {stdout}\n{stderr}");
+            }
+            let mut args = vec!["watch"];
+            if flag != "--for-ms" {
+                args.extend(["--for-ms", "0"]);
+            }
+            args.extend([flag, past]);
+            // (exit 2, bad input, where --check says 1, invalid; the
+            // parser's own refusals are 2 for both), with the same words.
+            let (out, stdout, stderr) = run_within(&mut under_fake(&args), SECONDS);
+            assert_eq!(out.status.code(), Some(2), "watch {flag} {past}: {stdout}\n{stderr}");
+            let first = |text: &str| text.lines().next().unwrap_or("").to_owned();
+            assert_eq!(first(&stderr), first(&check_err), "watch {flag} {past}");
+        }
+    }
+
     #[test]
     fn check_opens_no_device() {
         // Listing would fail (EPERM): --check never gets that far.
@@ -578,4 +632,26 @@ mod with_verbs {
         assert!(out.status.success(), "{stdout}\n{stderr}");
         assert!(stdout.contains("valid; effective settings"), "{stdout}");
     }
+}
+
+/// An 8 MiB device name with ESC and BEL in it (in the file or a flag):
+/// the error line is short and has no raw control character.
+#[test]
+fn an_error_line_is_bounded_and_escaped() {
+    let huge = format!("\u{1b}[31m\u{7}{}", "a".repeat(8 << 20));
+    let f =
+        config_file(&format!("include = [\"{}\"]\n", huge.replace('\u{1b}', "\\u001b").replace('\u{7}', "\\u0007")));
+    let (out, _, stderr) = check(&["--config", path_of(&f)]);
+    assert_eq!(out.status.code(), Some(1), "{}", &stderr[..stderr.len().min(300)]);
+    let (out2, _, flag_err) = check(&["--include", &huge[..4096]]);
+    assert_eq!(out2.status.code(), Some(1));
+    for err in [&stderr, &flag_err] {
+        assert!(err.len() < 2048, "{} bytes: {}", err.len(), &err[..300]);
+        assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err}");
+        assert!(err.contains("invalid device name \"\\u{1b}[31m\\u{7}aaa"), "{err}");
+    }
+    // A [[damping]] array of tables names its key.
+    let f = config_file("[[damping]]\nhalf_life_ms = 3\n");
+    let (_, _, stderr) = check(&["--config", path_of(&f)]);
+    assert!(stderr.contains(":1: damping: must be a table (or false to turn it off), not an array"), "{stderr}");
 }

@@ -255,3 +255,74 @@ fn a_killed_recording_is_still_a_valid_scenario() {
     let new = std::fs::read_to_string(&file).unwrap();
     assert!(new.contains("[[expect]]") && !new.contains("port_err"), "{new}");
 }
+
+/// Random incidents, seeded: `watch --record` under the fake with a fast
+/// tick (and the audit, every other case) while random flaps, silent
+/// recoveries, GID changes in the millisecond after a PORT_ACTIVE (a
+/// RoCE link-up), renegotiations and bursts are driven through the control
+/// FIFO; the replay of each recording gives the live run's transitions
+/// (rail, from, to, cause, generation) in the same order.
+/// `RAILWATCH_WATCH_REPLAY_CASES` sets the number of cases (default 4).
+#[test]
+fn random_incidents_recorded_by_watch_replay_the_same() {
+    let cases: u64 = std::env::var("RAILWATCH_WATCH_REPLAY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let mut failures = Vec::new();
+    for seed in 1..=cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (live, recording) = record_random(dir.path(), seed);
+        let (out, replayed) = replay(&dir.path().join("incident.toml"));
+        let (live, replayed) = (transitions(&live), transitions(&replayed));
+        if !out.status.success() || live != replayed {
+            failures.push(format!("seed {seed}:\nlive     {live:?}\nreplayed {replayed:?}\n{recording}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {cases} differ; the first:\n{}", failures.len(), failures[0]);
+}
+
+/// One random incident (see above), recorded.
+fn record_random(dir: &Path, seed: u64) -> (Vec<Value>, String) {
+    let fifo = dir.join("control");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo");
+    let file = dir.join("incident.toml");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_railwatch"));
+    command_under_fake(&mut watch, FakeLib::Basic)
+        .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2,4/64/2;mlx5_1:4/32/2")
+        .env("FAKE_IBVERBS_CONTROL", &fifo)
+        .env_remove("FAKE_IBVERBS_EVENTS")
+        .args(["watch", "--json", "--tick-ms", "50", "--record"])
+        .arg(&file)
+        .args(if seed % 2 == 0 { &["--audit-ms", "300"][..] } else { &[][..] })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut guard = Killed(Some(watch.spawn().expect("railwatch starts")));
+    wait_for("the devices in the recording", || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.matches("[[device]]").count() == 2)
+    });
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let ports = [(0, 1), (0, 2), (1, 1)];
+    for i in 0..12 {
+        let (d, p) = ports[next(3) as usize];
+        let command = match next(6) {
+            0 => format!("port {d} {p} 1\nevent {d} 10 {p}\n"),
+            1 => format!("port {d} {p} 4\nevent {d} 9 {p}\n"),
+            2 => format!("port {d} {p} 4\n"),
+            // A RoCE link-up: PORT_ACTIVE, then a GID change in the same
+            // millisecond.
+            3 => format!("port {d} {p} 4\nevent {d} 9 {p}\ngid {d} {p} 0 {}\nevent {d} 18 {p}\n", 10 + i),
+            4 => format!("link {d} {p} {} 2\nevent {d} 20 0\n", [32, 64, 128][next(3) as usize]),
+            _ => format!("{}event {d} 9 {p}\n", format!("event {d} 4 0\n").repeat(20)),
+        };
+        control(&fifo, &command);
+        std::thread::sleep(Duration::from_millis(20 + next(200)));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = terminate(guard.0.take().unwrap());
+    assert!(out.status.success(), "watch failed: {}", String::from_utf8_lossy(&out.stderr));
+    (lines(&out.stdout), std::fs::read_to_string(&file).unwrap())
+}

@@ -231,6 +231,15 @@ mod with_verbs {
         agent.stop();
     }
 
+    /// No device at start: ready all the same, saying it waits.
+    #[test]
+    fn with_no_device_it_is_ready_and_waits() {
+        let mut agent = Agent::start("", "", &[]);
+        agent.wait_message("READY=1", |l| l == "READY=1");
+        agent.wait_message("the status", |l| l == "STATUS=0 rails, waiting for devices");
+        agent.stop();
+    }
+
     #[test]
     fn no_watchdog_for_another_pid() {
         let mut agent = Agent::start("mlx5_0:4/128/2", "", &[("WATCHDOG_USEC", "200000"), ("WATCHDOG_PID", "1")]);

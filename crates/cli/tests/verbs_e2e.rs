@@ -354,15 +354,42 @@ mod with_verbs {
         assert!(stderr.contains("no device could be opened"), "{stderr}");
     }
 
+    /// No device at start: `watch` waits for one (a driver loaded after
+    /// the agent), its header saying so, until the deadline; the summary
+    /// then has no rail.
+    #[test]
+    fn watch_with_no_device_waits_for_one() {
+        let mut cmd = under_fake(TWO_DEVICES, &["watch", "--for-ms", "300"]);
+        cmd.env("FAKE_IBVERBS_LIST_ERRNO", "38");
+        let started = std::time::Instant::now();
+        let (out, stdout, stderr) = run(&mut cmd);
+        assert!(out.status.success(), "{stderr}");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(300), "it waited for the deadline");
+        assert!(
+            stdout.starts_with("watching no device yet (waiting for one); recovery tick 1000 ms; for 300 ms\n"),
+            "{stdout}"
+        );
+        assert!(stderr.contains("no RDMA devices found: waiting for one to appear"), "{stderr}");
+
+        let mut cmd = under_fake(TWO_DEVICES, &["watch", "--json", "--for-ms", "100"]);
+        cmd.env("FAKE_IBVERBS_LIST_ERRNO", "38");
+        let (out, stdout, stderr) = run(&mut cmd);
+        assert!(out.status.success(), "{stderr}");
+        let lines = json_lines(&stdout);
+        assert_eq!(lines.len(), 1, "{stdout}");
+        assert_eq!((lines[0]["kind"].as_str(), lines[0]["rails"].as_array().map(Vec::len)), (Some("summary"), Some(0)));
+    }
+
+    /// `--exit-without-devices`: the old end, at once.
     #[test]
     fn watch_without_kernel_rdma_support_finds_no_devices() {
-        let mut cmd = under_fake(TWO_DEVICES, &["watch", "--for-ms", "100"]);
+        let mut cmd = under_fake(TWO_DEVICES, &["watch", "--exit-without-devices", "--for-ms", "100"]);
         cmd.env("FAKE_IBVERBS_LIST_ERRNO", "38");
         let (out, stdout, stderr) = run(&mut cmd);
         assert!(out.status.success(), "{stderr}");
         assert_eq!(stdout.trim(), "no RDMA devices found");
 
-        let mut cmd = under_fake(TWO_DEVICES, &["watch", "--json", "--for-ms", "100"]);
+        let mut cmd = under_fake(TWO_DEVICES, &["watch", "--exit-without-devices", "--json", "--for-ms", "100"]);
         cmd.env("FAKE_IBVERBS_LIST_ERRNO", "38");
         let (out, stdout, stderr) = run(&mut cmd);
         assert!(out.status.success(), "{stderr}");
@@ -380,7 +407,7 @@ mod with_verbs {
             eprintln!("skipped: this host has RDMA devices");
             return;
         }
-        for args in [&["status"][..], &["watch", "--for-ms", "100"][..]] {
+        for args in [&["status"][..], &["watch", "--exit-without-devices", "--for-ms", "100"][..]] {
             let (out, stdout, stderr) = run(railwatch().env_remove("LD_LIBRARY_PATH").args(args));
             assert!(out.status.success(), "railwatch {args:?}: {:?}\n{stdout}\n{stderr}", out.status);
             assert_eq!(stdout.trim(), "no RDMA devices found", "railwatch {args:?}");

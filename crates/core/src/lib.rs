@@ -59,6 +59,7 @@ mod port;
 mod ports;
 mod rail;
 mod settings;
+mod shown;
 mod sync;
 mod time;
 mod wc;
@@ -82,5 +83,6 @@ pub use port::{
 pub use ports::{DeviceSource, NoSelector, RailId, Selector, VerbsPort};
 pub use rail::{Gate, Outcome, PauseReason, RailCell, RailState, RailWord, Rejection, Ticket, layout as word_layout};
 pub use settings::{ConfigError, MachineConfig, Problem, Setting, SettingKind, SettingValue};
+pub use shown::{MAX_ERROR_LINE_CHARS, MAX_SHOWN_NAME_CHARS, error_line, shown_name};
 pub use time::{Clock, MAX_DELAY_MS, Millis};
 pub use wc::{WC_STATUSES, WcClass, WcStatus, classify_wc, wc_name, wc_status};

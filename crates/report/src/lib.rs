@@ -44,10 +44,12 @@
 //! ```
 
 mod draw;
+mod fold;
 mod model;
 mod page;
 
 pub use draw::{BAND_BUDGET, MARK_BUDGET, MIN_BANDS_PER_LANE, PLOT_W, TITLE_MAX, is_bidi_control};
+pub use fold::MAX_LANES;
 pub use model::PAUSE_REASONS;
 
 use serde_json::Value;
@@ -164,9 +166,11 @@ pub fn render_html(timeline: &Timeline) -> String {
 
 /// The page and what was drawn in it.
 pub fn render(timeline: &Timeline) -> (String, Stats) {
-    let model = model::Model::build(timeline);
+    let mut model = model::Model::build(timeline);
+    // Past its bound in rails, the quietest are folded into one line.
+    let folded = fold::fold(&mut model);
     let (svg, mut stats) = draw::draw(&model, &timeline.lines);
-    let html = page::page(timeline, &model, &svg);
+    let html = page::page(timeline, &model, folded.as_ref(), &svg);
     stats.bytes = html.len();
     (html, stats)
 }

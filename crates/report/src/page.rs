@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::Timeline;
 use crate::draw::{clip, secs};
+use crate::fold::Folded;
 use crate::model::{Model, PAUSE_REASONS};
 
 /// Nothing may be fetched: no font, image, style sheet, script or
@@ -136,11 +137,16 @@ fn text(v: Option<&Value>) -> String {
     }
 }
 
-fn summary(timeline: &Timeline, model: &Model) -> Markup {
+fn summary(timeline: &Timeline, model: &Model, folded: Option<&Folded>) -> Markup {
     let Some(summary) = model.summary.map(|i| &timeline.lines[i]) else {
         return html! { p.sub { "No summary line: the run did not finish." } };
     };
-    let rails: &[Value] = summary.get("rails").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+    let all: &[Value] = summary.get("rails").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+    // The rails drawn only, when some were folded (their line says how many).
+    let rails: Vec<&Value> = all
+        .iter()
+        .filter(|r| folded.is_none_or(|f| r.get("rail").and_then(Value::as_str).is_some_and(|n| f.drawn.contains(n))))
+        .collect();
     let failures: Vec<&Value> = timeline
         .lines
         .iter()
@@ -211,7 +217,7 @@ fn legend() -> Markup {
 }
 
 /// The whole page.
-pub fn page(timeline: &Timeline, model: &Model, svg: &str) -> String {
+pub fn page(timeline: &Timeline, model: &Model, folded: Option<&Folded>, svg: &str) -> String {
     let title = clip(&timeline.title, 200);
     let markup = html! {
         (DOCTYPE)
@@ -227,7 +233,7 @@ pub fn page(timeline: &Timeline, model: &Model, svg: &str) -> String {
             body {
                 h1 { "railwatch · " (title) }
                 p.sub {
-                    (secs(model.duration_ms)) ", " (model.lanes.len()) " rail(s), "
+                    (secs(model.duration_ms)) ", " (model.lanes.len() + folded.map_or(0, |f| f.rails)) " rail(s), "
                     (timeline.lines.len()) " JSON line(s). Hover a mark or band for the line behind it."
                 }
                 @if let Some(cut) = timeline.cut {
@@ -239,8 +245,16 @@ pub fn page(timeline: &Timeline, model: &Model, svg: &str) -> String {
                     }
                 }
                 (legend())
+                @if let Some(f) = folded {
+                    p.sub.cut {
+                        (f.rails) " more rail(s) are not drawn: the picture keeps the " (crate::MAX_LANES)
+                        " with the most happening. Of those left out, at the end " (f.active) " were active, "
+                        (f.paused) " paused and " (f.inert) " inert; they had " (f.recoveries) " recovery(ies) and "
+                        (f.marks) " mark(s)."
+                    }
+                }
                 div.picture { (PreEscaped(svg)) }
-                (summary(timeline, model))
+                (summary(timeline, model, folded))
                 script { (PreEscaped(SCRIPT)) }
             }
         }

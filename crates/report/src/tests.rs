@@ -341,3 +341,35 @@ fn a_run_too_long_to_hold_is_cut_and_says_so() {
     // Active to the cut: the pause after it is not drawn.
     assert_eq!(stats.bands, 1, "{stats:?}");
 }
+
+/// The largest scenario allowed (4,096 devices × 16 ports): lanes past
+/// `MAX_LANES` are folded into one line, the summary table shows the drawn
+/// rails only, and the page stays far under 10 MB (it was 92 MB).
+#[test]
+fn the_largest_scenario_s_rails_are_folded_into_a_bounded_page() {
+    let rails: Vec<String> = (0..4096 * 16).map(|i| format!("mlx5_{}/{}", i / 16, i % 16 + 1)).collect();
+    let mut lines = Vec::with_capacity(rails.len() + 400);
+    for rail in &rails {
+        lines.push(json!({"t_ms": 0, "kind": "transition", "rail": rail, "from": "inert", "to": "active", "generation": 1, "by": "attach"}));
+    }
+    // A few rails flap: those are drawn.
+    for rail in rails.iter().step_by(1000) {
+        lines.push(transition(100, rail, "active", "paused", 1, ("reason", "port_err")));
+    }
+    let names: Vec<(&str, &str)> = rails.iter().map(|r| (r.as_str(), "active")).collect();
+    lines.push(summary(1000, &names));
+    let t = Timeline { title: "largest".into(), duration_ms: 1000, rails: vec![], lines, ticks: vec![], cut: None };
+    let (html, stats) = render(&t);
+    assert_eq!(stats.lanes, crate::MAX_LANES);
+    assert!(stats.bytes < 10_000_000, "the page is {} bytes", stats.bytes);
+    assert!(
+        html.contains(&format!("{} more rail(s) are not drawn", rails.len() - crate::MAX_LANES)),
+        "the fold is told"
+    );
+    assert!(html.contains("65536 rail(s)"), "the header counts every rail");
+    assert!(
+        html.contains("<code>mlx5_0/1</code>") && html.contains("<code>mlx5_62/9</code>"),
+        "the flapped rails are drawn"
+    );
+    assert!(count(&html, "<tr>") <= crate::MAX_LANES + 1, "the table shows the drawn rails");
+}

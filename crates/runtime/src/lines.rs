@@ -206,6 +206,12 @@ pub enum Body<'a> {
         /// The index.
         index: u32,
     },
+    /// `output_dropped` (watch only): lines were dropped before this one
+    /// because stdout was not read fast enough.
+    OutputDropped {
+        /// How many.
+        lines: u64,
+    },
     /// `expect`: an expectation was checked.
     Expect {
         /// When it was checked.
@@ -257,6 +263,7 @@ impl Body<'_> {
             Body::PeerFailing { .. } => "peer_failing",
             Body::Probation { .. } => "probation",
             Body::GidIndex { .. } => "gid_index",
+            Body::OutputDropped { .. } => "output_dropped",
             Body::Expect { .. } => "expect",
             Body::RunSummary { .. } | Body::WatchSummary(_) => "summary",
         }

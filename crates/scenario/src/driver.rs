@@ -276,7 +276,22 @@ impl<'s> Run<'s> {
         let mut applied = false;
         let ticks = self.monitor.machine().ticks();
         let mut notes = 0;
+        // Devices an event was queued on in this instant.
+        let mut queued: Vec<usize> = Vec::new();
         while let Some(step) = self.scenario.steps.get(self.next_step).filter(|s| s.at_ms <= t) {
+            // What a device queued in this instant before a read fault or a
+            // removal of it is read first (a removal would drop it; a read
+            // error would hide it), as the live monitor read it in the
+            // drain that then failed.
+            if matches!(step.fault, Some(Fault::Eio | Fault::Ebadf | Fault::Remove))
+                && queued.contains(&step.device_index)
+            {
+                queued.clear();
+                notes += self.drain_notes(sink)?;
+            }
+            if step.event.is_some() {
+                queued.push(step.device_index);
+            }
             step.apply(&self.handles);
             self.next_step += 1;
             applied = true;

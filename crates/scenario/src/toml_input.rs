@@ -177,7 +177,11 @@ impl TopLevel {
                 RawSetting::Section(table) => {
                     set(config, spec.key, table, line)?;
                     written.push(Written { key: spec.key, line });
-                    written.extend(apply_section(spec.key, table, text, line, config)?);
+                    // `data_path = false` (or `damping = true`): on or off,
+                    // no keys of its own.
+                    if !matches!(table, Value::Boolean(_)) {
+                        written.extend(apply_section(spec.key, table, text, line, config)?);
+                    }
                 }
             }
         }
@@ -198,7 +202,7 @@ fn apply_section(
         return Err(SettingError {
             line: section_line,
             key: Some(section.to_owned()),
-            message: format!("must be a table, not {}", article(table)),
+            message: format!("must be {}, not {}", SettingKind::Section.expected(), article(table)),
         });
     };
     let mut written = Vec::new();
@@ -375,6 +379,14 @@ mod tests {
             (e.line, e.to_string()),
             (1, "damping: must be a table (or false to turn it off), not an integer".into())
         );
+        // `[[damping]]` is an array of tables: named, with its line.
+        let e = apply("tick_ms = 5\n[[damping]]\nhalf_life_ms = 3\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.to_string()),
+            (2, "damping: must be a table (or false to turn it off), not an array".into())
+        );
+        // Off, and on with the defaults.
+        apply("data_path = false\ndamping = true\n").unwrap();
         let e = apply("tick_ms = \n").unwrap_err();
         assert_eq!(e.line, 1);
     }

@@ -369,3 +369,39 @@ fn an_unplug_and_a_plug_in_one_instant_are_a_new_device() {
         );
     }
 }
+
+/// The simulator's held context stays dead after `restore`, as the
+/// kernel's does: a poll-only device removed and restored between two
+/// ticks is noticed at the next one (its query fails: closed, re-opened,
+/// attached anew with a new generation). Before, the old handle answered
+/// again and the removal went unseen, its generation kept.
+#[test]
+fn a_poll_only_device_removed_and_restored_between_ticks_is_noticed() {
+    assert_holds(
+        "duration_ms = 5000\nreopen_initial_ms = 100",
+        r#"
+[[step]]
+at_ms = 100
+device = "mlx5_0"
+fault = "eio"
+event = "comm_est"
+
+[[step]]
+at_ms = 500
+device = "mlx5_0"
+fault = "remove"
+
+[[step]]
+at_ms = 600
+device = "mlx5_0"
+fault = "restore"
+
+[[expect]]
+at_ms = 4000
+rail = "mlx5_0/1"
+state = "active"
+recovered_by = "attach"
+generation = 2
+"#,
+    );
+}

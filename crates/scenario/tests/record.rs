@@ -161,8 +161,8 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
     r.observe(at(0), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
     let err = AsyncEvent::new(EventKind::PortErr.code(), Element::Port(1));
     r.observe(at(500), Observed::Event { device: 0, event: err });
-    // The tick a second later (late by 2 ms) reads DOWN: placed 50 ms
-    // before; the one after reads DOWN again: nothing.
+    // The tick a second later (late by 2 ms) reads DOWN: after the
+    // PORT_ERR, placed with it; the one after reads DOWN again: nothing.
     r.observe(at(1502), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down) });
     r.observe(at(2500), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down) });
     // Two queries 10 ms apart, the second sees ACTIVE: right after the first.
@@ -174,7 +174,7 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
     }
     r.flush(at(1000)).unwrap();
     let early = std::fs::read_to_string(&path).unwrap();
-    assert!(early.contains("event = \"port_err\"") && !early.contains("port_state"), "{early}");
+    assert!(early.contains("event = \"port_err\"") && early.contains("port_state"), "{early}");
     r.flush(at(4000)).unwrap();
     let sc = Scenario::load(&path).unwrap();
     let steps: Vec<(u64, String)> = sc
@@ -191,7 +191,7 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
         .collect();
     assert_eq!(
         steps,
-        [(500, "port_errx1".into()), (1452, "down".into()), (2501, "active".into()), (3000, "comm_estx5".into())]
+        [(500, "port_errx1".into()), (500, "down".into()), (2501, "active".into()), (3000, "comm_estx5".into())]
             .map(|(t, w): (u64, String)| (t, w)),
     );
     assert_eq!(sc.steps[3].event.unwrap().event.element, Element::Object(railwatch_core::ObjectHandle(1)));
@@ -463,10 +463,10 @@ fn a_recording_stops_only_past_seven_days() {
 /// A port that went DOWN while a `DEVICE_FATAL` kept its device closed is
 /// seen by the first query after the live re-open. The replay re-opens at
 /// its own time (the backoff's jitter is drawn anew), possibly earlier: the
-/// change is placed just after the close, so the replay sees it whenever
-/// it re-opens, and pauses the rail as the live run did.
+/// change is placed at the close (after its event), so the replay sees it
+/// whenever it re-opens, and pauses the rail as the live run did.
 #[test]
-fn a_change_seen_after_a_reopen_is_placed_just_after_the_close() {
+fn a_change_seen_after_a_reopen_is_placed_at_the_close() {
     use railwatch_core::{AsyncEvent, Element, EventKind, PortState};
     use railwatch_runtime::Observed;
     let dir = tempfile::tempdir().unwrap();
@@ -482,7 +482,7 @@ fn a_change_seen_after_a_reopen_is_placed_just_after_the_close() {
     r.finish(Millis(3000), &no_rails(3000)).unwrap();
     let sc = Scenario::load(&path).unwrap();
     let down: Vec<u64> = sc.steps.iter().filter(|s| s.port_state.is_some()).map(|s| s.at_ms).collect();
-    assert_eq!(down, [501], "{}", std::fs::read_to_string(&path).unwrap());
+    assert_eq!(down, [500], "{}", std::fs::read_to_string(&path).unwrap());
     let (replayed, _, _) = replay(&path);
     assert_eq!(
         replayed,
@@ -494,4 +494,24 @@ fn a_change_seen_after_a_reopen_is_placed_just_after_the_close() {
         "{}",
         std::fs::read_to_string(&path).unwrap()
     );
+}
+
+/// `watch` with no device at the start, one appearing before the first
+/// flush: declared absent at the start and plugged in when it came (it was
+/// declared present from 0).
+#[test]
+fn a_device_appearing_before_the_first_flush_is_not_present_from_the_start() {
+    use railwatch_core::PortState;
+    use railwatch_runtime::Observed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.toml");
+    let sc = Scenario::parse("duration_ms = 1\n", "x").unwrap();
+    let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
+    r.started();
+    r.observe(Millis(30), Observed::Attached { device: 0, name: "rxe0", ports: &[1] });
+    r.observe(Millis(30), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    r.finish(Millis(100), &no_rails(100)).unwrap();
+    let rec = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!rec.devices[0].present, "{}", std::fs::read_to_string(&path).unwrap());
+    assert!(rec.steps.iter().any(|s| s.at_ms == 30 && s.fault == Some(railwatch_scenario::scenario::Fault::Plug)));
 }

@@ -88,6 +88,10 @@ struct Shared {
     pipe: Option<EventPipe>,
     /// Removed and not restored yet.
     removed: bool,
+    /// The context held when the device was removed is dead, restored or
+    /// not, until it is closed and opened again (a re-open): the kernel's
+    /// held context keeps failing with `ENODEV`.
+    dead: bool,
     eintr_pending: u64,
     read_fault: Option<ReadFault>,
     counters: SimCounters,
@@ -218,6 +222,7 @@ impl SimDevice {
             ports: map,
             pipe: Some(EventPipe::new()?),
             removed: false,
+            dead: false,
             eintr_pending: 0,
             read_fault: None,
             counters: SimCounters::default(),
@@ -294,7 +299,8 @@ impl VerbsPort for SimDevice {
         Ok(event)
     }
 
-    /// The port's state. Errors: `ENODEV` while the device is removed,
+    /// The port's state. Errors: `ENODEV` while the device is removed (and
+    /// on the context held since, restored or not, until a re-open),
     /// `EBADF` while it is closed, `EINVAL` for a port it does not have.
     fn port_state(&mut self, port: u8) -> io::Result<PortState> {
         let mut s = self.inner.lock();
@@ -342,6 +348,8 @@ impl VerbsPort for SimDevice {
         if let Some(mut pipe) = s.pipe.take() {
             s.counters.dropped += pipe.discard();
         }
+        // No context is held any more: none is dead.
+        s.dead = false;
     }
 
     /// Fails with `ENODEV` while the device is removed (until
@@ -357,6 +365,7 @@ impl VerbsPort for SimDevice {
         if let Some(mut old) = s.pipe.replace(fresh) {
             s.counters.dropped += old.discard();
         }
+        s.dead = false;
         s.eintr_pending = 0;
         s.read_fault = None;
         s.counters.reopens += 1;
@@ -386,7 +395,7 @@ fn notify(s: &mut Shared) {
 }
 
 fn check_queryable(s: &Shared, port: u8) -> io::Result<()> {
-    if s.removed {
+    if s.removed || s.dead {
         Err(os_err(libc::ENODEV))
     } else if s.pipe.is_none() {
         Err(os_err(libc::EBADF))
@@ -535,6 +544,7 @@ impl SimHandle {
     pub fn remove(&self) {
         let mut s = self.inner.lock();
         s.removed = true;
+        s.dead = s.pipe.is_some();
         if let Some(pipe) = s.pipe.as_mut() {
             let dropped = pipe.close_write();
             s.counters.dropped += dropped;
@@ -614,6 +624,7 @@ impl SimHandle {
             s.counters.dropped += old.discard();
         }
         s.epoch += 1;
+        s.dead = false;
         s.eintr_pending = 0;
         s.read_fault = None;
         Ok(SimDevice { inner: self.inner.clone(), epoch: s.epoch })
@@ -632,9 +643,12 @@ impl SimHandle {
         self.open_anew()
     }
 
-    /// The device can be opened again: port queries work and the next
-    /// [`VerbsPort::reopen`] succeeds with a fresh pipe. The old fd stays
-    /// dead (reads `EIO`) until that re-open. No-op unless removed.
+    /// The device can be opened again: the next [`VerbsPort::reopen`]
+    /// succeeds with a fresh pipe. The context held since the removal
+    /// stays dead until that re-open, as the kernel's does: its fd reads
+    /// `EIO` and its port queries fail with `ENODEV` (so a poll-only
+    /// device removed and restored between two ticks is noticed). No-op
+    /// unless removed.
     pub fn restore(&self) {
         self.inner.lock().removed = false;
     }

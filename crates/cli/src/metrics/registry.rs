@@ -109,6 +109,16 @@ pub struct Metrics {
     /// (`read_errors`, `reopen_attempts`, `comm_est`), to add only what is
     /// new.
     last_totals: HashMap<String, (u64, u64, u64)>,
+    /// Lines `watch` dropped because stdout or stderr was not read, and
+    /// the totals last added.
+    output_dropped: Family<StreamLabels, Counter>,
+    output_dropped_seen: [u64; 2],
+}
+
+/// An output stream of the agent: `stdout` or `stderr`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    stream: &'static str,
 }
 
 /// The code `railwatch_rail_state` gives a rail state.
@@ -208,6 +218,12 @@ impl Metrics {
             Family::new_with_constructor(unavailable_histogram);
         let evidence = EvidenceFamilies::register(&mut registry);
         let host = HostFamilies::register(&mut registry);
+        let output_dropped = Family::<StreamLabels, Counter>::default();
+        registry.register(
+            "railwatch_output_lines_dropped",
+            "Lines of watch's output dropped because stdout or stderr was not read fast enough (its queue was full)",
+            output_dropped.clone(),
+        );
 
         registry.register(
             "railwatch_rail_available",
@@ -301,6 +317,20 @@ impl Metrics {
             last_evidence: HashMap::new(),
             down_since: HashMap::new(),
             last_totals: HashMap::new(),
+            output_dropped,
+            output_dropped_seen: [0; 2],
+        }
+    }
+
+    /// The totals of lines dropped on the way to stdout and stderr
+    /// ([`crate::lineout`]); what is new since the last call is counted.
+    pub fn output_dropped(&mut self, stdout: u64, stderr: u64) {
+        for (i, (stream, total)) in [("stdout", stdout), ("stderr", stderr)].into_iter().enumerate() {
+            let new = total.saturating_sub(self.output_dropped_seen[i]);
+            if new > 0 || total == 0 {
+                self.output_dropped.get_or_create(&StreamLabels { stream }).inc_by(new);
+            }
+            self.output_dropped_seen[i] = self.output_dropped_seen[i].max(total);
         }
     }
 

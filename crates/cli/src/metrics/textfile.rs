@@ -8,6 +8,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::export::{Exporter, Format};
+use crate::outfile::OutFile;
 
 /// How often, at most, the text file is rewritten.
 pub const TEXTFILE_EVERY: Duration = Duration::from_secs(1);
@@ -17,10 +18,10 @@ pub const TEXTFILE_EVERY: Duration = Duration::from_secs(1);
 /// says the agent is alive.
 pub const TEXTFILE_REFRESH: Duration = Duration::from_secs(60);
 
-/// Writes `text` to `path` (a regular file) through a temporary file in
-/// the same directory, renamed into place, so node_exporter never reads
-/// half a file. The temporary name does not end in `.prom`, so the
-/// collector ignores it.
+/// Writes `text` to `path` through a temporary file in the same
+/// directory, renamed into place, so node_exporter never reads half a
+/// file ([`OutFile::replace`]: never through a link). The temporary name
+/// does not end in `.prom`, so the collector ignores it.
 pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     crate::outfile::write_atomically(path, text)
 }
@@ -34,11 +35,14 @@ pub struct TextfileWriter {
 }
 
 impl TextfileWriter {
-    /// Writes the file once now (so a path that cannot be written is an
-    /// error before anything is watched), then starts the thread.
+    /// Resolves the file's directory once ([`OutFile::open`]) and writes
+    /// it once now (so a path that cannot be written is an error before
+    /// anything is watched), then starts the thread.
     pub fn start(path: PathBuf, exporter: Exporter) -> io::Result<TextfileWriter> {
+        let out = OutFile::open(&path)?;
+        let path = out.path();
         let mut last = exporter.encode(Format::Prometheus);
-        write_atomically(&path, &last)?;
+        out.replace(last.as_bytes())?;
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = thread::Builder::new().name("railwatch-textfile".to_owned()).spawn(move || {
             let mut written_at = Instant::now();
@@ -50,7 +54,7 @@ impl TextfileWriter {
                 };
                 let text = exporter.encode(Format::Prometheus);
                 if last_round || text != last || written_at.elapsed() >= TEXTFILE_REFRESH {
-                    match write_atomically(&path, &text) {
+                    match out.replace(text.as_bytes()) {
                         Ok(()) => {
                             if failing {
                                 log::warn!("writing the metrics to {} works again", path.display());

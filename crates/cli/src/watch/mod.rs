@@ -8,8 +8,12 @@
 //! to the [`outputs`] at once), reloaded on SIGHUP ([`reload`]), and
 //! finished with the summary.
 //!
+//! With no RDMA device at start it waits for one (ready, "0 rails, waiting
+//! for devices"); `--exit-without-devices` ends it instead.
+//!
 //! Exit codes: 0 after a normal end (deadline or signal; also when there is
-//! no RDMA device at all: "no RDMA devices found"), 1 a device could not be
+//! no RDMA device at all with `--exit-without-devices`: "no RDMA devices
+//! found"), 1 a device could not be
 //! opened, the recording failed or the monitor stopped (said on stderr), 2
 //! bad input (`--device` names no device, `include`/`exclude` leave none of
 //! the devices present, an output that cannot be set up) or stdout that
@@ -95,7 +99,9 @@ impl Watch {
             eprintln!("railwatch: writing the recording failed: {e}");
             self.failed = true;
         }
-        if let Err(e) = self.outputs.printer.summary(&snapshot) {
+        let printed = self.outputs.printer.summary(&snapshot);
+        self.outputs.printer.finish(snapshot.t.0);
+        if let Err(e) = printed {
             return write_failed(&e);
         }
         if self.failed { ExitCode::from(1) } else { ExitCode::SUCCESS }

@@ -91,6 +91,11 @@ fn availability(snapshot: &Snapshot) -> String {
         total += 1;
         available += usize::from(r.available);
     }
+    // No device yet: watch waits for one (issue 23's wording, which
+    // systemd shows).
+    if snapshot.rails.is_empty() {
+        return "0 rails, waiting for devices".to_owned();
+    }
     let rails = rails_status(available, total);
     let host = snapshot.host();
     match host.condition {
@@ -128,6 +133,7 @@ impl Outputs {
         address: impl Fn(RailId) -> Option<&'m PortAddress>,
     ) -> io::Result<()> {
         if let Some(m) = &mut self.metrics {
+            let dropped = (self.printer.dropped(), railwatch_cli::lineout::stderr_dropped());
             m.registry.batch(|m| {
                 for note in notes {
                     m.note(names, note);
@@ -135,6 +141,7 @@ impl Outputs {
                 if let Some(snapshot) = snapshot {
                     m.update(snapshot);
                 }
+                m.output_dropped(dropped.0, dropped.1);
             });
         }
         for note in notes {
@@ -246,6 +253,7 @@ mod tests {
             availability(&snapshot(&[DeviceMode::Removed, gone], &out)),
             "every RDMA device gone (1 of 2 listed, none open); 0/0 rails available"
         );
-        assert_eq!(availability(&snapshot(&[], &[])), "no RDMA device; 0/0 rails available");
+        // None at all yet: watch waits for one (issue 23).
+        assert_eq!(availability(&snapshot(&[], &[])), "0 rails, waiting for devices");
     }
 }

@@ -1,13 +1,19 @@
 //! What `watch` prints on stdout: a header (for people), a line per
 //! notification (the timeline of `simulate`, or its JSON lines), and the
-//! closing summary. Every write to stdout goes through [`Printer`].
+//! closing summary. Every write to stdout goes through [`Printer`], which
+//! queues it for a writer thread ([`LineOut`]): a stdout nobody reads
+//! drops lines (counted, and said once it drains: an `output_dropped`
+//! line), never blocks the watch loop.
 
 use std::io::{self, Write};
+use std::time::Duration;
 
 use railwatch_core::{Millis, PortAddress, VerbsPort};
-use railwatch_runtime::lines::{Line, Names, Record};
+use railwatch_runtime::lines::{Body, Line, Names, Record};
 use railwatch_runtime::{Notification, Snapshot};
 use railwatch_verbs_backend::VerbsDevice;
+
+use railwatch_cli::lineout::LineOut;
 
 use crate::devices::NO_DEVICES;
 use crate::output::{self, Style};
@@ -15,8 +21,18 @@ use crate::output::{self, Style};
 /// stdout, in `watch`'s style.
 pub struct Printer {
     style: Style,
-    out: io::StdoutLock<'static>,
+    out: Queued,
 }
+
+/// stdout through its queue; unqueued if no writer thread could be had.
+enum Queued {
+    Queue(LineOut),
+    Direct(io::Stdout),
+}
+
+/// How long the end waits for stdout to take what is queued: SIGTERM
+/// ends `watch` within a second whatever stdout does.
+pub const FINISH_WITHIN: Duration = Duration::from_millis(500);
 
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -31,7 +47,42 @@ impl Printer {
     /// JSON lines when `json`, else the timeline (coloured on a terminal).
     pub fn new(json: bool) -> Printer {
         let style = if json { Style::Json } else { Style::Human { color: crate::use_color() } };
-        Printer { style, out: io::stdout().lock() }
+        let out = LineOut::stdout().map_or_else(
+            |e| {
+                log::warn!("stdout stays unqueued ({e}): a reader that stalls would stall watch");
+                Queued::Direct(io::stdout())
+            },
+            Queued::Queue,
+        );
+        Printer { style, out }
+    }
+
+    /// Queues `line` (whole lines); `t_ms` is when, for the notice of
+    /// lines dropped before it.
+    fn send(&mut self, t_ms: u64, line: Vec<u8>) -> io::Result<()> {
+        let style = self.style;
+        match &mut self.out {
+            Queued::Queue(q) => q.send(line, |n| dropped_notice(style, t_ms, n)),
+            Queued::Direct(out) => out.write_all(&line),
+        }
+    }
+
+    /// Lines dropped so far because stdout was not read.
+    pub fn dropped(&self) -> u64 {
+        match &self.out {
+            Queued::Queue(q) => q.dropped(),
+            Queued::Direct(_) => 0,
+        }
+    }
+
+    /// Gives stdout up to [`FINISH_WITHIN`] to take what is queued.
+    pub fn finish(&mut self, t_ms: u64) {
+        let style = self.style;
+        if let Queued::Queue(q) = &self.out {
+            if !q.finish(FINISH_WITHIN, |n| dropped_notice(style, t_ms, n)) {
+                log::warn!("stdout did not take the last lines within {FINISH_WITHIN:?}: left unwritten");
+            }
+        }
     }
 
     /// For people only: what is watched ([`described`]), how often the
@@ -40,7 +91,10 @@ impl Printer {
     pub fn header(&mut self, watched: &[String], tick_ms: u64, for_ms: Option<u64>) {
         if let Style::Human { .. } = self.style {
             let until = for_ms.map_or_else(|| "until Ctrl-C".to_string(), |ms| format!("for {ms} ms"));
-            let _ = writeln!(self.out, "watching {}; recovery tick {tick_ms} ms; {until}", watched.join(", "));
+            let what =
+                if watched.is_empty() { "no device yet (waiting for one)".to_owned() } else { watched.join(", ") };
+            let line = format!("watching {what}; recovery tick {tick_ms} ms; {until}\n");
+            let _ = self.send(0, line.into_bytes());
         }
     }
 
@@ -48,44 +102,71 @@ impl Printer {
     /// for an address change.
     pub fn note(&mut self, names: &Names, note: &Notification, address: Option<&PortAddress>) -> io::Result<()> {
         let record = Record::Note(note);
+        let mut buf = Vec::new();
         match self.style {
             // An address line carries the new address.
-            Style::Json => Line::of(names, &record)
-                .map_or(Ok(()), |line| output::write_json(&mut self.out, &line.with_address(address))),
+            Style::Json => match Line::of(names, &record) {
+                Some(line) => output::write_json(&mut buf, &line.with_address(address))?,
+                None => return Ok(()),
+            },
             Style::Human { color } => match output::human_record(names, &record, color) {
                 Some(line) => match address {
                     Some(a) => {
                         let gids: Vec<String> =
                             a.gids.iter().map(|g| format!("[{}] {g} {}", g.index, g.kind.name())).collect();
-                        writeln!(self.out, "{line}: {}", gids.join(", "))
+                        writeln!(buf, "{line}: {}", gids.join(", "))?;
                     }
-                    None => writeln!(self.out, "{line}"),
+                    None => writeln!(buf, "{line}")?,
                 },
-                None => Ok(()),
+                None => return Ok(()),
             },
         }
+        self.send(note.t.0, buf)
     }
 
     /// The closing summary of `snapshot`: the `summary` line (the snapshot
     /// whole, docs/JSON.md), or a table and the counters.
     pub fn summary(&mut self, snapshot: &Snapshot) -> io::Result<()> {
+        let mut buf = Vec::new();
         match self.style {
-            Style::Json => output::write_json(&mut self.out, &Line::watch_summary(snapshot)),
-            Style::Human { color } => human_summary(&mut self.out, snapshot, color),
+            Style::Json => output::write_json(&mut buf, &Line::watch_summary(snapshot))?,
+            Style::Human { color } => human_summary(&mut buf, snapshot, color)?,
         }
+        self.send(snapshot.t.0, buf)
     }
 
     /// There is no device to watch: said on stdout (for people) or stderr
     /// beside an empty summary (JSON).
     pub fn nothing_to_watch(&mut self) -> io::Result<()> {
         match self.style {
-            Style::Human { .. } => writeln!(self.out, "{NO_DEVICES}"),
+            Style::Human { .. } => self.send(0, format!("{NO_DEVICES}\n").into_bytes()),
             Style::Json => {
                 eprintln!("railwatch: {NO_DEVICES}");
                 self.summary(&empty_snapshot())
             }
         }
     }
+}
+
+impl Drop for Printer {
+    /// Whatever the way out (an early exit too), stdout gets its bounded
+    /// time to take what is queued.
+    fn drop(&mut self) {
+        let style = self.style;
+        if let Queued::Queue(q) = &self.out {
+            q.finish(FINISH_WITHIN, |n| dropped_notice(style, 0, n));
+        }
+    }
+}
+
+/// The line saying `n` lines were dropped before `t_ms`.
+fn dropped_notice(style: Style, t_ms: u64, n: u64) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let _ = match style {
+        Style::Json => output::write_json(&mut buf, &Line::new(t_ms, Body::OutputDropped { lines: n })),
+        Style::Human { .. } => writeln!(buf, "railwatch: {n} line(s) not printed: stdout was not read fast enough"),
+    };
+    buf
 }
 
 fn empty_snapshot() -> Snapshot {

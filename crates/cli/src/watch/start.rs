@@ -30,7 +30,7 @@ fn choose(args: &WatchArgs, filter: &DeviceFilter) -> Result<Vec<String>, ExitCo
         if !present.contains(wanted) {
             let found =
                 if present.is_empty() { NO_DEVICES.to_string() } else { format!("found: {}", present.join(", ")) };
-            eprintln!("railwatch: no RDMA device called {wanted:?} ({found})");
+            eprintln!("railwatch: no RDMA device called {} ({found})", railwatch_core::shown_name(wanted));
             return Err(ExitCode::from(2));
         }
     }
@@ -78,13 +78,20 @@ impl Watch {
         let metrics = MetricsOut::start(&settings)?;
         let names = choose(&args, &settings.devices)?;
         let mut printer = Printer::new(args.json);
-        if names.is_empty() {
+        if names.is_empty() && args.exit_without_devices {
             if let Some(path) = &args.rec.record {
                 eprintln!("railwatch: nothing recorded to {}: there is no device to watch", path.display());
             }
             return Err(printer.nothing_to_watch().map_or_else(|e| write_failed(&e), |()| ExitCode::SUCCESS));
         }
-        let (opened, failed) = open(&names)?;
+        // None yet: watch for one to appear (a driver loaded after the
+        // agent), ready meanwhile.
+        let (opened, failed) = if names.is_empty() {
+            log::warn!("{NO_DEVICES}: waiting for one to appear");
+            (Vec::new(), false)
+        } else {
+            open(&names)?
+        };
         let running = settings.clone();
         let mut monitor = new_monitor(settings)?;
         let watched = print::described(&opened);
@@ -97,6 +104,10 @@ impl Watch {
         }
         for dev in opened {
             monitor.add_device(dev);
+        }
+        // A device attached from now on appeared after the start.
+        if let Some(r) = &recording {
+            r.started();
         }
         // Devices that appear later are attached, those that leave closed
         // at once (a Soft-RoCE removal waits for our handle) and their rails

@@ -16,7 +16,6 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 
 use crate::scenario::MAX_FILE_BYTES;
 
@@ -48,11 +47,10 @@ pub(super) struct RecordingFile {
 }
 
 impl RecordingFile {
-    /// Creates (or truncates) `path` and writes `preamble` (comments), then
-    /// the scenario `header` with its `duration_ms` value (1) widened to
-    /// be rewritten in place.
-    pub(super) fn create(path: &Path, mut preamble: String, header: &str) -> io::Result<RecordingFile> {
-        let file = File::create(path)?;
+    /// Writes `preamble` (comments) to `file` (new and empty), then the
+    /// scenario `header` with its `duration_ms` value (1) widened to be
+    /// rewritten in place.
+    pub(super) fn create(file: File, mut preamble: String, header: &str) -> io::Result<RecordingFile> {
         let key = "duration_ms = ";
         let at = header.find(key).map_or(0, |i| i + key.len());
         let duration_at = (preamble.len() + at) as u64;
@@ -144,8 +142,12 @@ mod tests {
     fn the_duration_is_rewritten_in_place_before_the_text_it_covers() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.toml");
-        let mut f =
-            RecordingFile::create(&path, "# hi\n".into(), "name = \"x\"\nduration_ms = 1\ntick_ms = 1000\n").unwrap();
+        let mut f = RecordingFile::create(
+            File::create(&path).unwrap(),
+            "# hi\n".into(),
+            "name = \"x\"\nduration_ms = 1\ntick_ms = 1000\n",
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "# hi\nname = \"x\"\nduration_ms = 1          # grows with the recording\ntick_ms = 1000\n");
         f.write(1234567, "\n[[step]]\n".into()).unwrap();
@@ -160,7 +162,9 @@ mod tests {
     #[test]
     fn flushes_write_at_most_every_flush_period() {
         let dir = tempfile::tempdir().unwrap();
-        let mut f = RecordingFile::create(&dir.path().join("r.toml"), String::new(), "duration_ms = 1\n").unwrap();
+        let mut f =
+            RecordingFile::create(File::create(dir.path().join("r.toml")).unwrap(), String::new(), "duration_ms = 1\n")
+                .unwrap();
         assert!(f.flush_due(0, true));
         assert!(!f.flush_due(FLUSH_EVERY_MS - 1, false));
         assert!(f.flush_due(FLUSH_EVERY_MS, false));

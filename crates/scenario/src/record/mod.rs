@@ -102,6 +102,8 @@ pub struct Recorder {
     timeline: Timeline,
     /// A flush happened: the start is over.
     flushed: bool,
+    /// The host's devices at the start are all attached ([`Recorder::started`]).
+    started: bool,
     events: u64,
     stopped: Option<String>,
     anonymize: bool,
@@ -112,6 +114,12 @@ pub struct Recorder {
 impl Recorder {
     /// Creates (or truncates) `path` and writes the header.
     pub fn create(path: &Path, opts: &RecordOptions) -> io::Result<Recorder> {
+        Recorder::create_in(File::create(path)?, opts)
+    }
+
+    /// Writes the header to `file` (new and empty: the caller created it,
+    /// as it sees fit) and records into it.
+    pub fn create_in(file: File, opts: &RecordOptions) -> io::Result<Recorder> {
         let sc = Scenario {
             file: String::new(),
             name: opts.name.clone(),
@@ -132,16 +140,31 @@ impl Recorder {
             text.push_str(&format!("# in force, not replayed: {note}\n"));
         }
         Ok(Recorder {
-            file: RecordingFile::create(path, text, &write::header(&sc))?,
+            file: RecordingFile::create(file, text, &write::header(&sc))?,
             devices: Vec::new(),
             timeline: Timeline::default(),
             flushed: false,
+            started: false,
             events: 0,
             stopped: None,
             anonymize: opts.anonymize,
             gid_names: HashMap::new(),
             objects: HashMap::new(),
         })
+    }
+
+    /// The devices the host had at the start are attached: any attached
+    /// from now on appeared later (declared `present = false`, plugged in
+    /// when it came), even before the first flush.
+    pub fn started(&mut self) {
+        self.started = true;
+    }
+
+    /// The monitor runs on a virtual clock (`simulate --record`): its
+    /// queries are never late, so each change is placed at the query that
+    /// saw it (docs/RECORDING.md, "When a change is placed").
+    pub fn on_virtual_time(&mut self) {
+        self.timeline.set_on_time();
     }
 
     /// A second handle on the file, to sync it to disk without holding
@@ -169,7 +192,7 @@ impl Recorder {
         let t = now.0;
         match what {
             Observed::Attached { device, name, ports } => self.attached(t, device, name, ports),
-            Observed::Removed { device } => self.fault_at(device, t, Fault::Unplug),
+            Observed::Removed { device } => self.removed(t, device),
             // A scenario has no way to say a device would not open: the
             // replay's plug opens it (the attach that follows is recorded).
             Observed::OpenFailed { .. } => {}
@@ -208,7 +231,7 @@ impl Recorder {
         if !self.file.flush_due(now.0, first) {
             return Ok(false);
         }
-        self.write_out(now.0, now.0.saturating_sub(SLACK_MS)).map(|()| true)
+        self.write_out(now.0, now.0.saturating_sub(self.timeline.slack())).map(|()| true)
     }
 
     /// Writes everything left and an `[[expect]]` per recorded rail with

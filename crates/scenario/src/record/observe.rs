@@ -28,10 +28,29 @@ pub(super) struct PortView {
     gids: Option<BTreeMap<u32, [u8; 16]>>,
     /// The distinct non-GID parts of the address seen, in order.
     others: Vec<u64>,
+    /// When the port's state, link and address were last read (each its
+    /// own: an attach reads all three in one instant, and each is the
+    /// first since the re-open).
     last_query: Option<u64>,
+    last_link: Option<u64>,
+    last_address: Option<u64>,
     /// The flap counters as last read (`None`: never read, or unreadable).
     counters: Option<PortCounters>,
     last_counters: Option<u64>,
+    /// What the first answers said: the declaration (what the replay's
+    /// device starts with), whatever changed before it was written.
+    first: PortFirst,
+    /// When a `PORT_ERR` for the port was read since its last query.
+    err_at: Option<u64>,
+}
+
+/// A port's first answers, as declared.
+#[derive(Debug, Default)]
+struct PortFirst {
+    state: Option<PortState>,
+    link: Option<LinkAttrs>,
+    gids: Option<BTreeMap<u32, [u8; 16]>>,
+    counters: Option<PortCounters>,
 }
 
 /// One device as the replay's simulator will have it.
@@ -68,19 +87,26 @@ impl DeviceView {
             .iter()
             .map(|p| {
                 let default = PortSpec::active(p.port);
-                PortSpec::new(p.port, p.state.unwrap_or(default.state), p.link.unwrap_or(default.link))
+                PortSpec::new(p.port, p.first.state.unwrap_or(default.state), p.first.link.unwrap_or(default.link))
             })
             .collect();
         let gids = (self.reads_addresses == Some(true)).then(|| {
             self.ports
                 .iter()
                 .flat_map(|p| {
-                    p.gids.iter().flatten().map(|(&index, &raw)| GidChange { port: p.port, index, gid: Some(raw) })
+                    p.first.gids.iter().flatten().map(|(&index, &raw)| GidChange {
+                        port: p.port,
+                        index,
+                        gid: Some(raw),
+                    })
                 })
                 .collect()
         });
-        let counters =
-            self.ports.iter().filter_map(|p| Some(CountersChange { port: p.port, counters: p.counters? })).collect();
+        let counters = self
+            .ports
+            .iter()
+            .filter_map(|p| Some(CountersChange { port: p.port, counters: p.first.counters? }))
+            .collect();
         DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present, counters }
     }
 }
@@ -107,8 +133,11 @@ impl Recorder {
     pub(super) fn attached(&mut self, t: u64, device: u32, name: &str, ports: &[u8]) {
         let idx = device as usize;
         if idx < self.devices.len() {
-            // The same name came back (it had left the host's list).
-            self.devices[idx].removed = false;
+            // The same name came back (it had left the host's list): what
+            // its first queries see changed while it was away.
+            let d = &mut self.devices[idx];
+            d.removed = false;
+            d.reopened_at = Some(t);
             self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
             return;
         }
@@ -122,7 +151,7 @@ impl Recorder {
         // start (`present = false`) and plugged in when it appeared.
         // Before the first flush is the start: the monitor attaches the
         // host's devices before its first wait.
-        let present = !self.flushed;
+        let present = !self.flushed && !self.started;
         let shown = if self.anonymize { format!("dev{idx}") } else { name.to_owned() };
         self.devices.push(DeviceView {
             name: shown,
@@ -167,7 +196,7 @@ impl Recorder {
         if matches!(fault, Fault::Remove) {
             d.removed = true;
         }
-        let at = self.timeline.fault_time(device, t);
+        let at = self.timeline.fault_time(t);
         let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
         if wake {
             self.comment(at, "a read failed: the event of the next step only wakes the reader (never read)".into());
@@ -182,13 +211,33 @@ impl Recorder {
         if !self.timeline.read_error_to_removal(device, t) {
             return false;
         }
+        self.closed(device, t);
         if let Some(d) = self.live(device) {
             d.removed = true;
         }
         true
     }
 
+    /// The device closed at `t` (a `DEVICE_FATAL`, a hang-up, a failed
+    /// query, or it left the host's list), unless it was closed already:
+    /// what its first queries once it is back saw changed after this.
+    fn closed(&mut self, device: u32, t: u64) {
+        if let Some(d) = self.live(device) {
+            let open = d.closed_at.is_none_or(|c| d.reopened_at.is_some_and(|r| r >= c));
+            if open {
+                d.closed_at = Some(t);
+            }
+        }
+    }
+
+    /// The device left the host's list.
+    pub(super) fn removed(&mut self, t: u64, device: u32) {
+        self.closed(device, t);
+        self.fault_at(device, t, Fault::Unplug);
+    }
+
     pub(super) fn hung_up(&mut self, t: u64, device: u32) {
+        self.closed(device, t);
         if !self.read_error_was_removal(t, device) {
             self.fault_at(device, t, Fault::Remove);
         }
@@ -224,9 +273,11 @@ impl Recorder {
     }
 
     pub(super) fn event(&mut self, t: u64, device: u32, event: AsyncEvent) {
-        let Some(d) = self.live(device) else { return };
+        if self.live(device).is_none() {
+            return;
+        }
         if event.kind() == EventKind::DeviceFatal {
-            d.closed_at = Some(t);
+            self.closed(device, t);
         }
         self.events += 1;
         if self.events > MAX_TOTAL_EVENTS {
@@ -250,6 +301,11 @@ impl Recorder {
             (_, _) => Element::Object(ObjectHandle(0)),
         };
         let event = AsyncEvent { code: event.code, element };
+        if let (EventKind::PortErr, Element::Port(p)) = (event.kind(), element) {
+            if let Some(port) = u8::try_from(p).ok().and_then(|p| self.live(device)?.port(p)) {
+                port.err_at.get_or_insert(t);
+            }
+        }
         // A burst of the same event in one instant: one step, `repeat`.
         if self.timeline.repeat_burst(t, device, event) {
             return;
@@ -285,20 +341,34 @@ impl Recorder {
                 if self.read_error_was_removal(t, device) {
                     return;
                 }
-                // A live device whose query failed (the kernel's ENODEV
-                // after its netdev went): the machine reads it as "not
-                // ACTIVE", and so will the replay.
-                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as down", e.0));
-                PortState::Down
+                // A query that fails (the kernel's ENODEV after the netdev
+                // went, a poll-only device removed): the machine takes the
+                // device for gone, and so will the replay, whose query at
+                // the same moment fails.
+                self.comment(t, format!("port {port}: the query failed with errno {}, replayed as a removal", e.0));
+                self.closed(device, t);
+                self.fault_at(device, t, Fault::Remove);
+                return;
             }
         };
         let Some(p) = self.live(device).and_then(|d| d.port(port)) else { return };
+        let err_at = p.err_at.take();
         match p.state {
-            None if !declared => p.state = Some(state),
+            None if !declared => {
+                p.state = Some(state);
+                p.first.state = Some(state);
+            }
             Some(known) if known == state => {}
             _ => {
                 p.state = Some(state);
-                let at = self.placed_for(device, previous, t);
+                // A port read not ACTIVE after a PORT_ERR for it went down
+                // by the time the event was read: the replay's port goes
+                // down with it, whatever the replay asks in between (no
+                // query followed the event live).
+                let at = match err_at {
+                    Some(e) if state != PortState::Active => e.max(self.timeline.floor()),
+                    _ => self.placed_for(device, previous, t),
+                };
                 self.push_step(at, device, Change::PortState(PortStateChange { port, state }));
             }
         }
@@ -315,7 +385,10 @@ impl Recorder {
         // without counters, or keeps the last it had).
         let Ok(counters) = answer else { return };
         match p.counters {
-            None if !declared => p.counters = Some(counters),
+            None if !declared => {
+                p.counters = Some(counters);
+                p.first.counters = Some(counters);
+            }
             Some(known) if known == counters => {}
             _ => {
                 p.counters = Some(counters);
@@ -341,7 +414,7 @@ impl Recorder {
         let Some(d) = self.live(device) else { return };
         let declared = d.declared;
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_query.replace(t);
+        let previous = p.last_link.replace(t);
         let Ok(link) = answer else { return };
         let same = |a: &LinkAttrs, b: &LinkAttrs| {
             a.speed_code() == b.speed_code()
@@ -349,7 +422,10 @@ impl Recorder {
                 && a.effective_100mbps == b.effective_100mbps
         };
         match &p.link {
-            None if !declared => p.link = Some(link),
+            None if !declared => {
+                p.link = Some(link);
+                p.first.link = Some(link);
+            }
             Some(known) if same(known, &link) => {}
             _ => {
                 p.link = Some(link);
@@ -382,7 +458,7 @@ impl Recorder {
         let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
         let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_query.replace(t);
+        let previous = p.last_address.replace(t);
         let other = match p.others.iter().position(|&o| o == rest) {
             Some(i) => i,
             None => {
@@ -405,6 +481,7 @@ impl Recorder {
         let Some(p) = d.port(port) else { return };
         let Some(known) = p.gids.as_ref() else {
             if !declared {
+                p.first.gids = Some(table.clone());
                 p.gids = Some(table);
             }
             return;

@@ -9,15 +9,18 @@
 //!   asked at `p`. The change happened in between, and the replay must see
 //!   it at its own query. So the step is placed at `max(p + 1, t -
 //!   SLACK_MS)`: after the replay's previous query, no later than its next.
+//!   On a virtual clock (`simulate --record`) queries are never late, and
+//!   which ticks run depends on when steps come (idle ticks are skipped):
+//!   the step goes at `t` itself, where the replay asks too.
 //! - **After a re-open.** The first query of a port after its device was
 //!   opened again following a `DEVICE_FATAL` saw what changed while the
-//!   device was closed: the step goes just after the close, since the
+//!   device was closed: the step goes at the close, after it, since the
 //!   replay re-opens at its own time (the backoff's jitter is drawn anew),
 //!   maybe earlier than the live one, and must see it too.
 //! - **A fault after the events of its drain.** A read error or a hang-up
-//!   noticed in the drain that read events at the same instant goes 1 ms
-//!   after them (in their step it would come first and drop or block
-//!   them).
+//!   noticed in the drain that read events at the same instant goes at
+//!   the same time, after them: the replay reads what its devices queued
+//!   before a fault step of the same instant first.
 //! - **Never before what is written.** Steps are written once no later
 //!   observation can be placed before them ([`SLACK_MS`] behind the
 //!   clock); from then on, nothing is placed before that floor.
@@ -127,6 +130,9 @@ pub(super) struct Timeline {
     pending: Vec<(u64, Entry)>,
     /// Nothing from now on is placed before this.
     floor: u64,
+    /// The monitor's queries are on time (a virtual clock): a change is
+    /// placed at the query that saw it, no slack.
+    on_time: bool,
 }
 
 impl Timeline {
@@ -135,9 +141,19 @@ impl Timeline {
         self.floor
     }
 
-    /// `max(previous + 1, t - SLACK_MS)`, never before what is written.
+    /// The slack: [`SLACK_MS`], or none on a virtual clock.
+    pub(super) fn slack(&self) -> u64 {
+        if self.on_time { 0 } else { SLACK_MS }
+    }
+
+    /// From now on, queries are on time (see [`Timeline::slack`]).
+    pub(super) fn set_on_time(&mut self) {
+        self.on_time = true;
+    }
+
+    /// `max(previous + 1, t - slack)`, never before what is written.
     pub(super) fn placed(&self, previous: Option<u64>, t: u64) -> u64 {
-        self.placed_after(previous, t.saturating_sub(SLACK_MS), t)
+        self.placed_after(previous, t.saturating_sub(self.slack()), t)
     }
 
     /// `max(previous + 1, earliest)`, at most `t`, never before what is
@@ -147,26 +163,27 @@ impl Timeline {
     }
 
     /// Where a change a query saw at `t` goes, the port asked last at
-    /// `previous`, its device last closed by a `DEVICE_FATAL` and opened
-    /// again at `reopen` (`(closed, reopened)`): as
+    /// `previous`, its device last closed (a `DEVICE_FATAL`, or it left
+    /// the host's list) and opened again at `reopen` (`(closed, reopened)`): as
     /// [`placed`](Self::placed), unless this is the port's first query since
-    /// that re-open; then just after the close.
+    /// that re-open; then at the close, after it.
     pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
         match reopen {
+            // At the close itself, after its step: a device plugged in
+            // again a millisecond later leaves no room between.
             Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
-                self.placed_after(previous, closed.saturating_add(1), t)
+                self.placed_after(previous.filter(|p| *p < closed), closed, t)
             }
             _ => self.placed(previous, t),
         }
     }
 
-    /// Where a fault on `device` noticed at `t` goes: after the events its
-    /// drain read in the same instant, never before what is written.
-    pub(super) fn fault_time(&self, device: u32, t: u64) -> u64 {
-        let after_events = self.pending.iter().any(|(at, e)| {
-            *at == t && matches!(e, Entry::Step { device: d, change: Change::Event(_) } if *d == device)
-        });
-        if after_events { t + 1 } else { t }
+    /// Where a fault on `device` noticed at `t` goes: at `t`, after the
+    /// events its drain read in the same instant (placed before it; the
+    /// replay reads what was queued before a fault step first), never
+    /// before what is written.
+    pub(super) fn fault_time(&self, t: u64) -> u64 {
+        t.max(self.floor)
     }
 
     /// Places a step at `at`.
@@ -250,8 +267,8 @@ mod tests {
         assert_eq!(tl.placed(Some(990), 1000), 991);
         assert_eq!(tl.placed(None, 10), 0);
         assert_eq!(tl.placed(Some(1000), 1000), 1000, "never after the query that saw it");
-        // The first query after a re-open: just after the close.
-        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 201);
+        // The first query after a re-open: at the close.
+        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 200);
         assert_eq!(tl.placed_for(Some((200, 800)), Some(850), 1000), 1000 - SLACK_MS);
         assert_eq!(tl.placed_for(Some((900, 800)), Some(100), 1000), 1000 - SLACK_MS);
     }
@@ -279,7 +296,7 @@ mod tests {
         tl.push(300, 0, Change::Event(StepEvent { event: ev, repeat: 1 }));
         assert!(tl.repeat_burst(300, 0, ev));
         assert!(!tl.repeat_burst(301, 0, ev));
-        assert_eq!((tl.fault_time(0, 300), tl.fault_time(1, 300), tl.fault_time(0, 299)), (301, 300, 299));
+        assert_eq!((tl.fault_time(300), tl.fault_time(299)), (300, 299));
         tl.push(301, 0, Change::Fault { fault: Fault::Eio, wake: true });
         assert!(!tl.read_error_to_removal(0, 302), "placed before the query that failed");
         assert!(tl.read_error_to_removal(0, 301));

@@ -293,6 +293,8 @@ impl ScenarioError {
     pub(crate) fn new(file: &str, line: Option<usize>, message: impl Into<String>) -> ScenarioError {
         // One line, always: fold whatever the TOML parser wrapped.
         let message = message.into().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
+        // Whatever of the file it repeats: escaped and bounded.
+        let message = railwatch_core::error_line(&message);
         ScenarioError { file: file.to_owned(), line, message }
     }
 

@@ -1,13 +1,15 @@
 //! `--metrics-listen ADDR:PORT`: the `/metrics` endpoint, answered from
-//! the registry on threads of its own by the bounded server of [`http`].
+//! the registry by the bounded server of [`http`] (hyper, on a thread of
+//! its own).
 
 pub mod http;
+mod limit;
 
 use std::net::SocketAddr;
 
 use super::export::{Exporter, Format};
 
-/// The `/metrics` endpoint: the bounded server of [`http`], its threads
+/// The `/metrics` endpoint: the bounded server of [`http`], its thread
 /// answering from the registry.
 pub struct Server {
     _http: http::Server,
@@ -52,7 +54,7 @@ fn respond(exporter: &Exporter, request: &http::Request) -> http::Response {
 }
 
 impl Server {
-    /// Listens on `addr` and answers on threads of its own.
+    /// Listens on `addr` and answers on a thread of its own.
     pub fn start(addr: SocketAddr, exporter: Exporter) -> Result<Server, BindError> {
         let http = http::Server::start(addr, move |request| respond(&exporter, request))
             .map_err(|e| BindError { addr, message: e.to_string() })?;

@@ -398,9 +398,8 @@ fn setting_error(cx: &Ctx<'_>, e: SettingError) -> ScenarioError {
 }
 
 fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl>> {
-    if raw.is_empty() {
-        return Err(ScenarioError::new(cx.file, Some(1), "no devices: declare at least one [[device]]"));
-    }
+    // No device at all is a host with none (a recording of one that never
+    // had a device): nothing happens, and that replays.
     if raw.len() > MAX_DEVICES {
         let span = raw[MAX_DEVICES].span();
         return Err(cx.err(span, format!("more than {MAX_DEVICES} devices")));
@@ -415,7 +414,9 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
         let d = d.get_ref();
         let name = d.name.get_ref();
         if let Some(why) = railwatch_core::device_name_problem(name) {
-            return Err(cx.err(d.name.span(), format!("invalid device name {name:?}: {why}")));
+            return Err(
+                cx.err(d.name.span(), format!("invalid device name {}: {why}", railwatch_core::shown_name(name)))
+            );
         }
         if let Some(&first) = seen.get(name.as_str()) {
             return Err(cx.err(
