@@ -177,7 +177,11 @@ impl TopLevel {
                 RawSetting::Section(table) => {
                     set(config, spec.key, table, line)?;
                     written.push(Written { key: spec.key, line });
-                    written.extend(apply_section(spec.key, table, text, line, config)?);
+                    // `true` and `false` turn the section on or off (set
+                    // refused every other value that is not a table).
+                    if !matches!(table, Value::Boolean(_)) {
+                        written.extend(apply_section(spec.key, table, text, line, config)?);
+                    }
                 }
             }
         }
@@ -377,6 +381,18 @@ mod tests {
         );
         let e = apply("tick_ms = \n").unwrap_err();
         assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn a_section_is_turned_off_by_false_and_on_by_true() {
+        // `data_path = false` is what the docs say turns the breaker off,
+        // and what the scenario writer writes for it.
+        let (c, w) = apply("data_path = false\ndamping = true\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.machine.data_path, None);
+        assert!(c.machine.damping.is_some());
+        assert_eq!(w.iter().find(|w| w.key == "data_path").map(|w| w.line), Some(1));
+        let (c, _) = apply("damping = false\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.machine.damping, None);
     }
 
     #[test]
