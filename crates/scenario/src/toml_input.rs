@@ -262,7 +262,9 @@ pub fn blame(e: &ConfigError, written: &[Written]) -> Option<usize> {
     at(e.key).or_else(|| {
         let related: &[&str] = match e.key {
             "reopen_max_ms" => &["reopen_initial_ms"],
+            "data_path.backoff_max_ms" => &["data_path.backoff_initial_ms", "data_path"],
             k if k.starts_with("damping.") => &["damping"],
+            k if k.starts_with("data_path.") => &["data_path"],
             _ => &[],
         };
         related.iter().find_map(|k| at(k))
@@ -393,6 +395,20 @@ mod tests {
         assert_eq!(w.iter().find(|w| w.key == "data_path").map(|w| w.line), Some(1));
         let (c, _) = apply("damping = false\n").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.machine.damping, None);
+    }
+
+    #[test]
+    fn a_default_refused_for_a_written_key_blames_that_key() {
+        for (text, line) in [
+            ("tick_ms = 5\nreopen_initial_ms = 70000\n", 2),
+            ("tick_ms = 5\n[data_path]\nfailures = 3\nbackoff_initial_ms = 70000\n", 4),
+            // Damping's own conflicts name its header.
+            ("tick_ms = 5\n[damping]\nsuppress = 7000\n", 2),
+        ] {
+            let (c, w) = apply(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let e = c.validate().expect_err(text);
+            assert_eq!(blame(&e, &w), Some(line), "{text}: {e}");
+        }
     }
 
     #[test]
