@@ -259,16 +259,19 @@ pub fn article(v: &Value) -> String {
 /// key (or, for a default, the setting it conflicts with) was written on.
 pub fn blame(e: &ConfigError, written: &[Written]) -> Option<usize> {
     let at = |key: &str| written.iter().find(|w| w.key == key).map(|w| w.line);
-    at(e.key).or_else(|| {
-        let related: &[&str] = match e.key {
-            "reopen_max_ms" => &["reopen_initial_ms"],
-            "data_path.backoff_max_ms" => &["data_path.backoff_initial_ms", "data_path"],
-            k if k.starts_with("damping.") => &["damping"],
-            k if k.starts_with("data_path.") => &["data_path"],
-            _ => &[],
-        };
-        related.iter().find_map(|k| at(k))
-    })
+    at(e.key).or_else(|| related_keys(e.key).iter().find_map(|k| at(k)))
+}
+
+/// The keys to blame, in order, when `key` is refused at its default: the
+/// ones whose written value made the default wrong.
+pub fn related_keys(key: &str) -> &'static [&'static str] {
+    match key {
+        "reopen_max_ms" => &["reopen_initial_ms"],
+        "data_path.backoff_max_ms" => &["data_path.backoff_initial_ms", "data_path"],
+        k if k.starts_with("damping.") => &["damping"],
+        k if k.starts_with("data_path.") => &["data_path"],
+        _ => &[],
+    }
 }
 
 /// The line where `key` of section `section` is written: under a
