@@ -187,11 +187,7 @@ impl Settings {
         let mut origin = self.origin(key);
         if origin == Origin::Default {
             // A default refused: point at what made it wrong.
-            let related: &[&str] = match key {
-                "reopen_max_ms" => &["reopen_initial_ms"],
-                k if k.starts_with("damping.") => &["damping"],
-                _ => &[],
-            };
+            let related = toml_input::related_keys(key);
             if let Some(o) = related.iter().map(|k| self.origin(k)).find(|o| *o != Origin::Default) {
                 origin = o;
             }

@@ -97,7 +97,8 @@ struct SimulateArgs {
     scrape_interval: u64,
     /// Run to this virtual time instead of the scenario's `duration_ms`
     /// (only longer: the state its last step left holds), so a short
-    /// recording's aftermath reaches alerts that wait minutes.
+    /// recording's aftermath reaches alerts that wait minutes (at most a
+    /// week, 604800000).
     #[arg(long, value_name = "MS")]
     duration_ms: Option<u64>,
     #[command(flatten)]

@@ -12,7 +12,7 @@ use railwatch_core::Millis;
 use railwatch_report::Timeline;
 use railwatch_runtime::lines::{ExpectResult, Line, Names, Record};
 use railwatch_scenario::driver::{self, RunOptions, RunSummary, SimMonitor, Sink};
-use railwatch_scenario::scenario::Scenario;
+use railwatch_scenario::scenario::{MAX_DURATION_MS, Scenario};
 
 use crate::output::{self, Style};
 use crate::{SimulateArgs, builtin, use_color};
@@ -294,6 +294,11 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return refuse(e),
     };
+    // A scenario's own limit bounds a longer run too (every time in the
+    // run, the report's axis among them, stays within it).
+    if let Some(d) = args.duration_ms.filter(|&d| d > MAX_DURATION_MS) {
+        return refuse(format_args!("--duration-ms {d} is more than the limit of {MAX_DURATION_MS} ms (7 days)"));
+    }
     if let Some(d) = args.duration_ms.filter(|&d| d < scenario.duration_ms) {
         return refuse(format_args!(
             "--duration-ms {d} is before the scenario's end ({} ms): a run can only be made longer",

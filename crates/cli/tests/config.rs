@@ -205,6 +205,14 @@ fn the_example_in_docs_config_md_is_valid() {
     assert!(v["settings"]["damping"].is_object(), "the example turns damping on: {v}");
 }
 
+#[test]
+fn a_section_is_turned_off_with_false() {
+    let v = checked_json("data_path = false\ndamping = false\n", &[]);
+    assert!(v["settings"]["data_path"].is_null(), "{v}");
+    assert!(v["settings"]["damping"].is_null(), "{v}");
+    assert_eq!(v["from"]["data_path"].as_str().map(|s| s.ends_with(":1")), Some(true), "{v}");
+}
+
 // ---- each class of error names file, line and key ---------------------------
 
 #[test]
@@ -241,6 +249,13 @@ fn an_out_of_range_value_is_named_with_its_line() {
     refused("reopen_jitter_pct = 101\n", 1, "reopen_jitter_pct", "more than the limit of 100");
     // A default refused because of a written key points at that key.
     refused("\nreopen_initial_ms = 120000\n", 2, "reopen_max_ms", "less than reopen_initial_ms");
+    refused(
+        "[data_path]\nfailures = 3\nbackoff_initial_ms = 70000\n",
+        3,
+        "data_path.backoff_max_ms",
+        "less than data_path.backoff_initial_ms",
+    );
+    refused("data_path = { backoff_initial_ms = 70000 }\n", 1, "data_path.backoff_max_ms", "less than");
     refused("include = []\n", 1, "include", "nothing would be watched");
     refused("include = [\"mlx5_0\", \"mlx5_0\"]\n", 1, "include", "listed twice");
     refused("include = [\"a b\"]\n", 1, "include", "invalid device name");

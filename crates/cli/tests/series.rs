@@ -82,6 +82,32 @@ fn a_run_can_be_made_longer_and_only_longer() {
 }
 
 #[test]
+fn a_run_is_made_longer_only_up_to_the_scenario_limit() {
+    // Beyond a week (a scenario's own limit) the HTML report's time axis
+    // overflowed (a panic; a wrap and an endless loop in a release build).
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("run.html");
+    for d in ["604800001", &u64::MAX.to_string()] {
+        let run = railwatch(&[
+            "simulate",
+            "--builtin",
+            "missed-port-active",
+            "--html",
+            html.to_str().unwrap(),
+            "--duration-ms",
+            d,
+        ]);
+        assert_eq!(run.status.code(), Some(2), "{d}: {}", stderr(&run));
+        let err = stderr(&run);
+        assert!(err.contains(&format!("--duration-ms {d} is more than the limit of 604800000 ms (7 days)")), "{err}");
+        assert!(run.stdout.is_empty(), "refused before the run");
+        assert!(!html.exists());
+    }
+    let week = railwatch(&["simulate", "--builtin", "missed-port-active", "--duration-ms", "604800000"]);
+    assert_eq!(week.status.code(), Some(0), "{}", stderr(&week));
+}
+
+#[test]
 fn a_long_run_at_a_short_interval_is_refused_before_it_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("series.yml");

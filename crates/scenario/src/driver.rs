@@ -312,7 +312,8 @@ impl<'s> Run<'s> {
             }
         }
         notes += self.drain_notes(sink)?;
-        if self.monitor.machine().ticks() != ticks {
+        let ticked = self.monitor.machine().ticks() != ticks;
+        if ticked {
             sink(&self.names, Record::Tick(t));
         }
         let snapshot = self.monitor.snapshot();
@@ -326,7 +327,15 @@ impl<'s> Run<'s> {
             sink(&self.names, Record::Expect(&result));
             results.push(result);
         }
-        self.at_rest = !applied && notes == 0 && results.is_empty();
+        // At rest once a tick changed nothing and nothing came since: an
+        // instant without a tick (an audit, a timer) that changed nothing
+        // keeps what the last tick said, and says nothing itself (the ticks
+        // after a change must read the ports before any is skipped).
+        self.at_rest = match (!applied && notes == 0 && results.is_empty(), ticked) {
+            (false, _) => false,
+            (true, true) => true,
+            (true, false) => self.at_rest,
+        };
         Ok(results)
     }
 

@@ -259,14 +259,19 @@ pub fn article(v: &Value) -> String {
 /// key (or, for a default, the setting it conflicts with) was written on.
 pub fn blame(e: &ConfigError, written: &[Written]) -> Option<usize> {
     let at = |key: &str| written.iter().find(|w| w.key == key).map(|w| w.line);
-    at(e.key).or_else(|| {
-        let related: &[&str] = match e.key {
-            "reopen_max_ms" => &["reopen_initial_ms"],
-            k if k.starts_with("damping.") => &["damping"],
-            _ => &[],
-        };
-        related.iter().find_map(|k| at(k))
-    })
+    at(e.key).or_else(|| related_keys(e.key).iter().find_map(|k| at(k)))
+}
+
+/// The keys to blame, in order, when `key` is refused at its default: the
+/// ones whose written value made the default wrong.
+pub fn related_keys(key: &str) -> &'static [&'static str] {
+    match key {
+        "reopen_max_ms" => &["reopen_initial_ms"],
+        "data_path.backoff_max_ms" => &["data_path.backoff_initial_ms", "data_path"],
+        k if k.starts_with("damping.") => &["damping"],
+        k if k.starts_with("data_path.") => &["data_path"],
+        _ => &[],
+    }
 }
 
 /// The line where `key` of section `section` is written: under a
@@ -389,6 +394,32 @@ mod tests {
         apply("data_path = false\ndamping = true\n").unwrap();
         let e = apply("tick_ms = \n").unwrap_err();
         assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn a_section_is_turned_off_by_false_and_on_by_true() {
+        // `data_path = false` is what the docs say turns the breaker off,
+        // and what the scenario writer writes for it.
+        let (c, w) = apply("data_path = false\ndamping = true\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.machine.data_path, None);
+        assert!(c.machine.damping.is_some());
+        assert_eq!(w.iter().find(|w| w.key == "data_path").map(|w| w.line), Some(1));
+        let (c, _) = apply("damping = false\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.machine.damping, None);
+    }
+
+    #[test]
+    fn a_default_refused_for_a_written_key_blames_that_key() {
+        for (text, line) in [
+            ("tick_ms = 5\nreopen_initial_ms = 70000\n", 2),
+            ("tick_ms = 5\n[data_path]\nfailures = 3\nbackoff_initial_ms = 70000\n", 4),
+            // Damping's own conflicts name its header.
+            ("tick_ms = 5\n[damping]\nsuppress = 7000\n", 2),
+        ] {
+            let (c, w) = apply(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let e = c.validate().expect_err(text);
+            assert_eq!(blame(&e, &w), Some(line), "{text}: {e}");
+        }
     }
 
     #[test]

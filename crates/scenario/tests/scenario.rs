@@ -208,6 +208,44 @@ bandwidth_gbps = 12.5
 }
 
 #[test]
+fn a_peer_and_counters_beyond_toml_integers_round_trip() {
+    // An engine's peer id is any u64 (a hash, a GUID), as a counter read is:
+    // the recorder writes what it was given, and the replay must read it.
+    use railwatch_core::{PortCounters, TransferReport};
+    use railwatch_scenario::scenario::{CountersChange, TransferStep};
+    let mut sc = parse(
+        "duration_ms = 10\n[[device]]\nname = \"d\"\nports = [{ port = 1 }]\n\
+         [[step]]\nat_ms = 1\ndevice = \"d\"\ncounters = { port = 1, link_downed = 1 }\n\
+         [[step]]\nat_ms = 2\ndevice = \"d\"\ntransfers = { port = 1, status = \"success\" }\n",
+    );
+    let huge = u64::MAX;
+    let counters =
+        PortCounters { link_downed: Some(huge), carrier_changes: Some(i64::MAX as u64 + 1), carrier_down: Some(0) };
+    sc.steps[0].counters = Some(CountersChange { port: 1, counters });
+    sc.steps[1].transfers =
+        Some(TransferStep { port: 1, report: TransferReport { peer: huge, wc_status: u32::MAX, count: u32::MAX } });
+    let text = sc.to_toml();
+    let again = parse(&text);
+    assert_eq!(without_lines(again.clone()), without_lines(sc));
+    assert_eq!(again.to_toml(), text, "canonical text is a fixed point");
+    // Written as a string of digits beyond i64; read back from one.
+    assert!(text.contains("peer = \"18446744073709551615\""), "{text}");
+    let step = "[[step]]\nat_ms = 1\ndevice = \"d\"\n";
+    for (body, needle) in [
+        ("transfers = { port = 1, peer = \"18446744073709551616\", status = 0 }", "transfers.peer"),
+        ("transfers = { port = 1, peer = \"-1\", status = 0 }", "transfers.peer"),
+        ("transfers = { port = 1, peer = \"0x10\", status = 0 }", "transfers.peer"),
+        ("transfers = { port = 1, peer = 1.5, status = 0 }", "transfers.peer"),
+        ("counters = { port = 1, link_downed = \"\" }", "counters.link_downed"),
+    ] {
+        let text = format!("duration_ms = 10\n[[device]]\nname = \"d\"\nports = [{{ port = 1 }}]\n{step}{body}\n");
+        let e = Scenario::parse(&text, "x.toml").expect_err(body);
+        assert_eq!(e.line(), Some(8), "{body}: {e}");
+        assert!(e.message().contains(needle), "{body}: {e}");
+    }
+}
+
+#[test]
 fn defaults() {
     let sc = parse("duration_ms = 1\n[[device]]\nname = \"mlx5_0\"\nports = [ { port = 1 } ]\n");
     assert_eq!(sc.name, "x", "the file name without directory and extension");

@@ -31,7 +31,7 @@ pub struct CountersChange {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTransfers {
     pub(super) port: Spanned<i64>,
-    pub(super) peer: Option<Spanned<i64>>,
+    pub(super) peer: Option<Spanned<Value>>,
     pub(super) status: Spanned<Value>,
     pub(super) count: Option<Spanned<i64>>,
 }
@@ -40,9 +40,27 @@ pub(super) struct RawTransfers {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCounters {
     pub(super) port: Option<Spanned<i64>>,
-    pub(super) link_downed: Option<Spanned<i64>>,
-    pub(super) carrier_changes: Option<Spanned<i64>>,
-    pub(super) carrier_down: Option<Spanned<i64>>,
+    pub(super) link_downed: Option<Spanned<Value>>,
+    pub(super) carrier_changes: Option<Spanned<Value>>,
+    pub(super) carrier_down: Option<Spanned<Value>>,
+}
+
+/// A whole number of the full `u64` range: a TOML integer (at most
+/// `i64::MAX`), or beyond it a string of decimal digits, as
+/// [`write_u64`] writes it. `None` when it is neither.
+pub(super) fn u64_value(v: &Value) -> Option<u64> {
+    match v {
+        Value::Integer(i) => u64::try_from(*i).ok(),
+        Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// A `u64` as [`u64_value`] reads it: a TOML integer, or a string of digits
+/// beyond `i64::MAX` (a peer id, a counter, as the engine or the driver
+/// gave it).
+pub(super) fn write_u64(v: u64) -> String {
+    if i64::try_from(v).is_ok() { v.to_string() } else { format!("\"{v}\"") }
 }
 
 /// The names `status` takes, for errors.
@@ -68,7 +86,8 @@ pub(super) fn write_transfers(t: &TransferStep) -> String {
         Some(name) => format!("\"{name}\""),
         None => r.wc_status.to_string(),
     };
-    format!("transfers = {{ port = {}, peer = {}, status = {status}, count = {} }}", t.port, r.peer, r.count)
+    let peer = write_u64(r.peer);
+    format!("transfers = {{ port = {}, peer = {peer}, status = {status}, count = {} }}", t.port, r.count)
 }
 
 /// The `counters` table as a scenario file writes it (with `port` for a
@@ -82,7 +101,7 @@ pub(super) fn write_counters(c: &PortCounters, port: Option<u8>) -> String {
         [("link_downed", c.link_downed), ("carrier_changes", c.carrier_changes), ("carrier_down", c.carrier_down)]
     {
         if let Some(v) = v {
-            parts.push(format!("{key} = {v}"));
+            parts.push(format!("{key} = {}", write_u64(v)));
         }
     }
     format!("counters = {{ {} }}", parts.join(", "))

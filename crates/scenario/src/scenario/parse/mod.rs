@@ -142,6 +142,24 @@ impl<'a> Ctx<'a> {
         u64::try_from(*v.get_ref()).map_err(|_| self.err(v.span(), format!("{what} must not be negative")))
     }
 
+    /// A whole number of the `u64` range ([`evidence::u64_value`]).
+    fn whole(&self, v: &Spanned<Value>, what: &str) -> Res<u64> {
+        evidence::u64_value(v.get_ref()).ok_or_else(|| {
+            let shown = match v.get_ref() {
+                Value::String(s) => format!("{s:?}"),
+                other => other.to_string(),
+            };
+            self.err(
+                v.span(),
+                format!(
+                    "{what} must be a whole number from 0 to {} (beyond {}, a string of digits), not {shown}",
+                    u64::MAX,
+                    i64::MAX
+                ),
+            )
+        })
+    }
+
     fn port_num(&self, v: &Spanned<i64>, what: &str) -> Res<u8> {
         match u8::try_from(*v.get_ref()) {
             Ok(p) if p >= 1 => Ok(p),
@@ -221,8 +239,8 @@ impl<'a> Ctx<'a> {
     /// A `counters` table: each counter a whole number, at least one given.
     fn counters(&self, c: &Spanned<RawCounters>, pre: &str) -> Res<PortCounters> {
         let r = c.get_ref();
-        let read = |v: &Option<Spanned<i64>>, key: &str| {
-            v.as_ref().map(|v| self.non_negative(v, &format!("{pre}counters.{key}"))).transpose()
+        let read = |v: &Option<Spanned<Value>>, key: &str| {
+            v.as_ref().map(|v| self.whole(v, &format!("{pre}counters.{key}"))).transpose()
         };
         let counters = PortCounters {
             link_downed: read(&r.link_downed, "link_downed")?,
@@ -242,7 +260,7 @@ impl<'a> Ctx<'a> {
     fn transfers(&self, t: &Spanned<RawTransfers>, dev: &DeviceDecl, pre: &str) -> Res<TransferStep> {
         let r = t.get_ref();
         let port = self.declared_port(dev, &r.port, pre)?;
-        let peer = r.peer.as_ref().map(|p| self.non_negative(p, &format!("{pre}transfers.peer"))).transpose()?;
+        let peer = r.peer.as_ref().map(|p| self.whole(p, &format!("{pre}transfers.peer"))).transpose()?;
         let wc_status = evidence::status_code(r.status.get_ref()).ok_or_else(|| {
             self.err(r.status.span(), format!("{pre}transfers.status: expected {}", evidence::status_names()))
         })?;
