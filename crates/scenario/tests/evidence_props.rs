@@ -118,10 +118,8 @@ fn port() -> impl Strategy<Value = Port> {
 }
 
 fn device() -> impl Strategy<Value = Device> {
-    (any::<bool>(), prop::collection::vec(port(), 1..=2)).prop_map(|(reads_addresses, ports)| Device {
-        reads_addresses,
-        ports,
-    })
+    (any::<bool>(), prop::collection::vec(port(), 1..=2))
+        .prop_map(|(reads_addresses, ports)| Device { reads_addresses, ports })
 }
 
 fn action() -> impl Strategy<Value = Action> {
