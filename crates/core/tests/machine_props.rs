@@ -2177,6 +2177,42 @@ fn an_open_answered_after_the_device_left_is_closed_again() {
     assert!(!m.has_actions());
 }
 
+/// Found by the property test: an open in flight when the device left,
+/// the engine adding it itself meanwhile, then a failure. The open's late
+/// answer was taken as stray, so the driver's handle was never closed and
+/// the machine asked to re-open a device the driver held open.
+#[test]
+fn an_open_answered_while_a_reopen_is_due_is_the_reopen() {
+    let mut m = Machine::new(MachineConfig::default()).unwrap();
+    m.handle_device_list(["rxe0"], Millis(0));
+    serve_lifecycle(&mut m, Millis(0));
+    m.handle_opened(0, Ok(&[1]), Millis(0));
+    serve_lifecycle(&mut m, Millis(0));
+    m.handle_device_list(std::iter::empty(), Millis(1));
+    m.handle_device_list(["rxe0"], Millis(1));
+    assert_eq!(serve_lifecycle(&mut m, Millis(1)).0, vec![0], "back: open asked, not answered yet");
+    m.handle_device_list(std::iter::empty(), Millis(1));
+    assert_eq!(m.add_device("rxe0", &[1], Millis(2)), 0, "the engine opened it itself");
+    serve_lifecycle(&mut m, Millis(2));
+    m.handle_hangup(0, Millis(3));
+    assert_eq!(serve_lifecycle(&mut m, Millis(3)).1, vec![0], "closed");
+    assert_eq!(m.device(0).unwrap().mode.name(), "gone");
+    m.handle_opened(0, Ok(&[1]), Millis(4));
+    serve_lifecycle(&mut m, Millis(4));
+    assert_eq!(m.device(0).unwrap().mode.name(), "events", "the late handle is taken");
+    assert_eq!(m.gate_of("rxe0/1").unwrap().word().state, RailState::Active);
+    // No re-open is due any more, and none is asked.
+    while let Some(t) = m.poll_timeout().filter(|t| t.0 < 60_000) {
+        m.handle_timeout(t);
+        while let Some(a) = m.poll_action() {
+            assert!(!matches!(a, Action::Reopen { .. } | Action::Open { .. }), "{a:?} at {t}");
+            if let Action::QueryPort { device, port } = a {
+                m.handle_port_state(device, port, Ok(PortState::Active), t);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_device_that_leaves_and_comes_back_keeps_its_index_and_rails() {
     let mut m = Machine::new(MachineConfig::default()).unwrap();

@@ -108,10 +108,12 @@ impl Machine {
         let now = self.at(now);
         let idx = device as usize;
         let Some(dev) = self.devices.get_mut(idx) else { return self.stray() };
-        let awaited = std::mem::take(&mut dev.awaiting_open);
+        let awaited = std::mem::take(&mut dev.open_in_flight);
         match (dev.mode, result) {
-            (DeviceMode::Opening { .. }, _) if !awaited => self.stray(),
-            (DeviceMode::Opening { .. }, Ok(ports)) => {
+            (_, _) if !awaited => self.stray(),
+            // Opened while a re-open was due (it failed after the engine
+            // added it meanwhile): the handle is the re-open's.
+            (DeviceMode::Opening { .. } | DeviceMode::Gone { .. }, Ok(ports)) => {
                 if !self.has_ports(&self.devices[idx], ports) {
                     // New ports (or the first open): new rails. Rails of a
                     // port the device no longer has stay inert.
@@ -127,7 +129,7 @@ impl Machine {
                 self.push(Action::Log(Log::OpenFailed { device, errno, retry_at }));
             }
             // Opened after it left: the driver holds a handle nobody wants.
-            (DeviceMode::Removed, Ok(_)) if awaited => self.push(Action::Close { device }),
+            (DeviceMode::Removed, Ok(_)) => self.push(Action::Close { device }),
             _ => self.stray(),
         }
     }
@@ -146,9 +148,6 @@ impl Machine {
             return;
         }
         let was_open = !dev.mode.is_closed();
-        // An open asked for and not answered yet may still be answered: the
-        // handle it opens is then closed again.
-        let open_in_flight = matches!(dev.mode, DeviceMode::Opening { .. }) && dev.awaiting_open;
         self.detach_all(idx, PauseReason::DeviceRemoved, now);
         if was_open {
             self.push(Action::StopReading { device });
@@ -156,7 +155,9 @@ impl Machine {
         }
         let dev = &mut self.devices[idx];
         dev.mode = DeviceMode::Removed;
-        dev.awaiting_open = open_in_flight;
+        // (An open in flight may still be answered: the handle it opens is
+        // then closed again.)
+        dev.reopen_in_flight = false;
         dev.attach = None;
         self.push(Action::Log(Log::Removed { device }));
     }
@@ -169,10 +170,10 @@ impl Machine {
         let idx = device as usize;
         let Some(dev) = self.devices.get_mut(idx) else { return self.stray() };
         let DeviceMode::Gone { backoff_ms, .. } = dev.mode else { return self.stray() };
-        if !dev.awaiting_open {
+        if !dev.reopen_in_flight {
             return self.stray();
         }
-        dev.awaiting_open = false;
+        dev.reopen_in_flight = false;
         match result {
             Ok(()) => {
                 dev.mode = DeviceMode::Events;
@@ -195,7 +196,8 @@ impl Machine {
             name: name.to_string(),
             rails: first..first,
             mode: DeviceMode::Opening { next_open: now, backoff_ms: 0 },
-            awaiting_open: false,
+            reopen_in_flight: false,
+            open_in_flight: false,
             backoff_ms: 0,
             attach: None,
             attached_before: false,
@@ -220,7 +222,7 @@ impl Machine {
     fn open_succeeded(&mut self, idx: usize, now: Millis) {
         let dev = &mut self.devices[idx];
         dev.mode = DeviceMode::Events;
-        dev.awaiting_open = false;
+        dev.reopen_in_flight = false;
         dev.warned.clear();
         dev.reads_addresses = true;
         if let Some(audit) = self.config.audit_ms {
@@ -243,7 +245,7 @@ impl Machine {
         let dev = &mut self.devices[idx];
         dev.mode = DeviceMode::Opening { next_open: now.plus(backoff_ms), backoff_ms };
         dev.backoff_ms = backoff_ms;
-        dev.awaiting_open = true;
+        dev.open_in_flight = true;
         self.watch(idx);
         self.push(Action::Open { device: idx as u32 });
     }
@@ -311,7 +313,7 @@ impl Machine {
         let dev = &mut self.devices[idx];
         dev.mode = DeviceMode::Gone { next_reopen, backoff_ms };
         dev.backoff_ms = backoff_ms;
-        dev.awaiting_open = false;
+        dev.reopen_in_flight = false;
         self.watch(idx);
         next_reopen
     }

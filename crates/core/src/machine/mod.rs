@@ -126,8 +126,13 @@ struct Device {
     name: String,
     rails: Range<usize>,
     mode: DeviceMode,
-    /// An `Open` or `Reopen` was asked for and not answered yet.
-    awaiting_open: bool,
+    /// A `Reopen` was asked for and not answered yet.
+    reopen_in_flight: bool,
+    /// An `Open` was asked for and not answered yet. Apart from the
+    /// re-open's flag: whatever happens to the device meanwhile (it leaves,
+    /// the engine adds it, it fails), the answer still comes, and a driver
+    /// that opened it holds a handle the machine must take or close.
+    open_in_flight: bool,
     /// The delay of the last re-open scheduled (doubled after a failure).
     backoff_ms: u64,
     attach: Option<Attach>,

@@ -136,7 +136,7 @@ impl Machine {
                 if next_reopen <= now {
                     // Asked again after another backoff if the answer never
                     // comes (a late one is still taken).
-                    self.devices[idx].awaiting_open = true;
+                    self.devices[idx].reopen_in_flight = true;
                     self.devices[idx].stats.reopen_attempts += 1;
                     self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(backoff_ms.max(1)), backoff_ms };
                     self.push(Action::Reopen { device: idx as u32 });
