@@ -32,19 +32,22 @@ pub struct TransferReport {
 /// count 0 say nothing). Counters wrap at 2^64 completions.
 #[inline]
 fn count_reports(e: &mut super::Evidence, reports: &[TransferReport]) -> (bool, bool) {
-    let mut seen = 0u8;
+    let (mut succeeded, mut failed_locally) = (false, false);
     for r in reports {
         let n = u64::from(r.count);
-        let class = classify_wc(r.wc_status);
-        seen |= u8::from(n != 0) << (class as u8);
-        let slot = match (class, e.failed_by_status.get_mut(r.wc_status as usize)) {
-            (WcClass::Success, _) => &mut e.transfers_ok,
-            (_, Some(slot)) => slot,
-            (_, None) => &mut e.failed_unknown,
-        };
-        *slot = slot.wrapping_add(n);
+        match classify_wc(r.wc_status) {
+            WcClass::Success => {
+                e.transfers_ok = e.transfers_ok.wrapping_add(n);
+                succeeded |= n != 0;
+            }
+            class => {
+                let slot = e.failed_by_status.get_mut(r.wc_status as usize).unwrap_or(&mut e.failed_unknown);
+                *slot = slot.wrapping_add(n);
+                failed_locally |= n != 0 && class == WcClass::LocalPath;
+            }
+        }
     }
-    (seen & (1 << WcClass::Success as u8) != 0, seen & (1 << WcClass::LocalPath as u8) != 0)
+    (succeeded, failed_locally)
 }
 
 impl Machine {

@@ -721,6 +721,15 @@ impl Machine {
         if let Some(ri) = guess.filter(|ri| dev.rails.contains(ri) && self.rails[*ri].id.port == port) {
             return Some(ri);
         }
+        self.search_rail(device, port)
+    }
+
+    /// [`rail_index`](Self::rail_index) past its guess: out of the hot
+    /// path, so the callers' own code keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn search_rail(&self, device: u32, port: u8) -> Option<usize> {
+        let dev = self.devices.get(device as usize)?;
         dev.rails.clone().find(|&ri| self.rails[ri].id.port == port)
     }
 
