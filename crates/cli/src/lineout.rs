@@ -132,7 +132,7 @@ fn write_all(mut sink: impl Write, items: &Receiver<Item>, shared: &Shared) {
 /// The stderr queue, once `watch` installs it ([`install_stderr`]).
 static STDERR: OnceLock<LineOut> = OnceLock::new();
 
-/// From now on, [`eprint`] and the log go through a queue to stderr.
+/// From now on, [`eprint()`] and the log go through a queue to stderr.
 pub fn install_stderr() {
     let made = io::stderr()
         .as_fd()
@@ -184,7 +184,7 @@ pub fn finish_stderr(within: Duration) {
 }
 
 /// A writer for the log (env_logger writes each record whole, in one
-/// call): to stderr as [`eprint`] does.
+/// call): to stderr as [`eprint()`] does.
 pub struct LogPipe;
 
 impl Write for LogPipe {

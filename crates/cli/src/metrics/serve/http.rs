@@ -10,7 +10,7 @@
 //! - A connection on which no byte has moved either way for
 //!   [`Limits::idle_timeout`] is closed (a client that never reads).
 //! - At most [`Limits::max_connections`] are open; a new one takes the
-//!   place of the quietest ([`super::limit`]). Each costs a task and its
+//!   place of the quietest (`limit.rs`). Each costs a task and its
 //!   buffers, never a thread.
 //! - An `accept` that fails (out of file descriptors) is logged at most
 //!   every 10 s and retried after a pause: the listener outlives it.
