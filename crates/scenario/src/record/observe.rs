@@ -189,7 +189,12 @@ impl Recorder {
         match reopen {
             Some((closed, reopened)) if Timeline::first_seen_since_reopen(reopen, previous) => {
                 let at = if closed == reopened { closed } else { self.placed_for(device, previous, t) };
-                self.timeline.push_before_reopen(at, device, change);
+                if at == reopened {
+                    self.timeline.push_before_reopen(at, device, change);
+                } else {
+                    // At the close, after its step: before the re-open's.
+                    self.push_step(at, device, change);
+                }
             }
             _ => {
                 let at = self.placed_for(device, previous, t);
