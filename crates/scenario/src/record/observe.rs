@@ -182,24 +182,26 @@ impl Recorder {
 
     /// Places `change`, which a query of `device` saw at `t` (the port
     /// asked last at `previous`): as [`placed_for`](Self::placed_for)
-    /// says (at the close when it came back in the same instant), and
-    /// before the re-open's step if it is the first since the re-open.
+    /// says (at the close when it came back in the same instant).
     fn push_seen(&mut self, device: u32, previous: Option<u64>, t: u64, change: Change) {
+        let at = match self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at)) {
+            Some((closed, reopened)) if closed == reopened && previous.is_none_or(|p| p < reopened) => closed,
+            _ => self.placed_for(device, previous, t),
+        };
+        self.push_seen_at(device, previous, at, change);
+    }
+
+    /// Places `change`, seen by a query of `device` (the port asked last
+    /// at `previous`), at `at`: before the re-open's step if it is the
+    /// first since a re-open in that very instant (after it, the replay's
+    /// attach would read the old state).
+    fn push_seen_at(&mut self, device: u32, previous: Option<u64>, at: u64, change: Change) {
         let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
         match reopen {
-            Some((closed, reopened)) if Timeline::first_seen_since_reopen(reopen, previous) => {
-                let at = if closed == reopened { closed } else { self.placed_for(device, previous, t) };
-                if at == reopened {
-                    self.timeline.push_before_reopen(at, device, change);
-                } else {
-                    // At the close, after its step: before the re-open's.
-                    self.push_step(at, device, change);
-                }
+            Some((_, reopened)) if at == reopened && Timeline::first_seen_since_reopen(reopen, previous) => {
+                self.timeline.push_before_reopen(at, device, change);
             }
-            _ => {
-                let at = self.placed_for(device, previous, t);
-                self.push_step(at, device, change);
-            }
+            _ => self.push_step(at, device, change),
         }
     }
 
@@ -391,7 +393,7 @@ impl Recorder {
                 let change = Change::PortState(PortStateChange { port, state });
                 match err_at {
                     Some(e) if state != PortState::Active => {
-                        self.push_step(e.max(self.timeline.floor()), device, change)
+                        self.push_seen_at(device, previous, e.max(self.timeline.floor()), change)
                     }
                     _ => self.push_seen(device, previous, t, change),
                 }
