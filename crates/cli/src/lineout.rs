@@ -13,7 +13,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -46,6 +46,8 @@ pub struct LineOut {
     dropped: AtomicU64,
     /// Lines dropped since the last notice was queued.
     unsaid: AtomicU64,
+    /// A [`LineOut::finish`] gave up: the writer is left behind.
+    abandoned: AtomicBool,
 }
 
 impl LineOut {
@@ -56,7 +58,13 @@ impl LineOut {
         let shared = Arc::new(Shared::default());
         let theirs = Arc::clone(&shared);
         thread::Builder::new().name(name.to_owned()).spawn(move || write_all(sink, &items, &theirs))?;
-        Ok(LineOut { queue, shared, dropped: AtomicU64::new(0), unsaid: AtomicU64::new(0) })
+        Ok(LineOut {
+            queue,
+            shared,
+            dropped: AtomicU64::new(0),
+            unsaid: AtomicU64::new(0),
+            abandoned: AtomicBool::new(false),
+        })
     }
 
     /// A queue to this process's stdout (a second descriptor on it: the
@@ -99,8 +107,21 @@ impl LineOut {
     }
 
     /// Waits until everything queued is written, at most `within`; the
-    /// notice of lines still unsaid goes last. Whether it all went.
+    /// notice of lines still unsaid goes last. Whether it all went. Once a
+    /// finish gave up, a later one does not wait again (the end's bounded
+    /// time is spent once, whichever way out calls it).
     pub fn finish(&self, within: Duration, notice: impl FnOnce(u64) -> Vec<u8>) -> bool {
+        if self.abandoned.load(Ordering::Acquire) {
+            return false;
+        }
+        let went = self.drain_within(within, notice);
+        if !went {
+            self.abandoned.store(true, Ordering::Release);
+        }
+        went
+    }
+
+    fn drain_within(&self, within: Duration, notice: impl FnOnce(u64) -> Vec<u8>) -> bool {
         let deadline = Instant::now() + within;
         let unsaid = self.unsaid.swap(0, Ordering::AcqRel);
         if unsaid > 0 && self.queue.send_deadline(Item::Line(notice(unsaid)), deadline).is_err() {
@@ -260,6 +281,24 @@ mod tests {
             out.send(b"x\n".to_vec(), notice).unwrap();
         }
         assert!(!out.finish(Duration::from_millis(50), notice));
+    }
+
+    /// A finish that gave up is not waited out again (`watch` finishes
+    /// stdout at its end, then again as the printer is dropped: a stalled
+    /// reader held SIGTERM's exit twice the bound): a later finish says
+    /// so at once, even if the reader has drained since.
+    #[test]
+    fn a_finish_that_gave_up_is_not_waited_again() {
+        let (go, gate) = crossbeam_channel::unbounded();
+        let out = LineOut::new(Stalled { go: gate, got: Arc::default() }, 2, "test-twice").unwrap();
+        for _ in 0..10 {
+            out.send(b"x\n".to_vec(), notice).unwrap();
+        }
+        assert!(!out.finish(Duration::from_millis(50), notice));
+        for _ in 0..100 {
+            go.send(()).unwrap();
+        }
+        assert!(!out.finish(Duration::from_secs(30), notice), "the second finish waited for the writer");
     }
 
     /// A closed reader (EPIPE) is an error to the sender, once seen.

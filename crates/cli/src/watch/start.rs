@@ -21,11 +21,22 @@ use crate::config::{DeviceFilter, Settings};
 use crate::devices::{self, NO_DEVICES};
 use crate::output::write_failed;
 
-/// The devices to watch now: those present that `filter` chooses. Bad
+/// The devices to watch now: those present, with a name a device may have,
+/// that `filter` chooses. Bad
 /// input (exit 2) when `--device` names none present, or the filter
 /// leaves none of those present.
 fn choose(args: &WatchArgs, filter: &DeviceFilter) -> Result<Vec<String>, ExitCode> {
-    let present = devices::list()?;
+    let mut present = devices::list()?;
+    // The machine ignores such a name in every later device list (it
+    // would be attached, then at once taken for gone), and a scenario
+    // could not name it: it is not watched from the start.
+    present.retain(|name| match railwatch_core::device_name_problem(name) {
+        Some(problem) => {
+            log::warn!("not watching the device {}: {problem}", railwatch_core::shown_name(name));
+            false
+        }
+        None => true,
+    });
     if let Some(wanted) = &args.device {
         if !present.contains(wanted) {
             let found =

@@ -11,7 +11,7 @@ use railwatch_core::{
 };
 use railwatch_sim_backend::PortSpec;
 
-use super::place::Change;
+use super::place::{Change, Timeline};
 use super::{MAX_NAMED_OBJECTS, OTHER_ADDRESS_INDEX, Recorder};
 use crate::scenario::{
     CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, StepEvent,
@@ -178,6 +178,31 @@ impl Recorder {
     fn placed_for(&self, device: u32, previous: Option<u64>, t: u64) -> u64 {
         let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
         self.timeline.placed_for(reopen, previous, t)
+    }
+
+    /// Places `change`, which a query of `device` saw at `t` (the port
+    /// asked last at `previous`): as [`placed_for`](Self::placed_for)
+    /// says (at the close when it came back in the same instant).
+    fn push_seen(&mut self, device: u32, previous: Option<u64>, t: u64, change: Change) {
+        let at = match self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at)) {
+            Some((closed, reopened)) if closed == reopened && previous.is_none_or(|p| p < reopened) => closed,
+            _ => self.placed_for(device, previous, t),
+        };
+        self.push_seen_at(device, previous, at, change);
+    }
+
+    /// Places `change`, seen by a query of `device` (the port asked last
+    /// at `previous`), at `at`: before the re-open's step if it is the
+    /// first since a re-open in that very instant (after it, the replay's
+    /// attach would read the old state).
+    fn push_seen_at(&mut self, device: u32, previous: Option<u64>, at: u64, change: Change) {
+        let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
+        match reopen {
+            Some((_, reopened)) if at == reopened && Timeline::first_seen_since_reopen(reopen, previous) => {
+                self.timeline.push_before_reopen(at, device, change);
+            }
+            _ => self.push_step(at, device, change),
+        }
     }
 
     fn push_step(&mut self, at: u64, device: u32, change: Change) {
@@ -365,11 +390,13 @@ impl Recorder {
                 // by the time the event was read: the replay's port goes
                 // down with it, whatever the replay asks in between (no
                 // query followed the event live).
-                let at = match err_at {
-                    Some(e) if state != PortState::Active => e.max(self.timeline.floor()),
-                    _ => self.placed_for(device, previous, t),
-                };
-                self.push_step(at, device, Change::PortState(PortStateChange { port, state }));
+                let change = Change::PortState(PortStateChange { port, state });
+                match err_at {
+                    Some(e) if state != PortState::Active => {
+                        self.push_seen_at(device, previous, e.max(self.timeline.floor()), change)
+                    }
+                    _ => self.push_seen(device, previous, t, change),
+                }
             }
         }
     }
@@ -392,8 +419,7 @@ impl Recorder {
             Some(known) if known == counters => {}
             _ => {
                 p.counters = Some(counters);
-                let at = self.placed_for(device, previous, t);
-                self.push_step(at, device, Change::counters(CountersChange { port, counters }));
+                self.push_seen(device, previous, t, Change::counters(CountersChange { port, counters }));
             }
         }
     }
@@ -429,8 +455,7 @@ impl Recorder {
             Some(known) if same(known, &link) => {}
             _ => {
                 p.link = Some(link);
-                let at = self.placed_for(device, previous, t);
-                self.push_step(at, device, Change::Link(LinkChange { port, link }));
+                self.push_seen(device, previous, t, Change::Link(LinkChange { port, link }));
             }
         }
     }
@@ -498,9 +523,8 @@ impl Recorder {
             }
         }
         p.gids = Some(table);
-        let at = self.placed_for(device, previous, t);
         for g in changes {
-            self.push_step(at, device, Change::Gid(g));
+            self.push_seen(device, previous, t, Change::Gid(g));
         }
     }
 }

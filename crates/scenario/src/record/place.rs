@@ -178,6 +178,33 @@ impl Timeline {
         }
     }
 
+    /// Whether a change a query saw, the port asked last at `previous`, is
+    /// the first since the device's re-open (`(closed, reopened)`): it
+    /// happened while the device was away, so it goes before the re-open's
+    /// step ([`push_before_reopen`](Self::push_before_reopen)), even when
+    /// both are placed in the same instant (the close in that very instant,
+    /// or long enough ago to be written already).
+    pub(super) fn first_seen_since_reopen(reopen: Option<(u64, u64)>, previous: Option<u64>) -> bool {
+        reopen.is_some_and(|(closed, reopened)| closed <= reopened && previous.is_none_or(|p| p < reopened))
+    }
+
+    /// Places a change of `device` just before its last `plug` or `restore`
+    /// step still pending at `at`, so the replay's re-open finds it (after
+    /// it, the replay's attach would read the old state); at `at` if there
+    /// is none.
+    pub(super) fn push_before_reopen(&mut self, at: u64, device: u32, change: Change) {
+        let reopen = self.pending.iter().rposition(|(t, e)| {
+            *t == at
+                && matches!(e, Entry::Step { device: d, change: Change::Fault { fault: Fault::Plug | Fault::Restore, .. } }
+                    if *d == device)
+        });
+        let at = at.max(self.floor);
+        match reopen {
+            Some(i) => self.pending.insert(i, (at, Entry::Step { device, change })),
+            None => self.push(at, device, change),
+        }
+    }
+
     /// Where a fault on `device` noticed at `t` goes: at `t`, after the
     /// events its drain read in the same instant (placed before it; the
     /// replay reads what was queued before a fault step first), never
@@ -271,6 +298,42 @@ mod tests {
         assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 200);
         assert_eq!(tl.placed_for(Some((200, 800)), Some(850), 1000), 1000 - SLACK_MS);
         assert_eq!(tl.placed_for(Some((900, 800)), Some(100), 1000), 1000 - SLACK_MS);
+    }
+
+    /// What the first queries after a re-open saw goes before the
+    /// re-open's step of the same instant, never after it.
+    #[test]
+    fn a_change_seen_on_a_reopen_goes_before_the_plug_of_its_instant() {
+        let mut tl = Timeline::default();
+        tl.push(100, 0, Change::Fault { fault: Fault::Unplug, wake: false });
+        tl.push(100, 0, Change::Fault { fault: Fault::Plug, wake: false });
+        tl.push(100, 1, Change::Fault { fault: Fault::Plug, wake: false });
+        assert!(Timeline::first_seen_since_reopen(Some((100, 100)), Some(50)));
+        assert!(Timeline::first_seen_since_reopen(Some((0, 100)), None));
+        assert!(!Timeline::first_seen_since_reopen(Some((0, 100)), Some(100)), "asked since");
+        tl.push_before_reopen(100, 0, down(1));
+        tl.push_before_reopen(100, 0, down(2));
+        tl.push_before_reopen(200, 0, down(3));
+        let order: Vec<(u64, u32, &str)> = tl
+            .take_due(u64::MAX)
+            .map(|(at, e)| match e {
+                Entry::Step { device, change: Change::Fault { fault: Fault::Plug, .. } } => (at, device, "plug"),
+                Entry::Step { device, change: Change::Fault { .. } } => (at, device, "unplug"),
+                Entry::Step { device, .. } => (at, device, "down"),
+                Entry::Comment(_) => (at, 9, "comment"),
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (100, 0, "unplug"),
+                (100, 0, "down"),
+                (100, 0, "down"),
+                (100, 0, "plug"),
+                (100, 1, "plug"),
+                (200, 0, "down")
+            ]
+        );
     }
 
     #[test]

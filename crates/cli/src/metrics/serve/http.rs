@@ -142,6 +142,12 @@ impl Server {
     pub fn open_connections(&self) -> usize {
         self.connections.len()
     }
+
+    /// The most sockets of clients held at once so far (closing ones
+    /// included): at most one more than [`Limits::max_connections`].
+    pub fn peak_connections(&self) -> usize {
+        self.connections.peak()
+    }
 }
 
 impl Drop for Server {
@@ -176,7 +182,11 @@ async fn accept_loop(
     loop {
         let accepted = tokio::select! {
             _ = &mut stopped => return,
-            accepted = listener.accept() => accepted,
+            // Only with room: an evicted connection's socket is closed first.
+            accepted = async {
+                connections.room().await;
+                listener.accept().await
+            } => accepted,
         };
         match accepted {
             Ok((stream, _)) => {
@@ -372,6 +382,37 @@ mod tests {
         }
         assert!(server.open_connections() <= 8, "{}", server.open_connections());
         drop(idle);
+    }
+
+    /// A flood of new connections, each closing another: the sockets held
+    /// never pass the bound (one closing besides it, one being accepted),
+    /// so the agent never runs out of descriptors for its own files. The
+    /// flood waits in the listen backlog while an answer holds the server's
+    /// thread, then is accepted at once.
+    #[test]
+    fn a_flood_never_holds_more_sockets_than_the_bound() {
+        let limits = Limits { max_connections: 8, ..Limits::default() };
+        let server = Server::start_with("127.0.0.1:0".parse().unwrap(), limits, |r: &Request| {
+            if r.path == "/hold" {
+                thread::sleep(Duration::from_millis(300));
+            }
+            plain(200, "x")
+        })
+        .unwrap();
+        let mut holder = TcpStream::connect(server.local_addr()).unwrap();
+        holder.write_all(b"GET /hold HTTP/1.1\r\n\r\n").unwrap();
+        thread::sleep(Duration::from_millis(50));
+        let flood: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(server.local_addr()).unwrap()).collect();
+        let started = Instant::now();
+        while server.peak_connections() < 9 && started.elapsed() < Duration::from_secs(2) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        thread::sleep(Duration::from_millis(200));
+        let peak = server.peak_connections();
+        assert!(peak <= 8 + 1, "{peak} sockets held at once, against a bound of 8");
+        drop((flood, holder));
+        let ok = exchange(server.local_addr(), b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
     }
 
     /// A client whose head never ends, or that never reads, is closed by

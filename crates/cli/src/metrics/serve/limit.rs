@@ -4,15 +4,22 @@
 //! no number of clients that send nothing, or slowly, keeps a scraper
 //! out; and each connection's last moment of progress, which its idle
 //! timeout reads.
+//!
+//! A closed connection holds its socket until its task is dropped, which
+//! happens on a later turn of the runtime; so the accept loop waits
+//! ([`Connections::room`]) until the tasks alive are within the bound
+//! before it accepts again, and a flood of new connections (each closing
+//! another) cannot pile up sockets past it to the descriptor limit.
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 /// When a connection last moved a byte, in ms since the table's start.
@@ -62,6 +69,13 @@ pub(super) struct Connections {
     max: usize,
     epoch: Instant,
     table: Mutex<Table>,
+    /// Tickets not yet dropped: the table's and the evicted ones whose
+    /// task (and socket) is not dropped yet.
+    alive: AtomicUsize,
+    /// Told when a ticket is dropped.
+    freed: Notify,
+    /// The most tickets alive at once.
+    peak: AtomicUsize,
 }
 
 /// One admitted connection; dropping it (the connection's task ending or
@@ -76,7 +90,14 @@ pub(super) struct Ticket {
 impl Connections {
     /// A table of at most `max` connections (at least one).
     pub(super) fn new(max: usize) -> Arc<Connections> {
-        Arc::new(Connections { max: max.max(1), epoch: Instant::now(), table: Mutex::default() })
+        Arc::new(Connections {
+            max: max.max(1),
+            epoch: Instant::now(),
+            table: Mutex::default(),
+            alive: AtomicUsize::new(0),
+            freed: Notify::new(),
+            peak: AtomicUsize::new(0),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -105,12 +126,32 @@ impl Connections {
         if let Some(abort) = evicted.and_then(|s| s.abort) {
             abort.abort();
         }
+        let alive = self.alive.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(alive, Ordering::Relaxed);
         Ticket { id, connections: Arc::clone(self), activity }
+    }
+
+    /// Returns once at most `max` tickets are alive, so admitting one more
+    /// holds at most `max + 1` sockets (one of them closing).
+    pub(super) async fn room(&self) {
+        loop {
+            let freed = self.freed.notified();
+            if self.alive.load(Ordering::Relaxed) <= self.max {
+                return;
+            }
+            freed.await;
+        }
     }
 
     /// How many are open.
     pub(super) fn len(&self) -> usize {
         self.lock().open.len()
+    }
+
+    /// The most connections (and so sockets) held at once, closing ones
+    /// included.
+    pub(super) fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
     }
 }
 
@@ -135,6 +176,8 @@ impl Connections {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.connections.lock().open.remove(&self.id);
+        self.connections.alive.fetch_sub(1, Ordering::Relaxed);
+        self.connections.freed.notify_one();
     }
 }
 
