@@ -242,20 +242,34 @@ fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
         |device: &str| e.count("transition", &[("device", device), ("to", "paused"), ("reason", "data_path")]);
     match &f.breaker {
         Some(b) => {
-            v.require(
-                b.trips >= 1 && b.trips == trips_on("rxe0"),
-                format!("{label}: the breaker did not open on rxe0 (and only there): {b:?}"),
-            );
-            v.require(
-                b.probation_on >= 1 && b.probation_off >= 1,
-                format!("{label}: no trial on probation ended by a success: {b:?}"),
-            );
+            v.require(b.trips == trips_on("rxe0"), format!("{label}: the breaker opened off rxe0: {b:?}"));
+            // How many writes were in flight when the far end went is the
+            // kernel's timing (7 or 8 failures in most runs, 1 in one): the
+            // breaker must open when the engine's threshold was reached, and
+            // only then.
+            let failed = b.reported.get("retry_exc_err").copied().unwrap_or(0);
+            if failed >= ENGINE_BREAKER_FAILURES {
+                v.require(b.trips >= 1, format!("{label}: the breaker did not open on rxe0: {b:?}"));
+                v.require(
+                    b.probation_on >= 1 && b.probation_off >= 1,
+                    format!("{label}: no trial on probation ended by a success: {b:?}"),
+                );
+            } else {
+                v.require(b.trips == 0, format!("{label}: the breaker opened on too few failures: {b:?}"));
+                v.note(format!(
+                    "{label}: {failed} retry_exc_err, under the engine's {ENGINE_BREAKER_FAILURES}: the breaker rightly stayed closed"
+                ));
+            }
             v.note(format!("{label}: reported {}, the breaker opened {} time(s)", b.reported_json(), b.trips));
         }
         None => v.fail(format!("{label}: the engine reported no transfers to the machine")),
     }
     v.keep(f);
 }
+
+/// The local-path failures that open the engine's breaker within its
+/// window (`failures` in crates/ffi/examples/traffic/evidence.hpp).
+const ENGINE_BREAKER_FAILURES: u64 = 2;
 
 /// `railwatch watch --metrics-listen` beside the engine counted the flaps
 /// the engine saw: each a pause and a return (by the event, or by the
