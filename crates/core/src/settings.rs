@@ -450,11 +450,30 @@ impl MachineConfig {
         Some(value)
     }
 
+    /// The whole number `key` holds, if it is one (and on).
+    fn held_whole(&self, key: &str) -> Option<u64> {
+        if (key.starts_with("damping.") && self.damping.is_none())
+            || (key.starts_with("data_path.") && self.data_path.is_none())
+        {
+            return None;
+        }
+        let mut copy = self.clone();
+        match copy.slot(key)? {
+            Slot::Millis(v) | Slot::Count(v) => Some(*v),
+            Slot::OptionalMillis(v) => *v,
+            _ => None,
+        }
+    }
+
     /// Checks every setting against its range and the rules between them;
     /// the error names the first bad one by its full key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for spec in Self::SETTINGS {
-            if let Some(value) = self.get(spec.key) {
+            // A whole number is checked as it is held (a `u64`): past
+            // `i64::MAX` its `SettingValue` would say another number.
+            if let Some(n) = self.held_whole(spec.key) {
+                spec.check_whole(n)?;
+            } else if let Some(value) = self.get(spec.key) {
                 spec.check(value)?;
             }
         }
@@ -556,14 +575,22 @@ impl Setting {
 
     /// Checks `value` against this setting's range.
     pub fn check(&self, value: SettingValue) -> Result<(), ConfigError> {
-        let key = self.key;
-        let n = match value {
-            SettingValue::Integer(i) => u64::try_from(i).unwrap_or(0),
+        match value {
+            SettingValue::Integer(i) => self.check_whole(u64::try_from(i).unwrap_or(0)),
             SettingValue::Float(x) if self.kind == SettingKind::Positive => {
-                return if x.is_finite() && x > 0.0 { Ok(()) } else { refuse(key, Problem::NotPositive(x)) };
+                if x.is_finite() && x > 0.0 {
+                    Ok(())
+                } else {
+                    refuse(self.key, Problem::NotPositive(x))
+                }
             }
-            _ => return Ok(()),
-        };
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks the whole number `n` against this setting's range.
+    fn check_whole(&self, n: u64) -> Result<(), ConfigError> {
+        let key = self.key;
         let (min, max, unit) = match self.kind {
             SettingKind::Millis { min } | SettingKind::OptionalMillis { min } => (min, MAX_DELAY_MS, " ms"),
             SettingKind::Count { min, max } => (min, max, ""),
@@ -689,6 +716,15 @@ mod tests {
         assert_eq!(c.set("nonsense", SettingValue::Integer(1)).unwrap_err().problem, Problem::Unknown);
         assert_eq!(c.set("damping.nonsense", SettingValue::Integer(1)).unwrap_err().problem, Problem::Unknown);
         assert_eq!(c, MachineConfig { damping: c.damping, ..MachineConfig::default() }, "nothing else changed");
+    }
+
+    #[test]
+    fn a_number_past_i64_is_named_as_it_is() {
+        let c = MachineConfig { audit_ms: Some(u64::MAX), ..MachineConfig::default() };
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "audit_ms: 18446744073709551615 ms is more than the limit of 604800000 ms (one week)"
+        );
     }
 
     #[test]
