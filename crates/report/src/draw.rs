@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use crate::Line as JsonLine;
 use svg::Document;
 use svg::node::element::{Group, Line, Polygon, Rectangle, Text, Title};
 
@@ -182,7 +182,7 @@ impl Geometry {
 }
 
 /// What a binned mark shows: the count, the time span and its first lines.
-fn bin_title(lines: &[Value], noun: &str, count: usize, first: u64, last: u64, shown: &[usize]) -> String {
+fn bin_title(lines: &[JsonLine], noun: &str, count: usize, first: u64, last: u64, shown: &[usize]) -> String {
     if count == 1 {
         return match shown.first() {
             Some(&i) => clip(&lines[i].to_string(), TITLE_MAX),
@@ -263,7 +263,7 @@ fn runs_of<T: Copy>(items: &[T], key: impl Fn(T) -> u64) -> Vec<&[T]> {
 
 /// A lane's recovery groups and generation labels, binned per column of
 /// `bin_px`, in time order (at equal times the label first).
-fn annotations(lines: &[Value], lane: &Lane, geo: &Geometry, bin_px: u32, y: f64, counts: &mut Stats) -> Vec<Group> {
+fn annotations(lines: &[JsonLine], lane: &Lane, geo: &Geometry, bin_px: u32, y: f64, counts: &mut Stats) -> Vec<Group> {
     let recs: Vec<&Recovery> = lane.recoveries.iter().collect();
     let gens: Vec<&GenChange> = lane.gens.iter().collect();
     let rec_bins = runs_of(&recs, |r| geo.col(r.t, bin_px));
@@ -357,7 +357,7 @@ fn rect(class: &str, x: f64, y: f64, w: f64, h: f64, title: Option<String>) -> R
     }
 }
 
-fn band_title(lines: &[Value], run: &Run) -> String {
+fn band_title(lines: &[JsonLine], run: &Run) -> String {
     let mut t = format!("{} from {} to {}", run.state.describe(), secs(run.start), secs(run.end));
     if let Some(i) = run.line {
         t.push('\n');
@@ -367,7 +367,7 @@ fn band_title(lines: &[Value], run: &Run) -> String {
 }
 
 /// The band elements of one lane.
-fn bands(lines: &[Value], lane: &Lane, geo: &Geometry, y: f64, cap: usize) -> Vec<Rectangle> {
+fn bands(lines: &[JsonLine], lane: &Lane, geo: &Geometry, y: f64, cap: usize) -> Vec<Rectangle> {
     let top = y + BAND_Y;
     if lane.runs.len() <= cap {
         return lane
@@ -464,7 +464,7 @@ fn axis_step(duration_ms: u64) -> u64 {
 }
 
 /// Draws the model; the SVG's text and its counts.
-pub fn draw(model: &Model, lines: &[Value]) -> (String, Stats) {
+pub fn draw(model: &Model, lines: &[JsonLine]) -> (String, Stats) {
     let geo = Geometry { duration: model.duration_ms.max(1) as f64 };
     let n = model.lanes.len();
     let height = TOP + LANE_H * n as f64 + BOTTOM;

@@ -25,13 +25,13 @@
 //!     rails: vec![], // the summary's order
 //!     lines: vec![
 //!         json!({"t_ms":100,"kind":"transition","rail":"mlx5_0/1","from":"active","to":"paused",
-//!                "generation":1,"reason":"port_err"}),
+//!                "generation":1,"reason":"port_err"}).into(),
 //!         json!({"t_ms":2000,"kind":"transition","rail":"mlx5_0/1","from":"paused","to":"active",
-//!                "generation":2,"by":"event"}),
+//!                "generation":2,"by":"event"}).into(),
 //!         json!({"t_ms":5000,"kind":"summary","rails":[{"rail":"mlx5_0/1","state":"active",
 //!                "available":true,"bandwidth_gbps":400.0,"generation":2}],
 //!                "events_queued":2,"events_read":2,"events_acked":2,
-//!                "expectations":{"passed":0,"failed":0}}),
+//!                "expectations":{"passed":0,"failed":0}}).into(),
 //!     ],
 //!     ticks: vec![1100],
 //!     cut: None,
@@ -68,7 +68,7 @@ pub struct Timeline {
     pub rails: Vec<String>,
     /// The run's JSON lines (docs/JSON.md), in time order, the `summary`
     /// last.
-    pub lines: Vec<Value>,
+    pub lines: Vec<Line>,
     /// The virtual times at which the recovery tick ran: each is a faint
     /// mark on the lanes of the rails that were not active just before it.
     pub ticks: Vec<u64>,
@@ -102,12 +102,12 @@ impl Timeline {
     /// and the rest only counted. The `summary` line is always kept.
     pub fn push(&mut self, line: Value) {
         if line.get("kind").and_then(Value::as_str) == Some("summary") {
-            self.lines.push(line);
+            self.lines.push(line.into());
             return;
         }
         let t = line.get("t_ms").and_then(Value::as_u64).unwrap_or(0);
         if self.keeps(t, self.lines.len() < MAX_LINES) {
-            self.lines.push(line);
+            self.lines.push(line.into());
         }
     }
 
@@ -133,6 +133,37 @@ impl Timeline {
             }
             None => true,
         }
+    }
+}
+
+/// One JSON line of a run, kept as its compact text: a parsed line takes
+/// about ten times the memory, and a run may have half a million. Read
+/// ([`Line::value`]) where it is needed, one at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line(Box<str>);
+
+impl Line {
+    /// The line parsed (`Null` for text that is not JSON, which a `Line`
+    /// made from a `Value` never is).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+
+    /// The line's text (compact JSON).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Value> for Line {
+    fn from(value: Value) -> Line {
+        Line(value.to_string().into_boxed_str())
+    }
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::Timeline;
+use crate::{Line, Timeline};
 
 /// The reasons a rail can be paused (or inert) for, as the JSON lines name
 /// them; each has its own colour. Anything else is drawn as `other`.
@@ -242,30 +242,21 @@ impl Model {
     /// Builds the model of a timeline.
     pub fn build(timeline: &Timeline) -> Model {
         let lines = &timeline.lines;
-        let summary = lines.iter().rposition(|l| str_of(l, "kind") == Some("summary"));
-        let summary_rails: Vec<&Value> = summary
-            .and_then(|i| lines[i].get("rails"))
-            .and_then(Value::as_array)
-            .map(|a| a.iter().collect())
-            .unwrap_or_default();
+        // The summary is last, or near it (a cut run's too).
+        let summary = lines.iter().rposition(|l| str_of(&l.value(), "kind") == Some("summary"));
+        // Of the summary, each rail's name and final state (the line itself,
+        // parsed, is the largest thing here: not kept).
+        let summary_rails = summary.map_or_else(Vec::new, |i| summary_rails(&lines[i]));
         let (mut lanes, index) = lanes_of(timeline, &summary_rails);
+        let (changes, last_t) = read_lines(lines, &index, &mut lanes);
         // The run's end, or a cut run's cut (the summary's later time only
         // feeds the table).
         let end = match timeline.cut {
             Some(cut) => cut.at_ms.max(1),
-            None => {
-                lines.iter().map(t_of).chain(timeline.ticks.iter().copied()).fold(timeline.duration_ms.max(1), u64::max)
-            }
+            None => timeline.ticks.iter().copied().fold(timeline.duration_ms.max(1).max(last_t), u64::max),
         };
-        let changes = read_lines(lines, &index, &mut lanes);
-        let summary_state: HashMap<&str, State> = summary_rails
-            .iter()
-            .filter_map(|r| {
-                let kind = str_of(r, "state").and_then(Kind::parse)?;
-                let reason = if kind == Kind::Active { None } else { Some("unknown") };
-                Some((str_of(r, "rail")?, State { kind, reason }))
-            })
-            .collect();
+        let summary_state: HashMap<&str, State> =
+            summary_rails.iter().filter_map(|(rail, state)| Some((rail.as_str(), (*state)?))).collect();
         for (lane, ch) in lanes.iter_mut().zip(&changes) {
             let initial =
                 ch.initial.or_else(|| summary_state.get(lane.name.as_str()).copied()).unwrap_or(State::ACTIVE);
@@ -275,37 +266,59 @@ impl Model {
     }
 }
 
+/// The summary line's rails, in order: each name and, if it says one, its
+/// final state (a reason only as "unknown": the summary does not say it).
+fn summary_rails(line: &Line) -> Vec<(String, Option<State>)> {
+    let value = line.value();
+    let Some(rails) = value.get("rails").and_then(Value::as_array) else { return Vec::new() };
+    rails
+        .iter()
+        .filter_map(|r| {
+            let state = str_of(r, "state").and_then(Kind::parse).map(|kind| {
+                let reason = if kind == Kind::Active { None } else { Some("unknown") };
+                State { kind, reason }
+            });
+            Some((str_of(r, "rail")?.to_owned(), state))
+        })
+        .collect()
+}
+
 /// The lanes, in order: the given rails, the summary's, then any other rail
 /// a line names, each once; and each name's lane.
-fn lanes_of(timeline: &Timeline, summary_rails: &[&Value]) -> (Vec<Lane>, HashMap<String, usize>) {
+fn lanes_of(timeline: &Timeline, summary_rails: &[(String, Option<State>)]) -> (Vec<Lane>, HashMap<String, usize>) {
     let mut lanes: Vec<Lane> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let names = timeline
         .rails
         .iter()
         .map(String::as_str)
-        .chain(summary_rails.iter().filter_map(|r| str_of(r, "rail")))
-        .chain(timeline.lines.iter().filter_map(|l| str_of(l, "rail")));
+        .map(str::to_owned)
+        .chain(summary_rails.iter().map(|(rail, _)| rail.clone()))
+        .chain(timeline.lines.iter().filter_map(|l| str_of(&l.value(), "rail").map(str::to_owned)));
     for name in names {
-        if !index.contains_key(name) {
-            index.insert(name.to_string(), lanes.len());
-            lanes.push(Lane { name: name.to_string(), ..Lane::default() });
+        if !index.contains_key(&name) {
+            index.insert(name.clone(), lanes.len());
+            lanes.push(Lane { name, ..Lane::default() });
         }
     }
     (lanes, index)
 }
 
 /// What the lines say, lane by lane: state changes (kept in `Changes`),
-/// recoveries, generation changes and marks (put in the lanes).
-fn read_lines(lines: &[Value], index: &HashMap<String, usize>, lanes: &mut [Lane]) -> Vec<Changes> {
+/// recoveries, generation changes and marks (put in the lanes); and the
+/// latest time a line has.
+fn read_lines(lines: &[Line], index: &HashMap<String, usize>, lanes: &mut [Lane]) -> (Vec<Changes>, u64) {
     let mut by_device: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, lane) in lanes.iter().enumerate() {
         by_device.entry(device_of(&lane.name).to_string()).or_default().push(i);
     }
     let mut changes: Vec<Changes> = (0..lanes.len()).map(|_| Changes::default()).collect();
     let mut last_gen: Vec<Option<u64>> = vec![None; lanes.len()];
-    for (i, line) in lines.iter().enumerate() {
+    let mut last_t = 0;
+    for (i, text) in lines.iter().enumerate() {
+        let line = &text.value();
         let t = t_of(line);
+        last_t = last_t.max(t);
         let rail = str_of(line, "rail").and_then(|r| index.get(r).copied());
         match str_of(line, "kind").unwrap_or("") {
             "transition" => {
@@ -346,7 +359,7 @@ fn read_lines(lines: &[Value], index: &HashMap<String, usize>, lanes: &mut [Lane
             }
         }
     }
-    changes
+    (changes, last_t)
 }
 
 /// One `transition` line of a lane: a state change, a generation change, a

@@ -138,7 +138,7 @@ fn text(v: Option<&Value>) -> String {
 }
 
 fn summary(timeline: &Timeline, model: &Model, folded: Option<&Folded>) -> Markup {
-    let Some(summary) = model.summary.map(|i| &timeline.lines[i]) else {
+    let Some(summary) = model.summary.map(|i| timeline.lines[i].value()) else {
         return html! { p.sub { "No summary line: the run did not finish." } };
     };
     let all: &[Value] = summary.get("rails").and_then(Value::as_array).map_or(&[], Vec::as_slice);
@@ -147,9 +147,10 @@ fn summary(timeline: &Timeline, model: &Model, folded: Option<&Folded>) -> Marku
         .iter()
         .filter(|r| folded.is_none_or(|f| r.get("rail").and_then(Value::as_str).is_some_and(|n| f.drawn.contains(n))))
         .collect();
-    let failures: Vec<&Value> = timeline
+    let failures: Vec<Value> = timeline
         .lines
         .iter()
+        .map(crate::Line::value)
         .filter(|l| {
             l.get("kind").and_then(Value::as_str) == Some("expect") && l.get("passed") == Some(&Value::Bool(false))
         })

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::model::{Kind, MarkKind, Model, State};
-use crate::{MARK_BUDGET, Timeline, render};
+use crate::{Line, MARK_BUDGET, Timeline, render};
 
 fn transition(t: u64, rail: &str, from: &str, to: &str, generation: u64, cause: (&str, &str)) -> Value {
     let mut v = json!({"t_ms": t, "kind": "transition", "rail": rail, "from": from, "to": to,
@@ -26,7 +26,11 @@ fn summary(t: u64, rails: &[(&str, &str)]) -> Value {
 }
 
 fn timeline(duration_ms: u64, lines: Vec<Value>, ticks: Vec<u64>) -> Timeline {
-    Timeline { title: "test".into(), duration_ms, rails: vec![], lines, ticks, cut: None }
+    Timeline { title: "test".into(), duration_ms, rails: vec![], lines: texts(lines), ticks, cut: None }
+}
+
+fn texts(lines: Vec<Value>) -> Vec<Line> {
+    lines.into_iter().map(Line::from).collect()
 }
 
 /// How often `needle` occurs in `hay`.
@@ -207,11 +211,11 @@ fn everything_from_the_input_is_escaped() {
         title: format!("<u>{evil}</u>"),
         duration_ms: 1000,
         rails: vec![],
-        lines: vec![
+        lines: texts(vec![
             transition(100, &rail, "active", "paused", 1, ("reason", "<img src=x onerror=alert(1)>")),
             json!({"t_ms": 200, "kind": "expect", "at_ms": 200, "rail": rail, "passed": false, "detail": evil}),
             summary(1000, &[(&rail, "<i>paused</i>")]),
-        ],
+        ]),
         ticks: vec![],
         cut: None,
     };
@@ -281,6 +285,7 @@ fn a_hundred_rails_and_a_hundred_thousand_events_stay_bounded() {
     let names: Vec<(&str, &str)> = rails.iter().map(|r| (r.as_str(), "active")).collect();
     lines.push(summary(600_000, &names));
     let ticks: Vec<u64> = (1..6000).map(|k| k * 100).collect();
+    let lines = texts(lines);
     let t = Timeline { title: "synthetic".into(), duration_ms: 600_000, rails: vec![], lines, ticks, cut: None };
 
     let (html, stats) = render(&t);
@@ -358,7 +363,14 @@ fn the_largest_scenario_s_rails_are_folded_into_a_bounded_page() {
     }
     let names: Vec<(&str, &str)> = rails.iter().map(|r| (r.as_str(), "active")).collect();
     lines.push(summary(1000, &names));
-    let t = Timeline { title: "largest".into(), duration_ms: 1000, rails: vec![], lines, ticks: vec![], cut: None };
+    let t = Timeline {
+        title: "largest".into(),
+        duration_ms: 1000,
+        rails: vec![],
+        lines: texts(lines),
+        ticks: vec![],
+        cut: None,
+    };
     let (html, stats) = render(&t);
     assert_eq!(stats.lanes, crate::MAX_LANES);
     assert!(stats.bytes < 10_000_000, "the page is {} bytes", stats.bytes);
