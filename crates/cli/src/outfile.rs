@@ -11,7 +11,10 @@
 //!   error, never followed) and renames it over the name, which replaces
 //!   whatever entry is there, a link included: a link's target is never
 //!   written. A recording, which grows in place, is created the same way
-//!   and renamed into place at once ([`OutFile::create_growing`]).
+//!   and renamed into place at once ([`OutFile::create_growing`]); if its
+//!   name stops naming it (moved away, deleted, replaced), the writer
+//!   puts a copy back under the name ([`OutFile::names`],
+//!   [`OutFile::replace_with`]).
 //! - A name that is a directory, a device, a FIFO or a socket when opened
 //!   is refused, naming what it is (`--html /dev/null` cannot replace a
 //!   device node, `--record` on a FIFO cannot block).
@@ -83,13 +86,13 @@ impl OutFile {
         sibling_name(&self.name, &format!(".{}.tmp", std::process::id()), true)
     }
 
-    /// Creates the temporary file exclusively (a stale one of ours, left
-    /// by a crash of a process with our id, removed first; a link there
-    /// is removed, never followed).
+    /// Creates the temporary file exclusively, for reading and writing (a
+    /// stale one of ours, left by a crash of a process with our id,
+    /// removed first; a link there is removed, never followed).
     fn create_temporary(&self) -> io::Result<(OsString, File)> {
         let tmp = self.temporary_name();
         let _ = rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty());
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&self.dir, &tmp, flags, Mode::from_raw_mode(0o644))?;
         Ok((tmp, File::from(fd)))
     }
@@ -108,16 +111,36 @@ impl OutFile {
     /// the name (a reader never sees half a file; a link there is
     /// replaced). On failure the temporary file is removed.
     pub fn replace(&self, text: &[u8]) -> io::Result<()> {
-        let (tmp, mut file) = self.create_temporary()?;
+        self.replace_with(|mut file| file.write_all(text)).map(drop)
+    }
+
+    /// [`replace`](Self::replace) with the content written by `fill`;
+    /// returns the file now under the name.
+    pub fn replace_with(&self, fill: impl FnOnce(&File) -> io::Result<()>) -> io::Result<File> {
+        let (tmp, file) = self.create_temporary()?;
         let written = (|| {
-            file.write_all(text)?;
+            fill(&file)?;
             file.sync_all()?;
             self.rename_into_place(&tmp)
         })();
-        if written.is_err() {
-            let _ = rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty());
+        match written {
+            Ok(()) => Ok(file),
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty());
+                Err(e)
+            }
         }
-        written
+    }
+
+    /// Whether the name still names `file` (not moved away, deleted or
+    /// replaced by another file or a link since it was put there).
+    pub fn names(&self, file: &File) -> io::Result<bool> {
+        let held = rustix::fs::fstat(file)?;
+        match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(st.st_dev == held.st_dev && st.st_ino == held.st_ino),
+            Err(rustix::io::Errno::NOENT) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn rename_into_place(&self, tmp: &OsStr) -> io::Result<()> {
@@ -129,14 +152,7 @@ impl OutFile {
     /// A new empty file under the name, to be grown in place: created as
     /// a temporary file and renamed into place at once.
     pub fn create_growing(&self) -> io::Result<File> {
-        let (tmp, file) = self.create_temporary()?;
-        match self.rename_into_place(&tmp) {
-            Ok(()) => Ok(file),
-            Err(e) => {
-                let _ = rustix::fs::unlinkat(&self.dir, &tmp, AtFlags::empty());
-                Err(e)
-            }
-        }
+        self.replace_with(|_| Ok(()))
     }
 
     /// Where [`keep_previous`](Self::keep_previous) keeps the file: the

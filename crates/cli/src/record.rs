@@ -26,10 +26,12 @@ pub struct Recording {
 /// only the process) loses at most about this much of the recording.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
 
-/// The file's second handle and when it was last synced (real time: a
-/// virtual-time `simulate` run is not synced once per virtual second).
+/// The file's second handle, where it is named, and when it was last
+/// synced (real time: a virtual-time `simulate` run is not synced once per
+/// virtual second).
 struct Disk {
     file: File,
+    out: OutFile,
     synced_at: Instant,
 }
 
@@ -82,7 +84,8 @@ impl Recording {
         recorded_by: &str,
         description: String,
     ) -> std::io::Result<Recording> {
-        let file = OutFile::open(path)?.create_growing()?;
+        let out = OutFile::open(path)?;
+        let file = out.create_growing()?;
         let opts = RecordOptions {
             recorded_by: recorded_by.to_owned(),
             name: "recorded".to_owned(),
@@ -92,7 +95,7 @@ impl Recording {
             anonymize,
         };
         let recorder = Recorder::create_in(file, &opts)?;
-        let disk = Disk { file: recorder.file_handle()?, synced_at: Instant::now() };
+        let disk = Disk { file: recorder.file_handle()?, out, synced_at: Instant::now() };
         Ok(Recording { inner: Arc::new(Mutex::new(recorder)), disk: Arc::new(Mutex::new(disk)) })
     }
 
@@ -139,6 +142,7 @@ impl Recording {
         if disk.synced_at.elapsed() >= SYNC_EVERY {
             disk.synced_at = Instant::now();
             disk.file.sync_data()?;
+            self.keep_at_name(&mut disk)?;
         }
         Ok(())
     }
@@ -146,6 +150,29 @@ impl Recording {
     /// Writes the rest and the final expectations, and syncs the file.
     pub fn finish(&self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
         self.lock().finish(now, snapshot)?;
-        self.disk.lock().unwrap_or_else(PoisonError::into_inner).file.sync_data()
+        let mut disk = self.disk.lock().unwrap_or_else(PoisonError::into_inner);
+        disk.file.sync_data()?;
+        self.keep_at_name(&mut disk)
+    }
+
+    /// A recording moved away, deleted or replaced under its name (by an
+    /// operator, a log rotation) is written anew there, whole, and grown
+    /// there from then on: what is at the name at the end is the whole
+    /// recording. Checked at each sync and at the end.
+    fn keep_at_name(&self, disk: &mut Disk) -> io::Result<()> {
+        if disk.out.names(&disk.file)? {
+            return Ok(());
+        }
+        // Under the recorder's lock: nothing is written between the copy
+        // and the switch to it.
+        let mut recorder = self.lock();
+        let file = disk.out.replace_with(|to| recorder.copy_into(to))?;
+        recorder.continue_in(file.try_clone()?);
+        disk.file = file;
+        log::warn!(
+            "the recording {} was moved, deleted or replaced: written anew under its name",
+            disk.out.path().display()
+        );
+        Ok(())
     }
 }

@@ -256,6 +256,64 @@ fn a_killed_recording_is_still_a_valid_scenario() {
     assert!(new.contains("[[expect]]") && !new.contains("port_err"), "{new}");
 }
 
+/// An operator (or a log rotation) moves the recording away mid-run, then
+/// another time replaces its name with a link: at the next sync the whole
+/// recording is written anew under its name, and at the end the name holds
+/// all of it (the device, the events before and after, the expectations);
+/// the link's target is never written.
+#[test]
+fn a_recording_moved_or_replaced_mid_run_is_written_anew_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("control");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let file = dir.path().join("rec.toml");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_railwatch"));
+    command_under_fake(&mut watch, FakeLib::Basic)
+        .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2")
+        .env("FAKE_IBVERBS_CONTROL", &fifo)
+        .env_remove("FAKE_IBVERBS_EVENTS")
+        .args(["watch", "--json", "--record"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut guard = Killed(Some(watch.spawn().unwrap()));
+    let path = file.clone();
+    let holds = move |what: &'static str| {
+        let path = path.clone();
+        move || std::fs::read_to_string(&path).is_ok_and(|t| t.contains(what))
+    };
+    wait_for("the device in the recording", holds("[[device]]"));
+    control(&fifo, "port 0 1 1\nevent 0 10 1\n");
+    wait_for("the PORT_ERR in the recording", holds("port_err"));
+
+    let moved = dir.path().join("moved.toml");
+    std::fs::rename(&file, &moved).unwrap();
+    control(&fifo, "port 0 1 4\nevent 0 9 1\n");
+    wait_for("the recording back under its name", holds("port_active"));
+    let first = std::fs::read_to_string(&file).unwrap();
+    assert!(first.contains("[[device]]") && first.contains("port_err"), "written whole: {first}");
+
+    let target = dir.path().join("target");
+    std::fs::write(&target, "keep me\n").unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&target, &file).unwrap();
+    control(&fifo, "port 0 1 1\nevent 0 10 1\n");
+    wait_for("a regular file under the name again", || {
+        std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file())
+    });
+    let out = terminate(guard.0.take().unwrap());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("written anew under its name"));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n", "the link's target is not written");
+    let text = std::fs::read_to_string(&file).unwrap();
+    // All that was there before the link (the duration aside, which grows).
+    assert!(text.contains(&first[first.find("[[device]]").unwrap()..]), "{text}");
+    assert!(text.matches("port_err").count() == 2 && text.contains("[[expect]]"), "{text}");
+    let (out, replayed) = replay(&file);
+    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(transitions(&replayed).len(), 4, "attach, pause, recovery, pause: {text}");
+}
+
 /// Random incidents, seeded: `watch --record` under the fake with a fast
 /// tick (and the audit, every other case) while random flaps, silent
 /// recoveries, GID changes in the millisecond after a PORT_ACTIVE (a

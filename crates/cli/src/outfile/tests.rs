@@ -144,3 +144,26 @@ fn the_files_of_one_command_are_distinct() {
     let err = distinct(&[("--html", Some(html.as_path())), ("--record", Some(html.as_path()))]).unwrap_err();
     assert_eq!(err, format!("--html and --record name the same file, {}", html.display()));
 }
+
+/// A grown file knows when its name stops naming it: moved away, deleted,
+/// replaced by another file or by a link; `replace_with` puts a file back.
+#[test]
+fn a_name_that_stops_naming_its_file_is_noticed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.toml");
+    let out = OutFile::open(&path).unwrap();
+    let grown = out.create_growing().unwrap();
+    assert!(out.names(&grown).unwrap());
+    fs::rename(&path, dir.path().join("moved")).unwrap();
+    assert!(!out.names(&grown).unwrap(), "moved away");
+    fs::write(&path, "other").unwrap();
+    assert!(!out.names(&grown).unwrap(), "another file");
+    fs::remove_file(&path).unwrap();
+    symlink(dir.path().join("moved"), &path).unwrap();
+    assert!(!out.names(&grown).unwrap(), "a link, even to the file itself");
+    let again = out.replace_with(|mut f| f.write_all(b"anew")).unwrap();
+    assert!(out.names(&again).unwrap());
+    assert!(fs::symlink_metadata(&path).unwrap().file_type().is_file());
+    assert_eq!(fs::read_to_string(&path).unwrap(), "anew");
+    assert_eq!(names(dir.path()), ["moved", "r.toml"], "no temporary file left");
+}

@@ -75,6 +75,29 @@ impl RecordingFile {
         self.file.try_clone()
     }
 
+    /// Copies what was written so far into `to` (new and empty), from its
+    /// start: the recording's name no longer names this file, and the
+    /// caller puts the copy there.
+    pub(super) fn copy_into(&self, to: &File) -> io::Result<()> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut at = 0;
+        while at < self.end {
+            let want = buf.len().min((self.end - at) as usize);
+            let got = self.file.read_at(&mut buf[..want], at)?;
+            if got == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the recording is shorter than written"));
+            }
+            to.write_all_at(&buf[..got], at)?;
+            at += got as u64;
+        }
+        Ok(())
+    }
+
+    /// Goes on writing in `file`, a copy made by [`copy_into`](Self::copy_into).
+    pub(super) fn continue_in(&mut self, file: File) {
+        self.file = file;
+    }
+
     /// The `duration_ms` the file says.
     pub(super) fn duration(&self) -> u64 {
         self.duration
@@ -170,6 +193,23 @@ mod tests {
         assert!(f.flush_due(FLUSH_EVERY_MS, false));
         assert!(f.flush_due(FLUSH_EVERY_MS + 1, true), "the first flush always writes");
         assert!(f.room() < MAX_FILE_BYTES as usize);
+    }
+
+    #[test]
+    fn a_copy_holds_what_was_written_and_takes_the_next_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
+        let rw = File::options().read(true).write(true).create_new(true).open(&first).unwrap();
+        let mut f = RecordingFile::create(rw, "# hi\n".into(), "duration_ms = 1\n").unwrap();
+        f.write(7, "\n[[step]]\n".into()).unwrap();
+        let copy = File::options().read(true).write(true).create_new(true).open(&second).unwrap();
+        f.copy_into(&copy).unwrap();
+        assert_eq!(std::fs::read(&first).unwrap(), std::fs::read(&second).unwrap());
+        f.continue_in(copy);
+        f.write(9, "x = 1\n".into()).unwrap();
+        let text = std::fs::read_to_string(&second).unwrap();
+        assert!(text.starts_with("# hi\nduration_ms = 9 ") && text.ends_with("[[step]]\nx = 1\n"), "{text}");
+        assert!(!std::fs::read_to_string(&first).unwrap().contains("x = 1"), "the first file is left as it was");
     }
 
     #[cfg(target_os = "linux")]

@@ -114,11 +114,12 @@ pub struct Recorder {
 impl Recorder {
     /// Creates (or truncates) `path` and writes the header.
     pub fn create(path: &Path, opts: &RecordOptions) -> io::Result<Recorder> {
-        Recorder::create_in(File::create(path)?, opts)
+        Recorder::create_in(File::options().read(true).write(true).create(true).truncate(true).open(path)?, opts)
     }
 
     /// Writes the header to `file` (new and empty: the caller created it,
-    /// as it sees fit) and records into it.
+    /// as it sees fit; opened for reading too, for
+    /// [`copy_into`](Self::copy_into)) and records into it.
     pub fn create_in(file: File, opts: &RecordOptions) -> io::Result<Recorder> {
         let sc = Scenario {
             file: String::new(),
@@ -171,6 +172,19 @@ impl Recorder {
     /// the recorder (the monitor's observer waits on it).
     pub fn file_handle(&self) -> io::Result<File> {
         self.file.handle()
+    }
+
+    /// Copies what was written so far into `to` (new and empty): the
+    /// caller found the recording's name no longer naming its file (moved
+    /// away, deleted, replaced) and puts the copy under it.
+    pub fn copy_into(&self, to: &File) -> io::Result<()> {
+        self.file.copy_into(to)
+    }
+
+    /// Goes on writing in `file`, a copy made by [`copy_into`](Self::copy_into)
+    /// with nothing written in between.
+    pub fn continue_in(&mut self, file: File) {
+        self.file.continue_in(file);
     }
 
     /// Why recording stopped early (a limit of the scenario format), if it
