@@ -242,13 +242,49 @@ fn main() -> ExitCode {
     // A file-size limit makes a write fail (EFBIG), not end the process.
     railwatch_cli::outfile::ignore_file_size_signal();
     init_logging();
-    let cli = Cli::parse();
+    let cli = match parse_args() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     match cli.command {
         Command::Simulate(args) => simulate::run(args),
         Command::Scenarios => scenarios(),
         Command::Watch(args) => watch(args),
         Command::Status(args) => status(args),
     }
+}
+
+/// The command line, or clap's error printed with each line bounded and
+/// escaped as every other error line is (a 100 KB flag value is not echoed
+/// whole, no control character reaches the terminal); help and version
+/// print as clap prints them.
+fn parse_args() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        Err(e) => {
+            for line in shortened_args(e.render().to_string()).lines() {
+                eprintln!("{}", railwatch_core::error_line(line));
+            }
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// `text` with every long argument of the command line in it cut to its
+/// head and its length, so the line still names the flag it was given to.
+fn shortened_args(mut text: String) -> String {
+    let most = railwatch_core::MAX_SHOWN_NAME_CHARS;
+    for arg in std::env::args_os().skip(1) {
+        let arg = arg.to_string_lossy();
+        if arg.chars().count() > most {
+            let head: String = arg.chars().take(most).collect();
+            text = text.replace(&*arg, &format!("{head}… ({} bytes)", arg.len()));
+        }
+    }
+    text
 }
 
 fn scenarios() -> ExitCode {

@@ -670,3 +670,19 @@ fn an_error_line_is_bounded_and_escaped() {
     let (_, _, stderr) = check(&["--config", path_of(&f)]);
     assert!(stderr.contains(":1: damping: must be a table (or false to turn it off), not an array"), "{stderr}");
 }
+
+/// A flag's value clap refuses is shown bounded and escaped, as every
+/// other error line is: a 100 KB value is not echoed whole, a control
+/// character reaches no terminal; the exit is 2.
+#[test]
+fn a_refused_flag_value_is_shown_bounded_and_escaped() {
+    let long = "9".repeat(100_000);
+    let (out, _, stderr) = check(&["--tick-ms", &long]);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.len() < 500 && stderr.contains("… (100000 bytes)"), "{} bytes: {}", stderr.len(), &stderr[..200]);
+    assert!(stderr.contains("--tick-ms"), "{stderr}");
+    let (out, _, stderr) =
+        run_within(railwatch().args(["simulate", "--builtin", "a\u{7}b\u{1b}[2J", "--nope"]), SECONDS);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains('\u{7}') && !stderr.contains('\u{1b}'), "{stderr:?}");
+}

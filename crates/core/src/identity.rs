@@ -22,6 +22,24 @@ pub fn guid_text(guid: u64) -> String {
     format!("{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}", g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7])
 }
 
+/// Whether `name` is a netdev name railwatch uses (as a path under
+/// `class/net`, as a label): what the kernel allows (at most 15 bytes,
+/// no `/`, `:` or whitespace, not `.` or `..`) and no control character
+/// (the kernel allows ESC; a label or a log line must not carry it).
+///
+/// ```
+/// use railwatch_core::is_netdev_name;
+/// assert!(is_netdev_name("enp59s0f0np0"));
+/// assert!(!is_netdev_name("../../etc") && !is_netdev_name("e\u{1b}[2J") && !is_netdev_name(""));
+/// ```
+pub fn is_netdev_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 15
+        && name != "."
+        && name != ".."
+        && !name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+}
+
 /// Whether `text` is a PCI address as sysfs names a function:
 /// `DDDD:BB:DD.F` in hex (domain, bus, device, function).
 pub fn is_pci_address(text: &str) -> bool {

@@ -71,7 +71,7 @@ pub use damping::{DampingConfig, FlapPenalty};
 pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
 pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
-pub use identity::{RailIdentity, guid_text, is_pci_address};
+pub use identity::{RailIdentity, guid_text, is_netdev_name, is_pci_address};
 pub use machine::{
     Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, Machine,
     Notification, RailView, RecoveredBy, TransferReport,

@@ -7,7 +7,7 @@
 use std::io;
 use std::path::Path;
 
-use railwatch_core::PortCounters;
+use railwatch_core::{PortCounters, is_netdev_name};
 
 /// The counters of `device`'s `port`, read under `sys` (`/sys` on a host).
 /// `NotFound` when the driver has none of them (older drivers): the
@@ -37,12 +37,6 @@ fn read_number(path: &Path) -> Option<u64> {
     let mut text = String::new();
     std::fs::File::open(path).ok()?.take(64).read_to_string(&mut text).ok()?;
     text.trim().parse().ok()
-}
-
-/// A name the kernel could give a netdev: what is joined to a path must
-/// not climb out of `class/net`.
-fn is_netdev_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 15 && name != "." && name != ".." && !name.contains(['/', '\0'])
 }
 
 #[cfg(test)]
@@ -86,5 +80,10 @@ mod tests {
         write(root, "class/infiniband/x/ports/1/gid_attrs/ndevs/0", "../../../etc\n");
         write(root, "class/infiniband/x/ports/1/counters/link_downed", "lots\n");
         assert!(read_flap_counters(root, "x", 1).is_err());
+        // A netdev named with ESC (the kernel allows it) is no netdev here:
+        // its counters are not read, its name reaches no label.
+        write(root, "class/infiniband/y/ports/1/gid_attrs/ndevs/0", "e\u{1b}[2J\n");
+        write(root, "class/net/e\u{1b}[2J/carrier_changes", "3\n");
+        assert!(read_flap_counters(root, "y", 1).is_err());
     }
 }

@@ -11,7 +11,7 @@ use std::ptr;
 
 use railwatch_core::{
     AsyncEvent, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, RailIdentity, VerbsPort,
-    is_pci_address,
+    is_netdev_name, is_pci_address,
 };
 use rdma_sys::{ibv_context, ibv_device, ibv_device_attr};
 
@@ -336,7 +336,7 @@ impl VerbsPort for VerbsDevice {
                 address.netdev = std::fs::read_to_string(format!("{sysfs}/ndevs/{index}"))
                     .ok()
                     .map(|n| n.trim().to_string())
-                    .filter(|n| !n.is_empty());
+                    .filter(|n| is_netdev_name(n));
             }
             address.gids.push(Gid { index: index as u32, raw, kind });
         }
