@@ -12,7 +12,6 @@
 use std::ops::Range;
 
 use super::{Action, Device, DeviceMode, DeviceStats, Errno, Log, Machine, Rail};
-use crate::damping::FlapPenalty;
 use crate::device_name::device_name_problem;
 use crate::ports::RailId;
 use crate::rail::{Outcome, PauseReason, RailCell};
@@ -280,16 +279,16 @@ impl Machine {
             self.flap_if_up(ri, now);
             let rail = &mut self.rails[ri];
             rail.attach_answer = None;
-            rail.settle = None;
-            rail.damped_until = None;
+            rail.take_settle();
+            rail.clear_damped();
             rail.activating = false;
             rail.wake_by = None;
             rail.address_event = None;
             // A re-attach is a new device context: what was known of the
             // old path (its failures, its breaker, its address, its
             // counters) is not about the new one.
-            rail.window.clear();
-            rail.breaker = None;
+            rail.clear_window();
+            rail.set_breaker(None);
             rail.address_ok = false;
             rail.wants_address = None;
             rail.counters = None;
@@ -333,22 +332,19 @@ impl Rail {
             explained_at: None,
             port_up: false,
             wake_by: None,
-            settle: None,
-            penalty: FlapPenalty::default(),
-            damped_until: None,
+            holds: None,
             activating: false,
             attach_answer: None,
             address: None,
             address_event: None,
-            window: Default::default(),
-            breaker: None,
+            transfers_ok: 0,
+            trouble: None,
             counters: None,
             counters_readable: true,
             down_since_counters: false,
             address_ok: false,
             gid_index: None,
             wants_address: None,
-            evidence: Default::default(),
         }
     }
 }

@@ -15,6 +15,7 @@
 
 mod evidence;
 mod lifecycle;
+mod on_demand;
 mod output;
 mod policy;
 mod timers;
@@ -27,9 +28,7 @@ pub use evidence::TransferReport;
 pub use lifecycle::ListChange;
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
 
-use crate::breaker::FailureWindow;
 use crate::counters::PortCounters;
-use crate::damping::FlapPenalty;
 use crate::decide::{EventClass, RailDecision, classify, decide_event};
 use crate::event::{AsyncEvent, Element, EventKind};
 use crate::port::{LinkAttrs, LinkRate, PortState};
@@ -178,10 +177,8 @@ struct Rail {
     /// An event asked for the pending port query (the activation it leads
     /// to is "by event", not "by poll").
     wake_by: Option<RecoveredBy>,
-    settle: Option<Settle>,
-    penalty: FlapPenalty,
-    /// Held by damping until then.
-    damped_until: Option<Millis>,
+    /// The settle delay and flap damping, once either is used.
+    holds: Option<Box<on_demand::Holds>>,
     /// Resumed; waiting for the link answer before it is made available.
     activating: bool,
     /// The answer of an attach in progress.
@@ -191,10 +188,11 @@ struct Rail {
     /// A LID/GID change asked for the pending address read: if the address
     /// changed (or cannot be read), the generation is bumped for it.
     address_event: Option<EventKind>,
-    /// Local-path transfer failures in the current window.
-    window: FailureWindow,
-    /// The data-path breaker, when it has tripped.
-    breaker: Option<Breaker>,
+    /// Transfers reported successful (wrapping at 2^64).
+    transfers_ok: u64,
+    /// Failed transfers, the data-path breaker and silent flaps, once the
+    /// rail has seen one.
+    trouble: Option<Box<on_demand::Trouble>>,
     /// The flap counters last read (the baseline), if any.
     counters: Option<PortCounters>,
     /// Cleared when a counter read says they cannot be read.
@@ -209,8 +207,6 @@ struct Rail {
     gid_index: Option<u32>,
     /// An activation waits for an address read (`require_address`).
     wants_address: Option<RecoveredBy>,
-    /// What transfer reports said, and the silent flaps seen.
-    evidence: Evidence,
 }
 
 /// The data-path breaker of one rail, once it has tripped.
@@ -271,15 +267,15 @@ impl Rail {
             available: self.available,
             rate: self.seeded,
             recovered_by: self.recovered_by,
-            damped_until: self.damped_until,
-            settling_until: self.settle.map(|s| s.until),
-            breaker_until: match self.breaker {
+            damped_until: self.damped_until(),
+            settling_until: self.settle().map(|s| s.until),
+            breaker_until: match self.breaker() {
                 Some(Breaker::Open { until, .. }) => Some(until),
                 _ => None,
             },
             gid_index: self.gid_index,
             counters: self.counters,
-            evidence: &self.evidence,
+            evidence: self.evidence(),
         }
     }
 }
@@ -318,7 +314,7 @@ pub struct RailView<'a> {
     /// The flap counters last read.
     pub counters: Option<PortCounters>,
     /// What transfer reports and counters said.
-    pub evidence: &'a Evidence,
+    pub evidence: Evidence,
 }
 
 impl RailView<'_> {

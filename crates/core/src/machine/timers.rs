@@ -65,9 +65,9 @@ impl Machine {
         d.mode != DeviceMode::Events
             || d.attach.is_some()
             || self.rails[d.rails.clone()].iter().any(|r| {
-                r.settle.is_some()
-                    || r.damped_until.is_some()
-                    || matches!(r.breaker, Some(super::Breaker::Open { .. }))
+                r.settle().is_some()
+                    || r.damped_until().is_some()
+                    || matches!(r.breaker(), Some(super::Breaker::Open { .. }))
                     || r.activating
                     || r.address_event.is_some()
                     || r.cell.load().state == RailState::Paused
@@ -118,8 +118,8 @@ impl Machine {
                     .clone()
                     .filter_map(|ri| {
                         let r = &self.rails[ri];
-                        let settle = r.settle.filter(|s| !s.confirming).map(|s| s.until);
-                        [settle, r.damped_until, self.trial_at(ri)].into_iter().flatten().min()
+                        let settle = r.settle().filter(|s| !s.confirming).map(|s| s.until);
+                        [settle, r.damped_until(), self.trial_at(ri)].into_iter().flatten().min()
                     })
                     .min();
                 [reopen, rails].into_iter().flatten().min()
@@ -150,16 +150,17 @@ impl Machine {
                 continue;
             }
             for ri in self.devices[idx].rails.clone() {
-                let rail = &mut self.rails[ri];
-                if let Some(s) = rail.settle.as_mut().filter(|s| !s.confirming && s.until <= now) {
+                let holds = self.rails[ri].holds.as_deref_mut();
+                let settle = holds.and_then(|h| h.settle.as_mut());
+                if let Some(s) = settle.filter(|s| !s.confirming && s.until <= now) {
                     // The settle delay is over: one query confirms the port
                     // still reads ACTIVE.
                     s.confirming = true;
                     self.query(ri);
-                } else if rail.damped_until.is_some_and(|t| t <= now) {
+                } else if self.rails[ri].damped_until().is_some_and(|t| t <= now) {
                     // The penalty has decayed: release if the port reads
                     // ACTIVE (through the settle delay, if any).
-                    rail.damped_until = None;
+                    self.rails[ri].clear_damped();
                     self.query(ri);
                 } else if self.trial_at(ri).is_some_and(|t| t <= now) {
                     // The breaker's backoff is over: a trial.
