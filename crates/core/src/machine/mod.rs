@@ -28,7 +28,7 @@ pub use evidence::TransferReport;
 pub use lifecycle::ListChange;
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
 
-use crate::counters::PortCounters;
+use crate::counters::{CountersBaseline, PortCounters};
 use crate::decide::{EventClass, RailDecision, classify, decide_event};
 use crate::event::{AsyncEvent, Element, EventKind};
 use crate::port::{LinkAttrs, LinkRate, PortState};
@@ -118,12 +118,13 @@ pub struct DeviceStats {
 #[derive(Debug, Clone, Copy)]
 struct Attach {
     /// Answers still missing.
-    left: usize,
+    left: u32,
 }
 
 struct Device {
-    name: String,
-    rails: Range<usize>,
+    name: Box<str>,
+    /// Its rails' indexes ([`rails`](Device::rails)), held in 8 bytes.
+    rail_range: Range<u32>,
     mode: DeviceMode,
     /// A `Reopen` was asked for and not answered yet.
     reopen_in_flight: bool,
@@ -160,7 +161,7 @@ struct Settle {
 
 struct Rail {
     id: RailId,
-    name: String,
+    name: Box<str>,
     cell: Arc<RailCell>,
     /// The rate last seeded into the selector.
     seeded: Option<LinkRate>,
@@ -194,7 +195,7 @@ struct Rail {
     /// rail has seen one.
     trouble: Option<Box<on_demand::Trouble>>,
     /// The flap counters last read (the baseline), if any.
-    counters: Option<PortCounters>,
+    counters: CountersBaseline,
     /// Cleared when a counter read says they cannot be read.
     counters_readable: bool,
     /// The port was seen going down, and the rail has not been read active
@@ -274,13 +275,26 @@ impl Rail {
                 _ => None,
             },
             gid_index: self.gid_index,
-            counters: self.counters,
+            counters: self.counters.get(),
             evidence: self.evidence(),
         }
     }
 }
 
 impl Device {
+    /// Its rails' indexes in the machine's rail list.
+    #[inline]
+    fn rails(&self) -> Range<usize> {
+        self.rail_range.start as usize..self.rail_range.end as usize
+    }
+
+    /// Sets its rails' indexes (fewer than 2^32 rails: each takes more
+    /// than a hundred bytes).
+    fn set_rails(&mut self, rails: Range<usize>) {
+        let index = |i: usize| u32::try_from(i).expect("fewer than 2^32 rails");
+        self.rail_range = index(rails.start)..index(rails.end);
+    }
+
     fn view(&self, index: u32) -> DeviceView<'_> {
         DeviceView { index, name: &self.name, mode: self.mode, stats: self.stats }
     }
@@ -449,7 +463,7 @@ impl Machine {
         if class != EventClass::Handled || self.devices[idx].mode.is_closed() {
             return;
         }
-        for ri in self.devices[idx].rails.clone() {
+        for ri in self.devices[idx].rails() {
             let state = self.rails[ri].cell.load().state;
             match decide_event(&event, self.rails[ri].id.port, state) {
                 RailDecision::Leave | RailDecision::Detach(_) => {}
@@ -502,8 +516,8 @@ impl Machine {
         dev.stats.read_errors += 1;
         dev.mode = DeviceMode::PollOnly;
         let attaching = dev.attach.is_some();
-        let first = dev.rails.start;
-        let has_rails = !dev.rails.is_empty();
+        let first = dev.rails().start;
+        let has_rails = !dev.rails().is_empty();
         self.push(Action::Log(Log::ReadFailed { device, errno }));
         self.push(Action::StopReading { device });
         self.watch(idx);
@@ -650,7 +664,7 @@ impl Machine {
     /// A gate for the rail called `name` (`"mlx5_0/1"`; the latest device
     /// of that name when one was removed and another added).
     pub fn gate_of(&self, name: &str) -> Option<Gate> {
-        self.rails.iter().rev().find(|r| r.name == name).map(|r| Gate::new(r.cell.clone()))
+        self.rails.iter().rev().find(|r| &*r.name == name).map(|r| Gate::new(r.cell.clone()))
     }
 
     /// Every rail, in the order devices and ports were added.
@@ -713,8 +727,8 @@ impl Machine {
         let dev = self.devices.get(device as usize)?;
         // Ports are numbered from 1 in order on nearly every device: look
         // there first, then search.
-        let guess = (dev.rails.start + usize::from(port)).checked_sub(1);
-        if let Some(ri) = guess.filter(|ri| dev.rails.contains(ri) && self.rails[*ri].id.port == port) {
+        let guess = (dev.rails().start + usize::from(port)).checked_sub(1);
+        if let Some(ri) = guess.filter(|ri| dev.rails().contains(ri) && self.rails[*ri].id.port == port) {
             return Some(ri);
         }
         self.search_rail(device, port)
@@ -726,7 +740,7 @@ impl Machine {
     #[inline(never)]
     fn search_rail(&self, device: u32, port: u8) -> Option<usize> {
         let dev = self.devices.get(device as usize)?;
-        dev.rails.clone().find(|&ri| self.rails[ri].id.port == port)
+        dev.rails().find(|&ri| self.rails[ri].id.port == port)
     }
 
     /// Asks for a port query of rail `ri`.

@@ -18,13 +18,15 @@ impl Machine {
 
     /// Queries every port of a freshly (re)opened device.
     pub(super) fn begin_attach(&mut self, idx: usize, now: Millis) {
-        let rails = self.devices[idx].rails.clone();
-        self.devices[idx].attach = Some(Attach { left: rails.len() });
+        let rails = self.devices[idx].rails();
+        // A device has at most a few hundred ports (they are numbered by a u8).
+        let left = u32::try_from(rails.len()).unwrap_or(u32::MAX);
+        self.devices[idx].attach = Some(Attach { left });
         for ri in rails {
             self.rails[ri].attach_answer = None;
             self.query(ri);
         }
-        if self.devices[idx].rails.is_empty() {
+        if self.devices[idx].rails().is_empty() {
             self.finish_attach(idx, now);
         } else {
             // Answers that never come are asked for again by the tick.
@@ -67,7 +69,7 @@ impl Machine {
         if reattach {
             self.devices[idx].stats.reopens += 1;
         }
-        for ri in self.devices[idx].rails.clone() {
+        for ri in self.devices[idx].rails() {
             let Some(state) = self.rails[ri].attach_answer.take() else { continue };
             let rail = &mut self.rails[ri];
             rail.port_up = state.is_usable();

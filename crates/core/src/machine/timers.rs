@@ -64,7 +64,7 @@ impl Machine {
         }
         d.mode != DeviceMode::Events
             || d.attach.is_some()
-            || self.rails[d.rails.clone()].iter().any(|r| {
+            || self.rails[d.rails()].iter().any(|r| {
                 r.settle().is_some()
                     || r.damped_until().is_some()
                     || matches!(r.breaker(), Some(super::Breaker::Open { .. }))
@@ -79,7 +79,7 @@ impl Machine {
     fn tick_needed(&self) -> bool {
         self.watched.iter().any(|&idx| {
             let d = &self.devices[idx as usize];
-            let rails = &self.rails[d.rails.clone()];
+            let rails = &self.rails[d.rails()];
             if d.attach.is_some() && !d.mode.is_closed() {
                 // An attach whose answers did not come: ask again.
                 return true;
@@ -114,8 +114,7 @@ impl Machine {
                     _ => None,
                 };
                 let rails = d
-                    .rails
-                    .clone()
+                    .rails()
                     .filter_map(|ri| {
                         let r = &self.rails[ri];
                         let settle = r.settle().filter(|s| !s.confirming).map(|s| s.until);
@@ -149,7 +148,7 @@ impl Machine {
                 }
                 continue;
             }
-            for ri in self.devices[idx].rails.clone() {
+            for ri in self.devices[idx].rails() {
                 let holds = self.rails[ri].holds.as_deref_mut();
                 let settle = holds.and_then(|h| h.settle.as_mut());
                 if let Some(s) = settle.filter(|s| !s.confirming && s.until <= now) {
@@ -190,14 +189,14 @@ impl Machine {
             let idx = self.watched[k] as usize;
             let mode = self.devices[idx].mode;
             if self.devices[idx].attach.is_some() && !mode.is_closed() {
-                for ri in self.devices[idx].rails.clone() {
+                for ri in self.devices[idx].rails() {
                     if self.rails[ri].attach_answer.is_none() {
                         self.query(ri);
                     }
                 }
                 continue;
             }
-            for ri in self.devices[idx].rails.clone() {
+            for ri in self.devices[idx].rails() {
                 let state = self.rails[ri].cell.load().state;
                 match (mode, state) {
                     (DeviceMode::Gone { .. } | DeviceMode::Opening { .. } | DeviceMode::Removed, _)
