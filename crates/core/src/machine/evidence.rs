@@ -11,7 +11,7 @@ use crate::breaker::{Verdict, backoff};
 use crate::counters::PortCounters;
 use crate::rail::{Outcome, PauseReason, RailState};
 use crate::time::Millis;
-use crate::wc::{WcClass, classify_wc};
+use crate::wc::{WC_STATUSES, WcClass, classify_wc};
 
 /// One line of a transfer report: `count` completions with status
 /// `wc_status` (`ibv_wc_status`; 0 is success) on transfers to `peer` (an
@@ -25,6 +25,10 @@ pub struct TransferReport {
     /// How many completions had it.
     pub count: u32,
 }
+
+/// `IBV_WC_SUCCESS`: the one status of class success (`wc.rs` tests it).
+const SUCCESS: u32 = 0;
+const _: () = assert!(matches!(WC_STATUSES[SUCCESS as usize].class, WcClass::Success));
 
 /// Counts a report's lines into rail `rail` (one pass; the common report,
 /// successes and peers' errors, asks nothing more). Returns whether a line
@@ -62,9 +66,29 @@ impl Machine {
     /// are notified ([`Happening::PeerFailing`]) and the rail stays. A
     /// success ends probation; a local-path failure on probation opens the
     /// breaker again with the next backoff (in one report, a local-path
-    /// failure wins over successes). Makes no heap allocation.
+    /// failure wins over successes). Makes no heap allocation, except
+    /// once per rail: the first failed line creates its record of failures.
     pub fn handle_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
         let now = self.at(now);
+        // The common report, successes through one peer, on a rail found at
+        // its guess and not on probation: nothing but the count can change.
+        // Everything else is out of line, so this path saves no registers.
+        if let [r] = reports
+            && r.wc_status == SUCCESS
+            && let Some(ri) = self.guess_rail(device, port)
+            && let rail = &mut self.rails[ri]
+            && rail.trouble.as_deref().is_none_or(|t| !matches!(t.breaker, Some(Breaker::Probation { .. })))
+        {
+            rail.transfers_ok = rail.transfers_ok.wrapping_add(u64::from(r.count));
+            return;
+        }
+        self.count_transfers(device, port, reports, now);
+    }
+
+    /// Any other report: counted line by line, then judged if a line
+    /// failed against the local path or a success ends probation.
+    #[inline(never)]
+    fn count_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
         let rail = &mut self.rails[ri];
         let (succeeded, failed_locally) = count_reports(rail, reports);

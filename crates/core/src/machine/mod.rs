@@ -724,18 +724,21 @@ impl Machine {
 
     #[inline]
     fn rail_index(&self, device: u32, port: u8) -> Option<usize> {
-        let dev = self.devices.get(device as usize)?;
-        // Ports are numbered from 1 in order on nearly every device: look
-        // there first, then search.
-        let guess = (dev.rails().start + usize::from(port)).checked_sub(1);
-        if let Some(ri) = guess.filter(|ri| dev.rails().contains(ri) && self.rails[*ri].id.port == port) {
-            return Some(ri);
-        }
-        self.search_rail(device, port)
+        self.guess_rail(device, port).or_else(|| self.search_rail(device, port))
+    }
+
+    /// The rail of `device`'s `port` if it is where ports numbered from 1
+    /// in order (as on nearly every device) put it.
+    #[inline]
+    fn guess_rail(&self, device: u32, port: u8) -> Option<usize> {
+        let rails = self.devices.get(device as usize)?.rails();
+        let ri = (rails.start + usize::from(port)).checked_sub(1)?;
+        (rails.contains(&ri) && self.rails.get(ri)?.id.port == port).then_some(ri)
     }
 
     /// [`rail_index`](Self::rail_index) past its guess: out of the hot
-    /// path, so the callers' own code keeps its registers.
+    /// path, so the callers' own code keeps its registers. Finds the
+    /// first rail of the port, as the guess does when it hits.
     #[cold]
     #[inline(never)]
     fn search_rail(&self, device: u32, port: u8) -> Option<usize> {
