@@ -48,8 +48,20 @@ pub(super) struct Holds {
 
 impl Rail {
     /// The trouble record, created at its first use.
+    #[inline]
     pub(super) fn trouble_mut(&mut self) -> &mut Trouble {
-        self.trouble.get_or_insert_with(Box::default)
+        if self.trouble.is_none() {
+            self.new_trouble();
+        }
+        self.trouble.as_deref_mut().expect("created above")
+    }
+
+    /// Creates the trouble record: out of line, so the loop that counts a
+    /// report's lines keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn new_trouble(&mut self) {
+        self.trouble = Some(Box::default());
     }
 
     /// The data-path breaker, if it has tripped.
