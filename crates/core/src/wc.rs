@@ -150,6 +150,13 @@ mod tests {
     }
 
     #[test]
+    fn only_code_0_is_a_success() {
+        // The report path's fast case tests the code, not the class.
+        let successes: Vec<u32> = WC_STATUSES.iter().filter(|s| s.class == WcClass::Success).map(|s| s.code).collect();
+        assert_eq!(successes, [0]);
+    }
+
+    #[test]
     fn what_rxe_reports_on_a_pull_is_local_and_a_flush_is_never_counted() {
         // KERNEL.md: a pulled cable fails live QPs with RETRY_EXC_ERR (12);
         // an admin down fails the next send with LOC_QP_OP_ERR (2).

@@ -48,8 +48,9 @@
 //! armed within one period; and at the end of each case, once every owed
 //! answer arrived and the world is healed, every rail comes back.
 //!
-//! Then one deterministic test per policy defect the machine had, and a
-//! zero-allocation check of the event path with a counting allocator.
+//! Then one deterministic test per policy defect the machine had, and
+//! allocation checks of the event path and of transfer reports with a
+//! counting allocator.
 //!
 //! `PROPTEST_CASES` raises the case count (`cargo xtask props`).
 
@@ -1946,6 +1947,57 @@ fn j_the_event_path_makes_no_heap_allocation() {
     assert_eq!(gate.word().state, RailState::Active);
     assert_eq!(gate.word().generation, generation + 1, "the flap really happened");
     assert_eq!(allocations, 0, "the event path allocated");
+}
+
+/// m. A transfer report makes no heap allocation, but once per rail: a
+/// rail that only succeeds never allocates, its first failed line creates
+/// its record of failures (one allocation), and nothing after it does; the
+/// counts are what was reported, through the one-line fast path and the
+/// general one alike.
+#[test]
+fn m_a_transfer_report_allocates_only_at_a_rails_first_failure() {
+    let mut m = Machine::new(MachineConfig::default()).expect("valid");
+    let address = address_of(1);
+    m.add_device("mlx5_0", &[1, 2], Millis(0));
+    while let Some(action) = m.poll_action() {
+        match action {
+            Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(PortState::Active), Millis(0)),
+            Action::ReadLink { device, port } => m.handle_link(device, port, Ok(hdr_4x()), Millis(0)),
+            Action::ReadAddress { device, port } => m.handle_address(device, port, Ok(&address), Millis(0)),
+            _ => {}
+        }
+    }
+    let ok = [TransferReport { peer: 1, wc_status: 0, count: 64 }];
+    // Successes through two peers, a peer's refusal, a flush: none of it
+    // changes the rail.
+    let mixed = [
+        TransferReport { peer: 1, wc_status: 0, count: 64 },
+        TransferReport { peer: 2, wc_status: 0, count: 3 },
+        TransferReport { peer: 3, wc_status: 10, count: 1 },
+        TransferReport { peer: 1, wc_status: 5, count: 7 },
+    ];
+    let successes = allocation_counter::measure(|| {
+        for t in 0..1000 {
+            m.handle_transfers(0, 1, &ok, Millis(t));
+        }
+    });
+    assert_eq!(successes.count_total, 0, "a rail that only succeeds allocated");
+    let first = allocation_counter::measure(|| m.handle_transfers(0, 1, &mixed, Millis(1000)));
+    assert_eq!(first.count_total, 1, "the first failure creates the rail's record, once");
+    let later = allocation_counter::measure(|| {
+        for t in 1001..2000 {
+            m.handle_transfers(0, 1, &mixed, Millis(t));
+            m.handle_transfers(0, 1, &ok, Millis(t));
+        }
+    });
+    assert_eq!(later.count_total, 0, "a report allocated after the rail's first failure");
+    assert!(!m.has_actions(), "successes, a peer's refusal and a flush ask for nothing");
+    let e = m.rail(RailId { device: 0, port: 1 }).expect("a rail").evidence;
+    assert_eq!(e.transfers_ok, 64 * 1000 + 67 * 1000 + 64 * 999);
+    assert_eq!((e.failed_by_status[10], e.failed_by_status[5]), (1000, 7000));
+    assert_eq!(e.failed(WcClass::PeerOrApp), 1000);
+    assert_eq!(e.failed(WcClass::LocalPath), 0);
+    assert_eq!(m.rail(RailId { device: 0, port: 2 }).expect("a rail").evidence, Default::default());
 }
 
 #[test]

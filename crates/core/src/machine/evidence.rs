@@ -11,7 +11,7 @@ use crate::breaker::{Verdict, backoff};
 use crate::counters::PortCounters;
 use crate::rail::{Outcome, PauseReason, RailState};
 use crate::time::Millis;
-use crate::wc::{WcClass, classify_wc};
+use crate::wc::{WC_STATUSES, WcClass, classify_wc};
 
 /// One line of a transfer report: `count` completions with status
 /// `wc_status` (`ibv_wc_status`; 0 is success) on transfers to `peer` (an
@@ -26,24 +26,31 @@ pub struct TransferReport {
     pub count: u32,
 }
 
-/// Counts a report's lines into `e` (one pass; the common report,
+/// `IBV_WC_SUCCESS`: the one status of class success (`wc.rs` tests it).
+const SUCCESS: u32 = 0;
+const _: () = assert!(matches!(WC_STATUSES[SUCCESS as usize].class, WcClass::Success));
+
+/// Counts a report's lines into rail `rail` (one pass; the common report,
 /// successes and peers' errors, asks nothing more). Returns whether a line
 /// succeeded and whether one failed against the local path (lines of
-/// count 0 say nothing). Counters wrap at 2^64 completions.
+/// count 0 say nothing, and a failed one creates no trouble record).
+/// Counters wrap at 2^64 completions.
 #[inline]
-fn count_reports(e: &mut super::Evidence, reports: &[TransferReport]) -> (bool, bool) {
+fn count_reports(rail: &mut super::Rail, reports: &[TransferReport]) -> (bool, bool) {
     let (mut succeeded, mut failed_locally) = (false, false);
     for r in reports {
         let n = u64::from(r.count);
         match classify_wc(r.wc_status) {
             WcClass::Success => {
-                e.transfers_ok = e.transfers_ok.wrapping_add(n);
+                rail.transfers_ok = rail.transfers_ok.wrapping_add(n);
                 succeeded |= n != 0;
             }
+            _ if n == 0 => {}
             class => {
-                let slot = e.failed_by_status.get_mut(r.wc_status as usize).unwrap_or(&mut e.failed_unknown);
+                let t = rail.trouble_mut();
+                let slot = t.failed_by_status.get_mut(r.wc_status as usize).unwrap_or(&mut t.failed_unknown);
                 *slot = slot.wrapping_add(n);
-                failed_locally |= n != 0 && class == WcClass::LocalPath;
+                failed_locally |= class == WcClass::LocalPath;
             }
         }
     }
@@ -59,13 +66,33 @@ impl Machine {
     /// are notified ([`Happening::PeerFailing`]) and the rail stays. A
     /// success ends probation; a local-path failure on probation opens the
     /// breaker again with the next backoff (in one report, a local-path
-    /// failure wins over successes). Makes no heap allocation.
+    /// failure wins over successes). Makes no heap allocation, except
+    /// once per rail: the first failed line creates its record of failures.
     pub fn handle_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
         let now = self.at(now);
+        // The common report, successes through one peer, on a rail found at
+        // its guess and not on probation: nothing but the count can change.
+        // Everything else is out of line, so this path saves no registers.
+        if let [r] = reports
+            && r.wc_status == SUCCESS
+            && let Some(ri) = self.guess_rail(device, port)
+            && let rail = &mut self.rails[ri]
+            && rail.trouble.as_deref().is_none_or(|t| !matches!(t.breaker, Some(Breaker::Probation { .. })))
+        {
+            rail.transfers_ok = rail.transfers_ok.wrapping_add(u64::from(r.count));
+            return;
+        }
+        self.count_transfers(device, port, reports, now);
+    }
+
+    /// Any other report: counted line by line, then judged if a line
+    /// failed against the local path or a success ends probation.
+    #[inline(never)]
+    fn count_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
         let rail = &mut self.rails[ri];
-        let (succeeded, failed_locally) = count_reports(&mut rail.evidence, reports);
-        let on_probation = matches!(rail.breaker, Some(Breaker::Probation { .. }));
+        let (succeeded, failed_locally) = count_reports(rail, reports);
+        let on_probation = matches!(rail.breaker(), Some(Breaker::Probation { .. }));
         if failed_locally || (succeeded && on_probation) {
             self.judge(ri, reports, failed_locally, now);
         }
@@ -92,10 +119,10 @@ impl Machine {
         if self.rails[ri].cell.load().state != RailState::Active {
             return;
         }
-        if let Some(Breaker::Probation { trials }) = self.rails[ri].breaker {
+        if let Some(Breaker::Probation { trials }) = self.rails[ri].breaker() {
             return self.trip(ri, trials.saturating_add(1), now);
         }
-        match self.rails[ri].window.fail(&cfg, r.peer, u64::from(r.count), now) {
+        match self.rails[ri].trouble_mut().window.fail(&cfg, r.peer, u64::from(r.count), now) {
             Verdict::Counting => {}
             Verdict::Open => self.trip(ri, 0, now),
             Verdict::OnePeer { peer } => {
@@ -111,10 +138,11 @@ impl Machine {
         let Some(cfg) = self.config.data_path else { return };
         let until = now.plus(self.with_jitter(backoff(&cfg, trials)));
         let rail = &mut self.rails[ri];
-        rail.breaker = Some(Breaker::Open { until, trials });
-        rail.window.clear();
-        rail.evidence.breaker_trips += 1;
         let id = rail.id;
+        let trouble = rail.trouble_mut();
+        trouble.breaker = Some(Breaker::Open { until, trials });
+        trouble.window.clear();
+        trouble.breaker_trips += 1;
         self.push(Action::Log(Log::BreakerOpen { rail: id, trials, until }));
         self.take_out(ri, PauseReason::DataPath, now);
     }
@@ -136,7 +164,7 @@ impl Machine {
 
     #[cold]
     fn end_probation(&mut self, ri: usize, now: Millis) {
-        self.rails[ri].breaker = None;
+        self.rails[ri].set_breaker(None);
         if self.rails[ri].cell.set_probation(false) == Outcome::Changed {
             let rail = self.rails[ri].id;
             self.notify(now, Happening::Probation { rail, on: false });
@@ -145,17 +173,17 @@ impl Machine {
 
     /// The breaker holds rail `ri` now (open, its trial not due yet).
     pub(super) fn breaker_holds(&self, ri: usize, now: Millis) -> bool {
-        matches!(self.rails[ri].breaker, Some(Breaker::Open { until, .. }) if now < until)
+        matches!(self.rails[ri].breaker(), Some(Breaker::Open { until, .. }) if now < until)
     }
 
     /// After an activation: a rail the breaker tripped is on probation
     /// (again, if a pause came between).
     pub(super) fn begin_probation(&mut self, ri: usize, now: Millis) {
-        let trials = match self.rails[ri].breaker {
+        let trials = match self.rails[ri].breaker() {
             Some(Breaker::Open { trials, .. } | Breaker::Trial { trials } | Breaker::Probation { trials }) => trials,
             None => return,
         };
-        self.rails[ri].breaker = Some(Breaker::Probation { trials });
+        self.rails[ri].set_breaker(Some(Breaker::Probation { trials }));
         if self.rails[ri].cell.set_probation(true) == Outcome::Changed {
             let rail = self.rails[ri].id;
             self.notify(now, Happening::Probation { rail, on: true });
@@ -166,15 +194,15 @@ impl Machine {
     /// one activation path). A port that is not ACTIVE then is re-admitted
     /// on probation when it is.
     pub(super) fn run_trial(&mut self, ri: usize) {
-        let Some(Breaker::Open { trials, .. }) = self.rails[ri].breaker else { return };
-        self.rails[ri].breaker = Some(Breaker::Trial { trials });
+        let Some(Breaker::Open { trials, .. }) = self.rails[ri].breaker() else { return };
+        self.rails[ri].set_breaker(Some(Breaker::Trial { trials }));
         self.rails[ri].wake_by = Some(super::RecoveredBy::Trial);
         self.query(ri);
     }
 
     /// When rail `ri`'s trial is due, if its breaker is open.
     pub(super) fn trial_at(&self, ri: usize) -> Option<Millis> {
-        match self.rails[ri].breaker {
+        match self.rails[ri].breaker() {
             Some(Breaker::Open { until, .. }) => Some(until),
             _ => None,
         }
@@ -224,9 +252,9 @@ impl Machine {
 
     fn silent_flap(&mut self, ri: usize, now: Millis) {
         if let Some(cfg) = self.config.damping {
-            self.rails[ri].penalty.flap(&cfg, now);
+            self.rails[ri].holds_mut().penalty.flap(&cfg, now);
         }
-        self.rails[ri].evidence.silent_flaps += 1;
+        self.rails[ri].trouble_mut().silent_flaps += 1;
         let id = self.rails[ri].id;
         self.push(Action::Log(Log::SilentFlap { rail: id }));
         if self.rails[ri].cell.bump_generation() == Outcome::Changed {

@@ -12,7 +12,7 @@
 use std::ops::Range;
 
 use super::{Action, Device, DeviceMode, DeviceStats, Errno, Log, Machine, Rail};
-use crate::damping::FlapPenalty;
+use crate::counters::CountersBaseline;
 use crate::device_name::device_name_problem;
 use crate::ports::RailId;
 use crate::rail::{Outcome, PauseReason, RailCell};
@@ -40,7 +40,8 @@ impl Machine {
             Some(idx) => idx,
             None => {
                 let idx = self.new_device(name, now);
-                self.devices[idx].rails = self.new_rails(idx, ports, now);
+                let rails = self.new_rails(idx, ports, now);
+                self.devices[idx].set_rails(rails);
                 idx
             }
         };
@@ -51,11 +52,11 @@ impl Machine {
     /// The index of a removed device called `name` with exactly these
     /// ports, if there is one.
     pub fn removed_device(&self, name: &str, ports: &[u8]) -> Option<usize> {
-        self.devices.iter().position(|d| d.mode == DeviceMode::Removed && d.name == name && self.has_ports(d, ports))
+        self.devices.iter().position(|d| d.mode == DeviceMode::Removed && *d.name == *name && self.has_ports(d, ports))
     }
 
     fn has_ports(&self, d: &Device, ports: &[u8]) -> bool {
-        d.rails.len() == ports.len() && self.rails[d.rails.clone()].iter().zip(ports).all(|(r, &p)| r.id.port == p)
+        d.rails().len() == ports.len() && self.rails[d.rails()].iter().zip(ports).all(|(r, &p)| r.id.port == p)
     }
 
     /// The host's device list as the driver's device source read it now (at
@@ -79,16 +80,16 @@ impl Machine {
         let mut change = ListChange::default();
         for idx in 0..self.devices.len() {
             let dev = &self.devices[idx];
-            if dev.mode != DeviceMode::Removed && !listed.contains(&dev.name.as_str()) {
+            if dev.mode != DeviceMode::Removed && !listed.contains(&&*dev.name) {
                 self.handle_removed(idx as u32, now);
                 change.left.push(idx as u32);
             }
         }
         for name in listed {
-            if self.devices.iter().any(|d| d.mode != DeviceMode::Removed && d.name == name) {
+            if self.devices.iter().any(|d| d.mode != DeviceMode::Removed && *d.name == *name) {
                 continue;
             }
-            let idx = match self.devices.iter().rposition(|d| d.name == name) {
+            let idx = match self.devices.iter().rposition(|d| *d.name == *name) {
                 Some(idx) => idx,
                 None => self.new_device(name, now),
             };
@@ -117,7 +118,8 @@ impl Machine {
                 if !self.has_ports(&self.devices[idx], ports) {
                     // New ports (or the first open): new rails. Rails of a
                     // port the device no longer has stay inert.
-                    self.devices[idx].rails = self.new_rails(idx, ports, now);
+                    let rails = self.new_rails(idx, ports, now);
+                    self.devices[idx].set_rails(rails);
                 }
                 self.open_succeeded(idx, now);
             }
@@ -192,9 +194,9 @@ impl Machine {
     /// A device with no rails yet, never opened.
     fn new_device(&mut self, name: &str, now: Millis) -> usize {
         let first = self.rails.len();
-        self.devices.push(Device {
-            name: name.to_string(),
-            rails: first..first,
+        let mut device = Device {
+            name: Box::from(name),
+            rail_range: 0..0,
             mode: DeviceMode::Opening { next_open: now, backoff_ms: 0 },
             reopen_in_flight: false,
             open_in_flight: false,
@@ -204,7 +206,9 @@ impl Machine {
             reads_addresses: true,
             stats: DeviceStats::default(),
             warned: Vec::new(),
-        });
+        };
+        device.set_rails(first..first);
+        self.devices.push(device);
         self.devices.len() - 1
     }
 
@@ -213,7 +217,8 @@ impl Machine {
         let first = self.rails.len();
         let name = self.devices[idx].name.clone();
         for &port in ports {
-            self.rails.push(Rail::new(RailId { device: idx as u32, port }, format!("{name}/{port}"), now));
+            let rail_name = format!("{name}/{port}").into_boxed_str();
+            self.rails.push(Rail::new(RailId { device: idx as u32, port }, rail_name, now));
         }
         first..self.rails.len()
     }
@@ -276,23 +281,23 @@ impl Machine {
     /// Every rail of the device goes inert and unavailable (the state first,
     /// then unavailable); timers and holds are dropped.
     pub(super) fn detach_all(&mut self, idx: usize, reason: PauseReason, now: Millis) {
-        for ri in self.devices[idx].rails.clone() {
+        for ri in self.devices[idx].rails() {
             self.flap_if_up(ri, now);
             let rail = &mut self.rails[ri];
             rail.attach_answer = None;
-            rail.settle = None;
-            rail.damped_until = None;
+            rail.take_settle();
+            rail.clear_damped();
             rail.activating = false;
             rail.wake_by = None;
             rail.address_event = None;
             // A re-attach is a new device context: what was known of the
             // old path (its failures, its breaker, its address, its
             // counters) is not about the new one.
-            rail.window.clear();
-            rail.breaker = None;
+            rail.clear_window();
+            rail.set_breaker(None);
             rail.address_ok = false;
             rail.wants_address = None;
-            rail.counters = None;
+            rail.counters.clear();
             let from = rail.cell.load().state;
             if rail.cell.detach(reason, now) == Outcome::Changed {
                 self.transition(ri, from, super::Cause::Reason(reason), now);
@@ -321,7 +326,7 @@ impl Machine {
 
 impl Rail {
     /// A rail that was never attached: inert, `not_opened`, generation 0.
-    fn new(id: RailId, name: String, now: Millis) -> Rail {
+    fn new(id: RailId, name: Box<str>, now: Millis) -> Rail {
         Rail {
             id,
             name,
@@ -333,22 +338,19 @@ impl Rail {
             explained_at: None,
             port_up: false,
             wake_by: None,
-            settle: None,
-            penalty: FlapPenalty::default(),
-            damped_until: None,
+            holds: None,
             activating: false,
             attach_answer: None,
             address: None,
             address_event: None,
-            window: Default::default(),
-            breaker: None,
-            counters: None,
+            transfers_ok: 0,
+            trouble: None,
+            counters: CountersBaseline::default(),
             counters_readable: true,
             down_since_counters: false,
             address_ok: false,
             gid_index: None,
             wants_address: None,
-            evidence: Default::default(),
         }
     }
 }

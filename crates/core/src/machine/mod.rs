@@ -15,6 +15,7 @@
 
 mod evidence;
 mod lifecycle;
+mod on_demand;
 mod output;
 mod policy;
 mod timers;
@@ -27,9 +28,7 @@ pub use evidence::TransferReport;
 pub use lifecycle::ListChange;
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
 
-use crate::breaker::FailureWindow;
-use crate::counters::PortCounters;
-use crate::damping::FlapPenalty;
+use crate::counters::{CountersBaseline, PortCounters};
 use crate::decide::{EventClass, RailDecision, classify, decide_event};
 use crate::event::{AsyncEvent, Element, EventKind};
 use crate::port::{LinkAttrs, LinkRate, PortState};
@@ -119,12 +118,13 @@ pub struct DeviceStats {
 #[derive(Debug, Clone, Copy)]
 struct Attach {
     /// Answers still missing.
-    left: usize,
+    left: u32,
 }
 
 struct Device {
-    name: String,
-    rails: Range<usize>,
+    name: Box<str>,
+    /// Its rails' indexes ([`rails`](Device::rails)), held in 8 bytes.
+    rail_range: Range<u32>,
     mode: DeviceMode,
     /// A `Reopen` was asked for and not answered yet.
     reopen_in_flight: bool,
@@ -161,7 +161,7 @@ struct Settle {
 
 struct Rail {
     id: RailId,
-    name: String,
+    name: Box<str>,
     cell: Arc<RailCell>,
     /// The rate last seeded into the selector.
     seeded: Option<LinkRate>,
@@ -178,10 +178,8 @@ struct Rail {
     /// An event asked for the pending port query (the activation it leads
     /// to is "by event", not "by poll").
     wake_by: Option<RecoveredBy>,
-    settle: Option<Settle>,
-    penalty: FlapPenalty,
-    /// Held by damping until then.
-    damped_until: Option<Millis>,
+    /// The settle delay and flap damping, once either is used.
+    holds: Option<Box<on_demand::Holds>>,
     /// Resumed; waiting for the link answer before it is made available.
     activating: bool,
     /// The answer of an attach in progress.
@@ -191,12 +189,13 @@ struct Rail {
     /// A LID/GID change asked for the pending address read: if the address
     /// changed (or cannot be read), the generation is bumped for it.
     address_event: Option<EventKind>,
-    /// Local-path transfer failures in the current window.
-    window: FailureWindow,
-    /// The data-path breaker, when it has tripped.
-    breaker: Option<Breaker>,
+    /// Transfers reported successful (wrapping at 2^64).
+    transfers_ok: u64,
+    /// Failed transfers, the data-path breaker and silent flaps, once the
+    /// rail has seen one.
+    trouble: Option<Box<on_demand::Trouble>>,
     /// The flap counters last read (the baseline), if any.
-    counters: Option<PortCounters>,
+    counters: CountersBaseline,
     /// Cleared when a counter read says they cannot be read.
     counters_readable: bool,
     /// The port was seen going down, and the rail has not been read active
@@ -209,8 +208,6 @@ struct Rail {
     gid_index: Option<u32>,
     /// An activation waits for an address read (`require_address`).
     wants_address: Option<RecoveredBy>,
-    /// What transfer reports said, and the silent flaps seen.
-    evidence: Evidence,
 }
 
 /// The data-path breaker of one rail, once it has tripped.
@@ -271,20 +268,33 @@ impl Rail {
             available: self.available,
             rate: self.seeded,
             recovered_by: self.recovered_by,
-            damped_until: self.damped_until,
-            settling_until: self.settle.map(|s| s.until),
-            breaker_until: match self.breaker {
+            damped_until: self.damped_until(),
+            settling_until: self.settle().map(|s| s.until),
+            breaker_until: match self.breaker() {
                 Some(Breaker::Open { until, .. }) => Some(until),
                 _ => None,
             },
             gid_index: self.gid_index,
-            counters: self.counters,
-            evidence: &self.evidence,
+            counters: self.counters.get(),
+            evidence: self.evidence(),
         }
     }
 }
 
 impl Device {
+    /// Its rails' indexes in the machine's rail list.
+    #[inline]
+    fn rails(&self) -> Range<usize> {
+        self.rail_range.start as usize..self.rail_range.end as usize
+    }
+
+    /// Sets its rails' indexes (fewer than 2^32 rails: each takes more
+    /// than a hundred bytes).
+    fn set_rails(&mut self, rails: Range<usize>) {
+        let index = |i: usize| u32::try_from(i).expect("fewer than 2^32 rails");
+        self.rail_range = index(rails.start)..index(rails.end);
+    }
+
     fn view(&self, index: u32) -> DeviceView<'_> {
         DeviceView { index, name: &self.name, mode: self.mode, stats: self.stats }
     }
@@ -318,7 +328,7 @@ pub struct RailView<'a> {
     /// The flap counters last read.
     pub counters: Option<PortCounters>,
     /// What transfer reports and counters said.
-    pub evidence: &'a Evidence,
+    pub evidence: Evidence,
 }
 
 impl RailView<'_> {
@@ -453,7 +463,7 @@ impl Machine {
         if class != EventClass::Handled || self.devices[idx].mode.is_closed() {
             return;
         }
-        for ri in self.devices[idx].rails.clone() {
+        for ri in self.devices[idx].rails() {
             let state = self.rails[ri].cell.load().state;
             match decide_event(&event, self.rails[ri].id.port, state) {
                 RailDecision::Leave | RailDecision::Detach(_) => {}
@@ -506,8 +516,8 @@ impl Machine {
         dev.stats.read_errors += 1;
         dev.mode = DeviceMode::PollOnly;
         let attaching = dev.attach.is_some();
-        let first = dev.rails.start;
-        let has_rails = !dev.rails.is_empty();
+        let first = dev.rails().start;
+        let has_rails = !dev.rails().is_empty();
         self.push(Action::Log(Log::ReadFailed { device, errno }));
         self.push(Action::StopReading { device });
         self.watch(idx);
@@ -654,7 +664,7 @@ impl Machine {
     /// A gate for the rail called `name` (`"mlx5_0/1"`; the latest device
     /// of that name when one was removed and another added).
     pub fn gate_of(&self, name: &str) -> Option<Gate> {
-        self.rails.iter().rev().find(|r| r.name == name).map(|r| Gate::new(r.cell.clone()))
+        self.rails.iter().rev().find(|r| &*r.name == name).map(|r| Gate::new(r.cell.clone()))
     }
 
     /// Every rail, in the order devices and ports were added.
@@ -714,23 +724,26 @@ impl Machine {
 
     #[inline]
     fn rail_index(&self, device: u32, port: u8) -> Option<usize> {
-        let dev = self.devices.get(device as usize)?;
-        // Ports are numbered from 1 in order on nearly every device: look
-        // there first, then search.
-        let guess = (dev.rails.start + usize::from(port)).checked_sub(1);
-        if let Some(ri) = guess.filter(|ri| dev.rails.contains(ri) && self.rails[*ri].id.port == port) {
-            return Some(ri);
-        }
-        self.search_rail(device, port)
+        self.guess_rail(device, port).or_else(|| self.search_rail(device, port))
+    }
+
+    /// The rail of `device`'s `port` if it is where ports numbered from 1
+    /// in order (as on nearly every device) put it.
+    #[inline]
+    fn guess_rail(&self, device: u32, port: u8) -> Option<usize> {
+        let rails = self.devices.get(device as usize)?.rails();
+        let ri = (rails.start + usize::from(port)).checked_sub(1)?;
+        (rails.contains(&ri) && self.rails.get(ri)?.id.port == port).then_some(ri)
     }
 
     /// [`rail_index`](Self::rail_index) past its guess: out of the hot
-    /// path, so the callers' own code keeps its registers.
+    /// path, so the callers' own code keeps its registers. Finds the
+    /// first rail of the port, as the guess does when it hits.
     #[cold]
     #[inline(never)]
     fn search_rail(&self, device: u32, port: u8) -> Option<usize> {
         let dev = self.devices.get(device as usize)?;
-        dev.rails.clone().find(|&ri| self.rails[ri].id.port == port)
+        dev.rails().find(|&ri| self.rails[ri].id.port == port)
     }
 
     /// Asks for a port query of rail `ri`.

@@ -18,13 +18,15 @@ impl Machine {
 
     /// Queries every port of a freshly (re)opened device.
     pub(super) fn begin_attach(&mut self, idx: usize, now: Millis) {
-        let rails = self.devices[idx].rails.clone();
-        self.devices[idx].attach = Some(Attach { left: rails.len() });
+        let rails = self.devices[idx].rails();
+        // A device has at most a few hundred ports (they are numbered by a u8).
+        let left = u32::try_from(rails.len()).unwrap_or(u32::MAX);
+        self.devices[idx].attach = Some(Attach { left });
         for ri in rails {
             self.rails[ri].attach_answer = None;
             self.query(ri);
         }
-        if self.devices[idx].rails.is_empty() {
+        if self.devices[idx].rails().is_empty() {
             self.finish_attach(idx, now);
         } else {
             // Answers that never come are asked for again by the tick.
@@ -67,7 +69,7 @@ impl Machine {
         if reattach {
             self.devices[idx].stats.reopens += 1;
         }
-        for ri in self.devices[idx].rails.clone() {
+        for ri in self.devices[idx].rails() {
             let Some(state) = self.rails[ri].attach_answer.take() else { continue };
             let rail = &mut self.rails[ri];
             rail.port_up = state.is_usable();
@@ -143,8 +145,8 @@ impl Machine {
                 // in progress is cancelled.
                 self.rails[ri].down_since_counters = true;
                 self.flap_if_up(ri, now);
-                self.rails[ri].damped_until = None;
-                if self.rails[ri].settle.take().is_some() {
+                self.rails[ri].clear_damped();
+                if self.rails[ri].take_settle().is_some() {
                     self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
                 }
                 if word.reason.is_hold() {
@@ -166,13 +168,13 @@ impl Machine {
             return self.set_reason(ri, PauseReason::DataPath, now);
         }
         if self.suppressed(ri, now) {
-            self.rails[ri].settle = None;
+            self.rails[ri].take_settle();
             return self.hold_damped(ri, now);
         }
-        self.rails[ri].damped_until = None;
+        self.rails[ri].clear_damped();
         let mut by = by;
         if self.config.settle_ms > 0 {
-            match self.rails[ri].settle {
+            match self.rails[ri].settle() {
                 None => return self.start_settle(ri, by, now),
                 Some(s) if now < s.until => return,
                 Some(s) => by = s.by,
@@ -184,9 +186,10 @@ impl Machine {
     }
 
     fn suppressed(&mut self, ri: usize, now: Millis) -> bool {
-        match self.config.damping {
-            Some(cfg) => self.rails[ri].penalty.suppressed(&cfg, now),
-            None => false,
+        // A rail damping never charged has no penalty: not suppressed.
+        match (self.config.damping, self.rails[ri].holds.as_mut()) {
+            (Some(cfg), Some(holds)) => holds.penalty.suppressed(&cfg, now),
+            _ => false,
         }
     }
 
@@ -194,11 +197,11 @@ impl Machine {
     /// the release timer is always in the future.
     fn hold_damped(&mut self, ri: usize, now: Millis) {
         let Some(cfg) = self.config.damping else { return };
-        let rail = &mut self.rails[ri];
-        let until = rail.penalty.reuse_at(&cfg).unwrap_or(now).max(now.plus(1));
-        if rail.damped_until != Some(until) {
-            rail.damped_until = Some(until);
-            let penalty = rail.penalty.value(&cfg, now);
+        let holds = self.rails[ri].holds_mut();
+        let until = holds.penalty.reuse_at(&cfg).unwrap_or(now).max(now.plus(1));
+        if holds.damped_until != Some(until) {
+            holds.damped_until = Some(until);
+            let penalty = holds.penalty.value(&cfg, now);
             self.push(Action::Log(Log::Damped { rail: self.rails[ri].id, penalty, until }));
         }
         self.set_reason(ri, PauseReason::Damped, now);
@@ -207,7 +210,7 @@ impl Machine {
 
     fn start_settle(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
         let until = now.plus(self.config.settle_ms);
-        self.rails[ri].settle = Some(Settle { until, by, confirming: false });
+        self.rails[ri].holds_mut().settle = Some(Settle { until, by, confirming: false });
         self.push(Action::Log(Log::Settling { rail: self.rails[ri].id, until }));
         self.set_reason(ri, PauseReason::Settling, now);
         self.watch(self.rails[ri].id.device as usize);
@@ -219,8 +222,8 @@ impl Machine {
     /// scores the rail on the old rate.
     fn activate(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
         let rail = &mut self.rails[ri];
-        rail.settle = None;
-        rail.damped_until = None;
+        rail.take_settle();
+        rail.clear_damped();
         if rail.cell.resume(now) != Outcome::Changed {
             return;
         }
@@ -279,15 +282,15 @@ impl Machine {
         self.flap_if_up(ri, now);
         let rail = &mut self.rails[ri];
         rail.activating = false;
-        rail.damped_until = None;
+        rail.clear_damped();
         // The port went down: a counter rise next is this flap, not a
         // silent one; the address is read again before the next activation
         // (a GID index can move across a flap); failures counted so far
         // are explained by the flap.
         rail.down_since_counters = true;
         rail.address_ok = false;
-        rail.window.clear();
-        if rail.settle.take().is_some() {
+        rail.clear_window();
+        if rail.take_settle().is_some() {
             self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
         }
         let word = self.rails[ri].cell.load();
@@ -312,7 +315,7 @@ impl Machine {
             return;
         }
         if let Some(cfg) = self.config.damping {
-            rail.penalty.flap(&cfg, now);
+            rail.holds_mut().penalty.flap(&cfg, now);
         }
     }
 

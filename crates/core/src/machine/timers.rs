@@ -64,10 +64,10 @@ impl Machine {
         }
         d.mode != DeviceMode::Events
             || d.attach.is_some()
-            || self.rails[d.rails.clone()].iter().any(|r| {
-                r.settle.is_some()
-                    || r.damped_until.is_some()
-                    || matches!(r.breaker, Some(super::Breaker::Open { .. }))
+            || self.rails[d.rails()].iter().any(|r| {
+                r.settle().is_some()
+                    || r.damped_until().is_some()
+                    || matches!(r.breaker(), Some(super::Breaker::Open { .. }))
                     || r.activating
                     || r.address_event.is_some()
                     || r.cell.load().state == RailState::Paused
@@ -79,7 +79,7 @@ impl Machine {
     fn tick_needed(&self) -> bool {
         self.watched.iter().any(|&idx| {
             let d = &self.devices[idx as usize];
-            let rails = &self.rails[d.rails.clone()];
+            let rails = &self.rails[d.rails()];
             if d.attach.is_some() && !d.mode.is_closed() {
                 // An attach whose answers did not come: ask again.
                 return true;
@@ -114,12 +114,11 @@ impl Machine {
                     _ => None,
                 };
                 let rails = d
-                    .rails
-                    .clone()
+                    .rails()
                     .filter_map(|ri| {
                         let r = &self.rails[ri];
-                        let settle = r.settle.filter(|s| !s.confirming).map(|s| s.until);
-                        [settle, r.damped_until, self.trial_at(ri)].into_iter().flatten().min()
+                        let settle = r.settle().filter(|s| !s.confirming).map(|s| s.until);
+                        [settle, r.damped_until(), self.trial_at(ri)].into_iter().flatten().min()
                     })
                     .min();
                 [reopen, rails].into_iter().flatten().min()
@@ -149,17 +148,18 @@ impl Machine {
                 }
                 continue;
             }
-            for ri in self.devices[idx].rails.clone() {
-                let rail = &mut self.rails[ri];
-                if let Some(s) = rail.settle.as_mut().filter(|s| !s.confirming && s.until <= now) {
+            for ri in self.devices[idx].rails() {
+                let holds = self.rails[ri].holds.as_deref_mut();
+                let settle = holds.and_then(|h| h.settle.as_mut());
+                if let Some(s) = settle.filter(|s| !s.confirming && s.until <= now) {
                     // The settle delay is over: one query confirms the port
                     // still reads ACTIVE.
                     s.confirming = true;
                     self.query(ri);
-                } else if rail.damped_until.is_some_and(|t| t <= now) {
+                } else if self.rails[ri].damped_until().is_some_and(|t| t <= now) {
                     // The penalty has decayed: release if the port reads
                     // ACTIVE (through the settle delay, if any).
-                    rail.damped_until = None;
+                    self.rails[ri].clear_damped();
                     self.query(ri);
                 } else if self.trial_at(ri).is_some_and(|t| t <= now) {
                     // The breaker's backoff is over: a trial.
@@ -189,14 +189,14 @@ impl Machine {
             let idx = self.watched[k] as usize;
             let mode = self.devices[idx].mode;
             if self.devices[idx].attach.is_some() && !mode.is_closed() {
-                for ri in self.devices[idx].rails.clone() {
+                for ri in self.devices[idx].rails() {
                     if self.rails[ri].attach_answer.is_none() {
                         self.query(ri);
                     }
                 }
                 continue;
             }
-            for ri in self.devices[idx].rails.clone() {
+            for ri in self.devices[idx].rails() {
                 let state = self.rails[ri].cell.load().state;
                 match (mode, state) {
                     (DeviceMode::Gone { .. } | DeviceMode::Opening { .. } | DeviceMode::Removed, _)

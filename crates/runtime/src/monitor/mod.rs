@@ -410,7 +410,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     breaker_until: r.breaker_until,
                     gid_index: r.gid_index,
                     counters: r.counters,
-                    evidence: *r.evidence,
+                    evidence: r.evidence,
                 })
                 .collect(),
             devices: self
