@@ -873,8 +873,11 @@ enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine 
 void rw_machine_free(struct rw_machine **machine);
 
 // Adds a device called `name` with the `nports` port numbers at `ports`
-// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
-// added). Its rails start inert; the machine then asks to start reading
+// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its
+// index to `*device` (indices count from 0 in the order added). A name
+// that cannot be a device's (empty, over 63 bytes, with a `/`, whitespace
+// or a control character) is `RW_ERR_INVALID`, as the device list skips
+// it. Its rails start inert; the machine then asks to start reading
 // the device and to query each port (the attach). A `name` that was
 // removed comes back under its old index, as a new device (new
 // generation, rate re-seeded).
@@ -1019,7 +1022,10 @@ enum rw_status rw_machine_drain(struct rw_machine *machine,
 // only the one called `only_device` when not NULL), following devices as
 // they appear and leave (the kernel's uevents; a rescan every 5 s where
 // there are none). `config` and `selector` may be NULL (the defaults; no
-// selector). `RW_ERR_UNSUPPORTED` when built without the `verbs` feature.
+// selector). `RW_ERR_INVALID` for an `only_device` that cannot be a
+// device's name (empty, over 63 bytes, with a `/`, whitespace or a
+// control character). `RW_ERR_UNSUPPORTED` when built without the
+// `verbs` feature.
 enum rw_status rw_monitor_start_verbs(const struct rw_config *config,
                                       const struct rw_selector *selector,
                                       const char *only_device,

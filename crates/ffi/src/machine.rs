@@ -267,8 +267,11 @@ pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
 }
 
 /// Adds a device called `name` with the `nports` port numbers at `ports`
-/// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
-/// added). Its rails start inert; the machine then asks to start reading
+/// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its
+/// index to `*device` (indices count from 0 in the order added). A name
+/// that cannot be a device's (empty, over 63 bytes, with a `/`, whitespace
+/// or a control character) is `RW_ERR_INVALID`, as the device list skips
+/// it. Its rails start inert; the machine then asks to start reading
 /// the device and to query each port (the attach). A `name` that was
 /// removed comes back under its old index, as a new device (new
 /// generation, rate re-seeded).
@@ -288,8 +291,9 @@ pub extern "C" fn rw_machine_add_device(
         if device.is_null() {
             return Err(crate::status::null("device"));
         }
-        if name.is_empty() || name.contains('/') {
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {name:?} is empty or has a '/'")));
+        if let Some(problem) = railwatch_core::device_name_problem(name) {
+            let shown = railwatch_core::shown_name(name);
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {shown}: {problem}")));
         }
         if ports.is_empty() || ports.contains(&0) {
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} (need 1..=255)")));

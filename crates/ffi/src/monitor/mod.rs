@@ -172,7 +172,10 @@ impl Latch {
 /// only the one called `only_device` when not NULL), following devices as
 /// they appear and leave (the kernel's uevents; a rescan every 5 s where
 /// there are none). `config` and `selector` may be NULL (the defaults; no
-/// selector). `RW_ERR_UNSUPPORTED` when built without the `verbs` feature.
+/// selector). `RW_ERR_INVALID` for an `only_device` that cannot be a
+/// device's name (empty, over 63 bytes, with a `/`, whitespace or a
+/// control character). `RW_ERR_UNSUPPORTED` when built without the
+/// `verbs` feature.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_start_verbs(
     config: *const rw_config,
@@ -184,6 +187,12 @@ pub extern "C" fn rw_monitor_start_verbs(
     guard(|| {
         // SAFETY: NULL or a NUL-terminated name, by the API's contract.
         let only = if only_device.is_null() { None } else { Some(unsafe { text(only_device, "only_device") }?) };
+        if let Some(name) = only
+            && let Some(problem) = railwatch_core::device_name_problem(name)
+        {
+            let shown = railwatch_core::shown_name(name);
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("only_device {shown}: {problem}")));
+        }
         start_verbs(config, selector, only, out)
     })
 }

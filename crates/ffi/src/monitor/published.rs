@@ -90,11 +90,9 @@ pub extern "C" fn rw_monitor_gate(
         if gate.is_null() {
             return Err(crate::status::null("gate"));
         }
-        let g = lock(&m.shared.gates)
-            .1
-            .get(rail)
-            .cloned()
-            .ok_or_else(|| Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {rail:?}")))?;
+        let g = lock(&m.shared.gates).1.get(rail).cloned().ok_or_else(|| {
+            Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {}", railwatch_core::shown_name(rail)))
+        })?;
         // SAFETY: checked non-null; the caller passes a writable pointer.
         unsafe { put(gate, rw_gate::boxed(g), "gate") }
     })
