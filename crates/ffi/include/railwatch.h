@@ -1064,7 +1064,8 @@ enum rw_status rw_monitor_gate(const struct rw_monitor *monitor,
 // Copies the latest snapshot's rails into `rails` (room for `capacity`)
 // and their number into `*count`. When there are more than `capacity`, it
 // copies none and returns `RW_ERR_BUFFER` with `*count` the number
-// needed. Never waits for the monitor thread: the snapshot is the one it
+// needed; `capacity` 0 (`rails` may then be NULL) is the size query.
+// Never waits for the monitor thread: the snapshot is the one it
 // published after its last wake-up.
 enum rw_status rw_monitor_snapshot(const struct rw_monitor *monitor,
                                    struct rw_rail_info *rails,

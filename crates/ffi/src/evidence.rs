@@ -101,11 +101,14 @@ pub extern "C" fn rw_machine_handle_counters(
 pub extern "C" fn rw_machine_gid_index(machine: *mut rw_machine, device: u32, port: u32, index: *mut u32) -> rw_status {
     with(machine, |m| {
         let port = port_in(m, device, port)?;
+        if index.is_null() {
+            return Err(crate::status::null("index"));
+        }
         let chosen = m.rail(RailId { device, port }).and_then(|r| r.gid_index);
         let chosen = chosen.ok_or_else(|| {
             Error::new(rw_status::RW_ERR_NOT_FOUND, format!("rail {device}/{port} has no GID index chosen"))
         })?;
-        // SAFETY: the caller passes a writable u32 (NULL is refused).
+        // SAFETY: checked non-null; the caller passes a writable u32.
         unsafe { put(index, chosen, "index") }
     })
 }

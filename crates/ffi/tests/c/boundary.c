@@ -55,6 +55,7 @@ static void nulls(void)
 	rw_ticket t;
 	rw_config c;
 	rw_monitor *mon = (rw_monitor *)1;
+	rw_rail_info rails[8];
 	uint64_t u64;
 	uint32_t dev;
 	size_t count;
@@ -124,9 +125,27 @@ static void nulls(void)
 		CHECK_FAILS("monitor_gate_null_rail", rw_monitor_gate(mon, NULL, &g), RW_ERR_NULL, "rail");
 		CHECK_FAILS("monitor_gate_null_out", rw_monitor_gate(mon, "mlx5_0/1", NULL), RW_ERR_NULL, "gate");
 		CHECK_FAILS("snapshot_json_null_out", rw_monitor_snapshot_json(mon, NULL), RW_ERR_NULL, "json");
+		CHECK_FAILS("snapshot_null_rails_with_room", rw_monitor_snapshot(mon, NULL, 8, &count), RW_ERR_NULL,
+			    "rails");
+		CHECK_FAILS("snapshot_null_count", rw_monitor_snapshot(mon, rails, 8, NULL), RW_ERR_NULL, "count");
 		CHECK_FAILS("unsubscribe_unknown_id", rw_monitor_unsubscribe(mon, 424242), RW_ERR_NOT_FOUND, "424242");
 		CHECK_FAILS("monitor_gate_unknown_rail", rw_monitor_gate(mon, "nope/1", &g), RW_ERR_NOT_FOUND, "nope/1");
 		CHECK_OK("monitor_free", rw_monitor_free(&mon));
+	}
+	rw_sim_free(&sim);
+
+	/* A host without devices: the snapshot has no rail, and a NULL array
+	 * with room is still refused (only capacity 0 allows NULL). */
+	CHECK_OK("empty_sim_new", rw_sim_new(&sim));
+	CHECK_OK("empty_start_sim", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	if (mon) {
+		count = 99;
+		CHECK_FAILS("empty_snapshot_null_rails_with_room", rw_monitor_snapshot(mon, NULL, 8, &count),
+			    RW_ERR_NULL, "rails");
+		CHECK_EQ("empty_snapshot_refused_leaves_count_alone", count, 99);
+		CHECK_STATUS("empty_snapshot_size_query", rw_monitor_snapshot(mon, NULL, 0, &count), RW_OK);
+		CHECK_EQ("empty_snapshot_size_query_says_0", count, 0);
+		CHECK_OK("empty_monitor_free", rw_monitor_free(&mon));
 	}
 	rw_sim_free(&sim);
 }
@@ -370,6 +389,8 @@ static void newer_surface(void)
 	CHECK_FAILS("transfers_port_0", rw_machine_report_transfers(m, 0, 0, &line, 1, 0), RW_ERR_RANGE, "port 0");
 	CHECK_FAILS("counters_port_256", rw_machine_handle_counters(m, 0, 256, 0, 0, 0, 0, 0), RW_ERR_RANGE, "256");
 	CHECK_FAILS("gid_index_device_3", rw_machine_gid_index(m, 3, 1, &u32), RW_ERR_RANGE, "device 3");
+	/* A NULL out-pointer is RW_ERR_NULL whatever the answer would be. */
+	CHECK_FAILS("gid_index_null_out", rw_machine_gid_index(m, 0, 1, NULL), RW_ERR_NULL, "index");
 	rw_machine_free(&m);
 
 	/* The sim's newer calls. */
