@@ -715,6 +715,110 @@ static void free_from_callback(void)
 	rw_sim_free(&sim);
 }
 
+/* A selector that frees its monitor from inside one of its calls: the
+ * first one (`on_call` 1, in the attach the monitor thread replays after
+ * start), or the first "unavailable" (`on_call` 0, in a DEVICE_FATAL that
+ * takes every rail of the device out). */
+struct selector_free {
+	rw_monitor *mon;
+	unsigned on_call;
+	atomic_uint calls;
+	atomic_int status;     /* -1 until the free returned */
+	atomic_uint late;      /* selector calls after the free returned */
+	atomic_uint late_subs; /* subscriber calls after it */
+};
+
+static void selector_free_call(struct selector_free *f, bool take_out)
+{
+	unsigned n = atomic_fetch_add(&f->calls, 1) + 1;
+
+	if (atomic_load(&f->status) != -1) {
+		atomic_fetch_add(&f->late, 1);
+		return;
+	}
+	if ((f->on_call != 0 && n == f->on_call) || (f->on_call == 0 && take_out))
+		atomic_store(&f->status, rw_monitor_free(&f->mon));
+}
+
+static void selector_free_available(void *user, uint32_t device, uint32_t port, bool available)
+{
+	(void)device;
+	(void)port;
+	selector_free_call(user, !available);
+}
+
+static void selector_free_reseed(void *user, uint32_t device, uint32_t port, uint64_t rate_mbps)
+{
+	(void)device;
+	(void)port;
+	(void)rate_mbps;
+	selector_free_call(user, false);
+}
+
+static void selector_free_cb(void *user, const rw_notification *n)
+{
+	struct selector_free *f = user;
+	(void)n;
+	if (atomic_load(&f->status) != -1)
+		atomic_fetch_add(&f->late_subs, 1);
+}
+
+static void selector_free_run(const char *name, unsigned on_call)
+{
+	rw_sim *sim = NULL;
+	uint32_t dev = 0;
+	struct selector_free f;
+	char label[96];
+	bool ok;
+
+	f.mon = NULL;
+	f.on_call = on_call;
+	atomic_init(&f.calls, 0);
+	atomic_init(&f.status, -1);
+	atomic_init(&f.late, 0);
+	atomic_init(&f.late_subs, 0);
+	snprintf(label, sizeof(label), "%s_sim", name);
+	CHECK_OK(label, rw_sim_new(&sim));
+	if (!sim)
+		return;
+	rw_sim_add_device(sim, "mlx5_4", 4, &dev);
+	rw_selector sel = { .user = &f, .set_available = selector_free_available, .reseed = selector_free_reseed };
+	snprintf(label, sizeof(label), "%s_start", name);
+	CHECK_OK(label, rw_monitor_start_sim(NULL, &sel, sim, &f.mon));
+	rw_monitor_subscribe(f.mon, selector_free_cb, &f, NULL);
+	if (on_call == 0) {
+		/* The attach's 8 calls (a reseed and an "available" per rail),
+		 * then every rail of the device out at once. */
+		WAIT_UNTIL(ok, atomic_load(&f.calls) == 8, WAIT_MS);
+		snprintf(label, sizeof(label), "%s_attach_told", name);
+		check(ok, label, "%u selector calls", atomic_load(&f.calls));
+		rw_sim_push_event(sim, dev, 8 /* DEVICE_FATAL */, 0, 1);
+	}
+	WAIT_UNTIL(ok, atomic_load(&f.status) != -1, WAIT_MS);
+	snprintf(label, sizeof(label), "%s_free_returned", name);
+	check(ok, label, "the selector never freed the monitor");
+	snprintf(label, sizeof(label), "%s_free_ok", name);
+	CHECK_STATUS(label, atomic_load(&f.status), RW_OK);
+	WAIT_UNTIL(ok, !counters(sim, dev).open, WAIT_MS);
+	snprintf(label, sizeof(label), "%s_monitor_stopped", name);
+	check(ok, label, "the device is still open");
+	snprintf(label, sizeof(label), "%s_no_selector_call_after_the_free", name);
+	CHECK_EQ(label, atomic_load(&f.late), 0);
+	snprintf(label, sizeof(label), "%s_no_subscriber_call_after_the_free", name);
+	CHECK_EQ(label, atomic_load(&f.late_subs), 0);
+	rw_sim_free(&sim);
+}
+
+/* rw_monitor_free from inside a selector call: the monitor stops there,
+ * and the calls for the other rails of the same wake-up (the attach's,
+ * or a device's rails taken out together) are not made. */
+static void free_from_the_selector(void)
+{
+	selector_free_run("selector_free_in_the_attach", 1);
+	selector_free_run("selector_free_in_the_attach_second_call", 2);
+	selector_free_run("selector_free_in_a_fatal", 0);
+}
+
 /* ---- callbacks run on the monitor thread, from the first one on -------- */
 
 /* An engine that holds its own lock around rw_monitor_start_sim and takes
@@ -1096,6 +1200,7 @@ int main(void)
 	drains_and_callbacks();
 	transport();
 	free_from_callback();
+	free_from_the_selector();
 	free_while_a_callback_unsubscribes();
 	return check_done();
 }
