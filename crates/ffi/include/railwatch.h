@@ -859,8 +859,9 @@ enum rw_status rw_set_log_callback(rw_log_callback_fn callback, void *user, uint
 //
 // Time: every `now_ms` is milliseconds on one monotonic clock of the
 // engine's (`CLOCK_MONOTONIC` in ms is right). The machine never goes
-// back in time: a `now_ms` earlier than one already given counts as that
-// one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
+// back in time: a `now_ms` earlier than one already given (by any call
+// that succeeded, a drain that read nothing and a report of no line
+// included) counts as that one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
 // leaves no room for them, so start it near 0.
 enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine **out);
 

@@ -30,6 +30,10 @@ pub struct rw_machine {
     /// deferred to the drain's end.
     draining: std::cell::Cell<bool>,
     free_requested: std::cell::Cell<bool>,
+    /// The latest `now_ms` an input gave, fed to the machine or not (a
+    /// drain that read no event, a report of no line): an earlier one
+    /// counts as this.
+    latest: std::cell::Cell<u64>,
 }
 
 /// What the machine asks of the engine (`rw_action.kind`). Answer each
@@ -213,13 +217,33 @@ pub(crate) fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result
     })
 }
 
+/// With the machine behind `m` and an input's time: `now_ms`, or the
+/// latest time an input gave when that is later (time never goes back,
+/// also after inputs that fed the machine nothing). Kept as the latest
+/// when `body` succeeds.
+pub(crate) fn with_at(
+    m: *mut rw_machine,
+    now_ms: u64,
+    body: impl FnOnce(&mut Machine, Millis) -> Result<()>,
+) -> rw_status {
+    guard(|| {
+        // SAFETY: as in `with`.
+        let m = unsafe { handle_mut(m, "machine") }?;
+        let now = now_ms.max(m.latest.get());
+        body(&mut m.machine, Millis(now))?;
+        m.latest.set(now);
+        Ok(())
+    })
+}
+
 /// Makes a machine with `config` (NULL: the defaults) into `*out`.
 /// `RW_ERR_INVALID` names a setting it refuses.
 ///
 /// Time: every `now_ms` is milliseconds on one monotonic clock of the
 /// engine's (`CLOCK_MONOTONIC` in ms is right). The machine never goes
-/// back in time: a `now_ms` earlier than one already given counts as that
-/// one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
+/// back in time: a `now_ms` earlier than one already given (by any call
+/// that succeeded, a drain that read nothing and a report of no line
+/// included) counts as that one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
 /// leaves no room for them, so start it near 0.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_machine) -> rw_status {
@@ -235,6 +259,7 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
             machine,
             draining: Default::default(),
             free_requested: Default::default(),
+            latest: Default::default(),
         }));
         // SAFETY: checked non-null above; the caller passes a writable
         // pointer.
@@ -284,7 +309,7 @@ pub extern "C" fn rw_machine_add_device(
     now_ms: u64,
     device: *mut u32,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         // SAFETY: a NUL-terminated name and `nports` port numbers, by the
         // API's contract (`slice` checks the bound before any read).
         let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, PORTS, "nports", "ports")?) };
@@ -306,7 +331,7 @@ pub extern "C" fn rw_machine_add_device(
         if m.devices().any(|d| d.name == name && !matches!(d.mode, railwatch_core::DeviceMode::Removed)) {
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device {name} is already there")));
         }
-        let index = m.add_device(name, ports, Millis(now_ms));
+        let index = m.add_device(name, ports, now);
         // SAFETY: checked non-null; the caller passes a writable u32.
         unsafe { put(device, index, "device") }
     })
@@ -371,9 +396,9 @@ pub extern "C" fn rw_machine_handle_event(
     element: u64,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_event(device, checked_event(code, element)?, Millis(now_ms));
+        m.handle_event(device, checked_event(code, element)?, now);
         Ok(())
     })
 }
@@ -387,9 +412,9 @@ pub extern "C" fn rw_machine_handle_read_error(
     error: i32,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_read_error(device, Errno(error), Millis(now_ms));
+        m.handle_read_error(device, Errno(error), now);
         Ok(())
     })
 }
@@ -397,9 +422,9 @@ pub extern "C" fn rw_machine_handle_read_error(
 /// `device`'s fd hung up (EPOLLHUP/EPOLLERR): the context is gone.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_hangup(machine: *mut rw_machine, device: u32, now_ms: u64) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_hangup(device, Millis(now_ms));
+        m.handle_hangup(device, now);
         Ok(())
     })
 }
@@ -415,9 +440,9 @@ pub extern "C" fn rw_machine_handle_port_state(
     state: u32,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
-        m.handle_port_state(device, port, answer(error, || PortState::from_code(state)), Millis(now_ms));
+        m.handle_port_state(device, port, answer(error, || PortState::from_code(state)), now);
         Ok(())
     })
 }
@@ -437,13 +462,13 @@ pub extern "C" fn rw_machine_handle_link(
     effective_100mbps: u64,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
         let link = answer(error, || LinkAttrs {
             effective_100mbps: (effective_100mbps != 0).then_some(effective_100mbps),
             ..LinkAttrs::new(speed, width)
         });
-        m.handle_link(device, port, link, Millis(now_ms));
+        m.handle_link(device, port, link, now);
         Ok(())
     })
 }
@@ -505,10 +530,10 @@ pub extern "C" fn rw_machine_handle_address(
     address: *const rw_port_address,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
         if error != 0 {
-            m.handle_address(device, port, Err(Errno(error)), Millis(now_ms));
+            m.handle_address(device, port, Err(Errno(error)), now);
             return Ok(());
         }
         // SAFETY: a valid address or NULL, by the API's contract.
@@ -527,7 +552,7 @@ pub extern "C" fn rw_machine_handle_address(
             gids: gids.iter().enumerate().map(gid).collect::<Result<_>>()?,
             netdev: netdev.transpose()?.map(str::to_owned),
         };
-        m.handle_address(device, port, Ok(&address), Millis(now_ms));
+        m.handle_address(device, port, Ok(&address), now);
         Ok(())
     })
 }
@@ -541,9 +566,9 @@ pub extern "C" fn rw_machine_handle_reopen(
     error: i32,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_reopen(device, answer(error, || ()), Millis(now_ms));
+        m.handle_reopen(device, answer(error, || ()), now);
         Ok(())
     })
 }
@@ -552,9 +577,9 @@ pub extern "C" fn rw_machine_handle_reopen(
 /// rails inert, not re-opened. Adding its name again brings it back.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_removed(machine: *mut rw_machine, device: u32, now_ms: u64) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_removed(device, Millis(now_ms));
+        m.handle_removed(device, now);
         Ok(())
     })
 }
@@ -563,8 +588,8 @@ pub extern "C" fn rw_machine_handle_removed(machine: *mut rw_machine, device: u3
 /// (calling early or late is harmless).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_timeout(machine: *mut rw_machine, now_ms: u64) -> rw_status {
-    with(machine, |m| {
-        m.handle_timeout(Millis(now_ms));
+    with_at(machine, now_ms, |m, now| {
+        m.handle_timeout(now);
         Ok(())
     })
 }
@@ -730,7 +755,10 @@ pub extern "C" fn rw_machine_drain(
         };
         flags().draining.set(true);
         let budget = if budget == 0 { DEFAULT_DRAIN_BUDGET } else { budget as usize };
-        let r = drain_loop(machine, device, get, user, budget, Millis(now_ms));
+        // The drain's time is an input's even when it reads no event.
+        let now = now_ms.max(flags().latest.get());
+        flags().latest.set(now);
+        let r = drain_loop(machine, device, get, user, budget, Millis(now));
         flags().draining.set(false);
         if flags().free_requested.get() {
             // SAFETY: made by `rw_machine_new`; its free was asked for
