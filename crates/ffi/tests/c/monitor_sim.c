@@ -1071,6 +1071,106 @@ static void log_callback(void)
 	rw_sim_free(&sim);
 }
 
+/* The log callback frees a monitor (from another monitor's thread) while
+ * a third thread replaces the callback: rw_monitor_free waits for the
+ * freed monitor's thread, which logs meanwhile. The replacement must wait
+ * only for the call in flight, and the freed monitor's log line must not
+ * wait for the replacement: they deadlocked (the callback ran under a
+ * lock the replacement queued for, and that queued writer held back the
+ * other thread's log line). */
+struct free_in_log {
+	rw_sim *victim_sim;
+	rw_monitor *victim;
+	pthread_t victim_thread;
+	atomic_bool victim_known;
+	atomic_bool armed;
+	atomic_bool freed;
+	atomic_int replace_status; /* -1 until the replacement returned */
+	pthread_t replacer;
+	bool replacer_started;
+};
+
+static struct free_in_log fil;
+
+static void *replace_log_callback(void *arg)
+{
+	(void)arg;
+	atomic_store(&fil.replace_status, rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_OFF));
+	return NULL;
+}
+
+static void free_in_log_hear(void *user, uint32_t level, const char *target, const char *message)
+{
+	(void)user;
+	(void)level;
+	(void)target;
+	(void)message;
+	if (!atomic_load(&fil.victim_known) || pthread_equal(pthread_self(), fil.victim_thread) ||
+	    !atomic_exchange(&fil.armed, false))
+		return;
+	/* Another thread replaces this callback now: it waits for this call. */
+	fil.replacer_started = pthread_create(&fil.replacer, NULL, replace_log_callback, NULL) == 0;
+	check_sleep_ms(100);
+	/* The victim's thread logs a line meanwhile ("mlx5_1/1 down")... */
+	rw_sim_port_down(fil.victim_sim, 0, 1);
+	check_sleep_ms(100);
+	/* ...and its free waits for that thread. */
+	rw_monitor_free(&fil.victim);
+	atomic_store(&fil.freed, true);
+}
+
+static void note_victim_thread(void *user, const rw_notification *n)
+{
+	(void)user;
+	(void)n;
+	if (!atomic_load(&fil.victim_known)) {
+		fil.victim_thread = pthread_self();
+		atomic_store(&fil.victim_known, true);
+	}
+}
+
+static void free_a_monitor_in_the_log_callback(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	uint32_t dev;
+	bool ok;
+
+	memset(&fil, 0, sizeof(fil));
+	atomic_init(&fil.victim_known, false);
+	atomic_init(&fil.armed, false);
+	atomic_init(&fil.freed, false);
+	atomic_init(&fil.replace_status, -1);
+	CHECK_OK("free_in_log_sims", rw_sim_new(&sim) | rw_sim_new(&fil.victim_sim));
+	rw_sim_add_device(sim, "mlx5_0", 1, &dev);
+	rw_sim_add_device(fil.victim_sim, "mlx5_1", 1, &dev);
+	CHECK_OK("free_in_log_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("free_in_log_start_victim", rw_monitor_start_sim(NULL, NULL, fil.victim_sim, &fil.victim));
+	rw_monitor_subscribe(fil.victim, note_victim_thread, NULL, NULL);
+	rw_sim_port_down(fil.victim_sim, 0, 1);
+	WAIT_UNTIL(ok, atomic_load(&fil.victim_known), WAIT_MS);
+	check(ok, "free_in_log_victim_thread_known", "no notification from the victim");
+	rw_sim_port_up(fil.victim_sim, 0, 1);
+	CHECK_OK("free_in_log_callback_set", rw_set_log_callback(free_in_log_hear, NULL, RW_LOG_LEVEL_WARN));
+	atomic_store(&fil.armed, true);
+	/* The other monitor's thread logs: the callback runs there. */
+	rw_sim_port_down(sim, 0, 1);
+	WAIT_UNTIL(ok, atomic_load(&fil.freed) && atomic_load(&fil.replace_status) != -1, WAIT_MS);
+	if (!check(ok, "free_in_log_no_deadlock", "freed %d, replacement %d: stuck", atomic_load(&fil.freed),
+		   atomic_load(&fil.replace_status))) {
+		/* Threads are stuck for good, holding what every later test
+		 * logs through: end here. */
+		_Exit(check_done());
+	}
+	CHECK_STATUS("free_in_log_replacement_ok", atomic_load(&fil.replace_status), RW_OK);
+	check(fil.victim == NULL, "free_in_log_victim_freed", "still there");
+	if (fil.replacer_started)
+		pthread_join(fil.replacer, NULL);
+	CHECK_OK("free_in_log_monitor_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
+	rw_sim_free(&fil.victim_sim);
+}
+
 /* ---- unplugging after the monitor is gone, and two monitors over one sim -- */
 
 /* The sim's uevent twin was a pipe whose reader went with the monitor:
@@ -1195,6 +1295,7 @@ int main(void)
 {
 	callbacks_on_the_monitor_thread();
 	log_callback();
+	free_a_monitor_in_the_log_callback();
 	two_monitors_and_a_late_unplug();
 	many_threads();
 	drains_and_callbacks();
