@@ -870,7 +870,7 @@ enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine 
 // safe. Its gates stay valid (their words no longer change). Called from
 // the `get` callback of a `rw_machine_drain` on this machine, it is done
 // when the drain returns (which then stops, feeds nothing more, and says
-// so).
+// so), the outermost one when `get` drained again.
 void rw_machine_free(struct rw_machine **machine);
 
 // Adds a device called `name` with the `nports` port numbers at `ports`
@@ -1005,9 +1005,10 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // nothing the engine does in response (destroying a QP) waits on an
 // unacknowledged event.
 // `get` may call other `rw_machine_*` functions on this machine (no
-// borrow of it is held while `get` runs); a `rw_machine_free` of it from
-// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
-// nothing after it. `get` runs on the calling thread. What the drain did
+// borrow of it is held while `get` runs), `rw_machine_drain` included; a
+// `rw_machine_free` of it from `get` takes effect when the outermost
+// drain returns, each drain it happened in returning `RW_ERR_STATE`,
+// having fed nothing after it. `get` runs on the calling thread. What the drain did
 // goes to `*report`, which may be NULL; drain again while its `end` is
 // -1 (the budget ran out first). Drain a device once right after its
 // `RW_ACTION_START_READING` too: events may predate the epoll add.

@@ -26,9 +26,9 @@ use crate::status::{Error, Result, guard, guard_void, rw_status};
 /// its gates are for other threads.
 pub struct rw_machine {
     machine: Machine,
-    /// A drain is running: `rw_machine_free` from its `get` callback is
-    /// deferred to the drain's end.
-    draining: std::cell::Cell<bool>,
+    /// Drains running (a `get` may drain again): `rw_machine_free` from a
+    /// `get` callback is deferred to the outermost drain's end.
+    draining: std::cell::Cell<u32>,
     free_requested: std::cell::Cell<bool>,
     /// The latest `now_ms` an input gave, fed to the machine or not (a
     /// drain that read no event, a report of no line): an earlier one
@@ -272,7 +272,7 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
 /// safe. Its gates stay valid (their words no longer change). Called from
 /// the `get` callback of a `rw_machine_drain` on this machine, it is done
 /// when the drain returns (which then stops, feeds nothing more, and says
-/// so).
+/// so), the outermost one when `get` drained again.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
     // SAFETY: NULL or the address of a handle, by the API's contract.
@@ -280,7 +280,7 @@ pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
     // SAFETY: a live machine, by the API's contract; no borrow of it is
     // held elsewhere (a drain holds none while its `get` runs).
     let m = unsafe { &*machine };
-    if m.draining.get() {
+    if m.draining.get() > 0 {
         m.free_requested.set(true);
         return;
     }
@@ -724,9 +724,10 @@ pub struct rw_drain_report {
 /// nothing the engine does in response (destroying a QP) waits on an
 /// unacknowledged event.
 /// `get` may call other `rw_machine_*` functions on this machine (no
-/// borrow of it is held while `get` runs); a `rw_machine_free` of it from
-/// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
-/// nothing after it. `get` runs on the calling thread. What the drain did
+/// borrow of it is held while `get` runs), `rw_machine_drain` included; a
+/// `rw_machine_free` of it from `get` takes effect when the outermost
+/// drain returns, each drain it happened in returning `RW_ERR_STATE`,
+/// having fed nothing after it. `get` runs on the calling thread. What the drain did
 /// goes to `*report`, which may be NULL; drain again while its `end` is
 /// -1 (the budget ran out first). Drain a device once right after its
 /// `RW_ACTION_START_READING` too: events may predate the epoll add.
@@ -753,17 +754,21 @@ pub extern "C" fn rw_machine_drain(
             // across `get`.
             unsafe { &*machine }
         };
-        flags().draining.set(true);
+        flags().draining.set(flags().draining.get() + 1);
         let budget = if budget == 0 { DEFAULT_DRAIN_BUDGET } else { budget as usize };
         // The drain's time is an input's even when it reads no event.
         let now = now_ms.max(flags().latest.get());
         flags().latest.set(now);
         let r = drain_loop(machine, device, get, user, budget, Millis(now));
-        flags().draining.set(false);
+        let depth = flags().draining.get() - 1;
+        flags().draining.set(depth);
         if flags().free_requested.get() {
-            // SAFETY: made by `rw_machine_new`; its free was asked for
-            // during the drain, which no longer uses it.
-            drop(unsafe { Box::from_raw(machine) });
+            if depth == 0 {
+                // SAFETY: made by `rw_machine_new`; its free was asked for
+                // during the drain, which no longer uses it, and no outer
+                // drain does.
+                drop(unsafe { Box::from_raw(machine) });
+            }
             return Err(Error::new(
                 rw_status::RW_ERR_STATE,
                 "the machine was freed during the drain: it stopped there",
