@@ -844,8 +844,9 @@ public:
     virtual ~selector() = default;
     /** Rail (device, port) may (or may no longer) be picked. */
     virtual void set_available(uint32_t device, uint32_t port, bool available) = 0;
-    /** The rail's rate, Mb/s (0: unknown); always before it is made
-     *  available. */
+    /** The rail's rate, Mb/s (0: unknown): before the rail is made
+     *  available when its rate was never told since its device attached,
+     *  or changed (not again when it comes back at the rate it had). */
     virtual void reseed(uint32_t device, uint32_t port, uint64_t rate_mbps) = 0;
 };
 

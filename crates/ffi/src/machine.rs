@@ -65,8 +65,10 @@ pub enum rw_action_kind {
     /// Tell the engine's rail selector that (`device`, `port`) may (or may
     /// no longer) be picked: `available`.
     RW_ACTION_SET_AVAILABLE = 8,
-    /// Tell the selector the rail's rate, `rate_mbps` (0: unknown); always
-    /// before it is made available.
+    /// Tell the selector the rail's rate, `rate_mbps` (0: unknown): before
+    /// the rail is made available when its rate was never told since its
+    /// device attached, or changed (not again when it comes back at the
+    /// rate it had).
     RW_ACTION_RESEED = 9,
     /// Hand `notification` to whoever in the engine listens.
     RW_ACTION_NOTIFY = 10,

@@ -21,8 +21,9 @@ pub struct rw_selector {
     pub user: *mut c_void,
     /// The rail (`device`, `port`) may (or may no longer) be picked.
     pub set_available: Option<extern "C" fn(user: *mut c_void, device: u32, port: u32, available: bool)>,
-    /// The rail's rate, Mb/s (0: unknown); always before it is made
-    /// available.
+    /// The rail's rate, Mb/s (0: unknown): before the rail is made
+    /// available when its rate was never told since its device attached,
+    /// or changed (not again when it comes back at the rate it had).
     pub reseed: Option<extern "C" fn(user: *mut c_void, device: u32, port: u32, rate_mbps: u64)>,
 }
 
