@@ -289,8 +289,10 @@ typedef enum rw_action_kind {
   // Tell the engine's rail selector that (`device`, `port`) may (or may
   // no longer) be picked: `available`.
   RW_ACTION_SET_AVAILABLE = 8,
-  // Tell the selector the rail's rate, `rate_mbps` (0: unknown); always
-  // before it is made available.
+  // Tell the selector the rail's rate, `rate_mbps` (0: unknown): before
+  // the rail is made available when its rate was never told since its
+  // device attached, or changed (not again when it comes back at the
+  // rate it had).
   RW_ACTION_RESEED = 9,
   // Hand `notification` to whoever in the engine listens.
   RW_ACTION_NOTIFY = 10,
@@ -638,8 +640,9 @@ typedef struct rw_selector {
   void *user;
   // The rail (`device`, `port`) may (or may no longer) be picked.
   void (*set_available)(void *user, uint32_t device, uint32_t port, bool available);
-  // The rail's rate, Mb/s (0: unknown); always before it is made
-  // available.
+  // The rail's rate, Mb/s (0: unknown): before the rail is made
+  // available when its rate was never told since its device attached,
+  // or changed (not again when it comes back at the rate it had).
   void (*reseed)(void *user, uint32_t device, uint32_t port, uint64_t rate_mbps);
 } rw_selector;
 
@@ -859,8 +862,9 @@ enum rw_status rw_set_log_callback(rw_log_callback_fn callback, void *user, uint
 //
 // Time: every `now_ms` is milliseconds on one monotonic clock of the
 // engine's (`CLOCK_MONOTONIC` in ms is right). The machine never goes
-// back in time: a `now_ms` earlier than one already given counts as that
-// one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
+// back in time: a `now_ms` earlier than one already given (by any call
+// that succeeded, a drain that read nothing and a report of no line
+// included) counts as that one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
 // leaves no room for them, so start it near 0.
 enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine **out);
 
@@ -869,12 +873,15 @@ enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine 
 // safe. Its gates stay valid (their words no longer change). Called from
 // the `get` callback of a `rw_machine_drain` on this machine, it is done
 // when the drain returns (which then stops, feeds nothing more, and says
-// so).
+// so), the outermost one when `get` drained again.
 void rw_machine_free(struct rw_machine **machine);
 
 // Adds a device called `name` with the `nports` port numbers at `ports`
-// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
-// added). Its rails start inert; the machine then asks to start reading
+// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its
+// index to `*device` (indices count from 0 in the order added). A name
+// that cannot be a device's (empty, over 63 bytes, with a `/`, whitespace
+// or a control character) is `RW_ERR_INVALID`, as the device list skips
+// it. Its rails start inert; the machine then asks to start reading
 // the device and to query each port (the attach). A `name` that was
 // removed comes back under its old index, as a new device (new
 // generation, rate re-seeded).
@@ -1001,9 +1008,10 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // nothing the engine does in response (destroying a QP) waits on an
 // unacknowledged event.
 // `get` may call other `rw_machine_*` functions on this machine (no
-// borrow of it is held while `get` runs); a `rw_machine_free` of it from
-// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
-// nothing after it. `get` runs on the calling thread. What the drain did
+// borrow of it is held while `get` runs), `rw_machine_drain` included; a
+// `rw_machine_free` of it from `get` takes effect when the outermost
+// drain returns, each drain it happened in returning `RW_ERR_STATE`,
+// having fed nothing after it. `get` runs on the calling thread. What the drain did
 // goes to `*report`, which may be NULL; drain again while its `end` is
 // -1 (the budget ran out first). Drain a device once right after its
 // `RW_ACTION_START_READING` too: events may predate the epoll add.
@@ -1019,7 +1027,10 @@ enum rw_status rw_machine_drain(struct rw_machine *machine,
 // only the one called `only_device` when not NULL), following devices as
 // they appear and leave (the kernel's uevents; a rescan every 5 s where
 // there are none). `config` and `selector` may be NULL (the defaults; no
-// selector). `RW_ERR_UNSUPPORTED` when built without the `verbs` feature.
+// selector). `RW_ERR_INVALID` for an `only_device` that cannot be a
+// device's name (empty, over 63 bytes, with a `/`, whitespace or a
+// control character). `RW_ERR_UNSUPPORTED` when built without the
+// `verbs` feature.
 enum rw_status rw_monitor_start_verbs(const struct rw_config *config,
                                       const struct rw_selector *selector,
                                       const char *only_device,
@@ -1058,7 +1069,8 @@ enum rw_status rw_monitor_gate(const struct rw_monitor *monitor,
 // Copies the latest snapshot's rails into `rails` (room for `capacity`)
 // and their number into `*count`. When there are more than `capacity`, it
 // copies none and returns `RW_ERR_BUFFER` with `*count` the number
-// needed. Never waits for the monitor thread: the snapshot is the one it
+// needed; `capacity` 0 (`rails` may then be NULL) is the size query.
+// Never waits for the monitor thread: the snapshot is the one it
 // published after its last wake-up.
 enum rw_status rw_monitor_snapshot(const struct rw_monitor *monitor,
                                    struct rw_rail_info *rails,
@@ -1200,7 +1212,9 @@ int32_t rw_sim_query_counters(struct rw_sim_context *context,
 // Queues `repeat` copies of the event (`code`, `element`: the port number
 // for port events, an object's pointer value for QP/CQ/SRQ/WQ events) on
 // the device's async fd. `repeat` is at most `RW_SIM_MAX_REPEAT`
-// (`RW_ERR_RANGE` above). Only an open device queues events, as the
+// (`RW_ERR_RANGE` above), and a port event's element a port number
+// (1..=255, else `RW_ERR_RANGE`, as `rw_machine_handle_event` refuses
+// it). Only an open device queues events, as the
 // kernel only queues them on an open context: before a monitor (or
 // `rw_sim_open`) opened it, or once it was closed, the call returns
 // `RW_ERR_STATE` and the events are counted as dropped

@@ -57,7 +57,9 @@
  *     (then nothing is called after it but the rest of the calling
  *     callback; see monitor::stop). How teardown avoids races and
  *     deadlocks: "Teardown" in namespace detail.
- *   - Names are std::string_view (copied to add the NUL the C API needs),
+ *   - Names are std::string_view (copied to add the NUL the C API needs;
+ *     one with a NUL inside throws error RW_ERR_INVALID, never reaches
+ *     the library cut short),
  *     port lists and snapshot buffers railwatch::span (std::span in C++20).
  *   - The word layout (RW_WORD_LAYOUT_VERSION) is checked against the
  *     library once, when the first machine, monitor or gate is made; a
@@ -169,6 +171,16 @@ namespace detail {
 inline void check(rw_status s, const char *call) {
     if (s == RW_OK) return;
     throw error(s, std::string(call) + ": " + status_name(s) + ": " + rw_last_error());
+}
+
+/** `name` with the NUL the C API needs. One with a NUL inside would reach
+ *  it cut there, another name: throws error RW_ERR_INVALID instead. */
+inline std::string c_name(std::string_view name, const char *call) {
+    if (name.find('\0') != std::string_view::npos)
+        throw error(RW_ERR_INVALID, std::string(call) + ": " + status_name(RW_ERR_INVALID) +
+                                        ": the name has a NUL byte inside (at " +
+                                        std::to_string(name.find('\0')) + ")");
+    return std::string(name);
 }
 
 /** The word layout of this header must be the library's; checked once. */
@@ -387,7 +399,7 @@ public:
      *  and to query each port (the attach). */
     uint32_t add_device(std::string_view name, railwatch::span<const uint8_t> ports, uint64_t now_ms) {
         uint32_t device = 0;
-        const std::string n(name);
+        const std::string n = detail::c_name(name, "rw_machine_add_device");
         detail::check(rw_machine_add_device(m_, n.c_str(), ports.data(), ports.size(), now_ms, &device),
                       "rw_machine_add_device");
         return device;
@@ -470,7 +482,8 @@ public:
     void handle_device_list(const std::vector<std::string> &names, uint64_t now_ms) {
         std::vector<const char *> ptrs;
         ptrs.reserve(names.size());
-        for (const std::string &n : names) ptrs.push_back(n.c_str());
+        for (const std::string &n : names)
+            if (n.find('\0') == std::string::npos) ptrs.push_back(n.c_str());  // else no device's name: left out
         detail::check(rw_machine_handle_device_list(m_, ptrs.data(), ptrs.size(), now_ms),
                       "rw_machine_handle_device_list");
     }
@@ -742,7 +755,7 @@ public:
     /** A device with ports 1..=nports, ACTIVE at 400 Gb/s; its index. */
     uint32_t add_device(std::string_view name, uint32_t nports) {
         uint32_t d = 0;
-        const std::string n(name);
+        const std::string n = detail::c_name(name, "rw_sim_add_device");
         detail::check(rw_sim_add_device(s_, n.c_str(), nports, &d), "rw_sim_add_device");
         return d;
     }
@@ -801,8 +814,10 @@ public:
         }
     }
     /** Opens the device called `name` as ibv_open_device would, into
-     *  `out`: 0, or the errno (ENODEV not listed or hung up, EBUSY open). */
+     *  `out`: 0, or the errno (ENODEV not listed or hung up, EBUSY open;
+     *  EINVAL for a name with a NUL inside). */
     int32_t open(std::string_view name, sim_context &out) const noexcept {
+        if (name.find('\0') != std::string_view::npos) return EINVAL;
         const std::string n(name);
         rw_sim_context *c = nullptr;
         const int32_t err = rw_sim_open(s_, n.c_str(), &c);
@@ -829,8 +844,9 @@ public:
     virtual ~selector() = default;
     /** Rail (device, port) may (or may no longer) be picked. */
     virtual void set_available(uint32_t device, uint32_t port, bool available) = 0;
-    /** The rail's rate, Mb/s (0: unknown); always before it is made
-     *  available. */
+    /** The rail's rate, Mb/s (0: unknown): before the rail is made
+     *  available when its rate was never told since its device attached,
+     *  or changed (not again when it comes back at the rate it had). */
     virtual void reseed(uint32_t device, uint32_t port, uint64_t rate_mbps) = 0;
 };
 
@@ -1126,7 +1142,7 @@ public:
                                std::optional<std::string_view> only_device = std::nullopt) {
         monitor m(std::move(sel));
         std::string only;
-        if (only_device) only = std::string(*only_device);
+        if (only_device) only = detail::c_name(*only_device, "rw_monitor_start_verbs");
         rw_monitor *h = nullptr;
         detail::check(rw_monitor_start_verbs(cfg, m.c_selector_ptr(), only_device ? only.c_str() : nullptr, &h),
                       "rw_monitor_start_verbs");
@@ -1190,14 +1206,14 @@ public:
      *  there is no such rail (yet). */
     railwatch::gate gate(std::string_view name) const {
         rw_gate *g = nullptr;
-        const std::string n(name);
+        const std::string n = detail::c_name(name, "rw_monitor_gate");
         detail::check(rw_monitor_gate(handle(), n.c_str(), &g), "rw_monitor_gate");
         return railwatch::gate(g);
     }
     /** The same, nullopt instead of RW_ERR_NOT_FOUND. */
     std::optional<railwatch::gate> try_gate(std::string_view name) const {
         rw_gate *g = nullptr;
-        const std::string n(name);
+        const std::string n = detail::c_name(name, "rw_monitor_gate");
         const rw_status st = rw_monitor_gate(handle(), n.c_str(), &g);
         if (st == RW_ERR_NOT_FOUND) return std::nullopt;
         detail::check(st, "rw_monitor_gate");

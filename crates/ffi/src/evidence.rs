@@ -2,11 +2,11 @@
 //! outcomes (the data-path breaker and its trials) and answers the
 //! machine's flap-counter reads (silent flaps).
 
-use railwatch_core::{Errno, Millis, PortCounters, RailId, TransferReport};
+use railwatch_core::{Errno, PortCounters, RailId, TransferReport};
 
 use crate::args::{put, slice};
 use crate::limits::TRANSFER_REPORTS;
-use crate::machine::{port_in, rw_machine, with};
+use crate::machine::{port_in, rw_machine, with, with_at};
 use crate::status::{Error, rw_status};
 
 /// A counter the driver does not have (`rw_machine_handle_counters`).
@@ -43,7 +43,7 @@ pub extern "C" fn rw_machine_report_transfers(
     n: usize,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
         // SAFETY: `n` lines at `reports`, by the API's contract (`slice`
         // checks the bound before any read).
@@ -55,7 +55,7 @@ pub extern "C" fn rw_machine_report_transfers(
             for (slot, l) in batch.iter_mut().zip(chunk) {
                 *slot = TransferReport { peer: l.peer, wc_status: l.wc_status, count: l.count };
             }
-            m.handle_transfers(device, port, &batch[..chunk.len()], Millis(now_ms));
+            m.handle_transfers(device, port, &batch[..chunk.len()], now);
         }
         Ok(())
     })
@@ -78,7 +78,7 @@ pub extern "C" fn rw_machine_handle_counters(
     carrier_down: u64,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
         let some = |v: u64| (v != RW_COUNTER_NONE).then_some(v);
         let answer = match error {
@@ -89,7 +89,7 @@ pub extern "C" fn rw_machine_handle_counters(
             }),
             e => Err(Errno(e)),
         };
-        m.handle_counters(device, port, answer, Millis(now_ms));
+        m.handle_counters(device, port, answer, now);
         Ok(())
     })
 }
@@ -101,11 +101,14 @@ pub extern "C" fn rw_machine_handle_counters(
 pub extern "C" fn rw_machine_gid_index(machine: *mut rw_machine, device: u32, port: u32, index: *mut u32) -> rw_status {
     with(machine, |m| {
         let port = port_in(m, device, port)?;
+        if index.is_null() {
+            return Err(crate::status::null("index"));
+        }
         let chosen = m.rail(RailId { device, port }).and_then(|r| r.gid_index);
         let chosen = chosen.ok_or_else(|| {
             Error::new(rw_status::RW_ERR_NOT_FOUND, format!("rail {device}/{port} has no GID index chosen"))
         })?;
-        // SAFETY: the caller passes a writable u32 (NULL is refused).
+        // SAFETY: checked non-null; the caller passes a writable u32.
         unsafe { put(index, chosen, "index") }
     })
 }

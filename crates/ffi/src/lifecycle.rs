@@ -8,11 +8,11 @@
 
 use std::ffi::c_char;
 
-use railwatch_core::{MAX_DEVICE_NAME_BYTES, Millis};
+use railwatch_core::MAX_DEVICE_NAME_BYTES;
 
 use crate::args::{put, slice, text};
 use crate::limits::{DEVICES, PORTS};
-use crate::machine::{device_in, rw_machine, with};
+use crate::machine::{device_in, rw_machine, with, with_at};
 use crate::status::{Error, Result, rw_status};
 
 /// The host's RDMA devices now, by name (`ibv_get_device_list`'s
@@ -30,7 +30,7 @@ pub extern "C" fn rw_machine_handle_device_list(
     count: usize,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         // SAFETY: `count` pointers at `names`, by the API's contract
         // (`slice` checks the bound and NULL before any read).
         let ptrs = unsafe { slice(names, count, DEVICES, "count", "names") }?;
@@ -39,7 +39,7 @@ pub extern "C" fn rw_machine_handle_device_list(
             // SAFETY: each is a NUL-terminated string, by the API's contract.
             list.push(unsafe { text(p, &format!("names[{i}]")) }?);
         }
-        m.handle_device_list(list, Millis(now_ms));
+        m.handle_device_list(list, now);
         Ok(())
     })
 }
@@ -59,9 +59,8 @@ pub extern "C" fn rw_machine_handle_opened(
     error: i32,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        let now = Millis(now_ms);
         if error != 0 {
             m.handle_opened(device, Err(railwatch_core::Errno(error)), now);
             return Ok(());

@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::ffi::{CString, c_char, c_void};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use log::Level;
 
@@ -50,9 +50,28 @@ unsafe impl Send for Sink {}
 // SAFETY: as above.
 unsafe impl Sync for Sink {}
 
-/// Read-held while a callback runs, write-held to replace it: after
-/// `rw_set_log_callback` returns no call of the old one is in flight.
-pub(crate) static SINK: RwLock<Option<Sink>> = RwLock::new(None);
+/// The callback, which generation of it this is, and the calls in flight
+/// of each generation (by parity: a replacement waits for the previous
+/// one's calls before it returns, so no older one has calls left).
+pub(crate) struct Slot {
+    sink: Option<Sink>,
+    generation: u64,
+    in_flight: [usize; 2],
+}
+
+/// Held only to read or replace the callback and count its calls, never
+/// while it runs: a callback that waits for another thread (a
+/// `rw_monitor_free`) never waits for that thread's own log line, nor for
+/// a replacement queued meanwhile.
+static SLOT: Mutex<Slot> = Mutex::new(Slot { sink: None, generation: 0, in_flight: [0, 0] });
+/// Notified when a generation's last call in flight returns.
+static RETURNED: Condvar = Condvar::new();
+/// One replacement at a time.
+static REPLACING: Mutex<()> = Mutex::new(());
+
+fn slot() -> MutexGuard<'static, Slot> {
+    SLOT.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 thread_local! {
     /// This thread is inside the callback: what it logs now is dropped.
@@ -65,13 +84,37 @@ pub(crate) fn emit(level: Level, target: &str, message: &str) {
     if IN_CALLBACK.try_with(Cell::get).unwrap_or(true) {
         return;
     }
-    let sink = SINK.read().unwrap_or_else(PoisonError::into_inner);
-    let Some(sink) = *sink else { return };
     let text = |s: &str| CString::new(s.replace('\0', "\\0")).unwrap_or_default();
     let (target, message) = (text(target), text(message));
+    let (sink, parity) = {
+        let mut slot = slot();
+        let Some(sink) = slot.sink else { return };
+        let parity = (slot.generation % 2) as usize;
+        slot.in_flight[parity] += 1;
+        (sink, parity)
+    };
     let _ = IN_CALLBACK.try_with(|c| c.set(true));
     (sink.callback)(sink.user, level_code(level), target.as_ptr(), message.as_ptr());
     let _ = IN_CALLBACK.try_with(|c| c.set(false));
+    let mut slot = slot();
+    slot.in_flight[parity] -= 1;
+    if slot.in_flight[parity] == 0 {
+        RETURNED.notify_all();
+    }
+}
+
+/// Makes `sink` the callback and waits for the calls of the one it
+/// replaces: when this returns, that one is not running and is never
+/// called again. Not from inside the callback (it would wait for itself).
+pub(crate) fn replace(sink: Option<Sink>) {
+    let _one = REPLACING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut slot = slot();
+    let old = (slot.generation % 2) as usize;
+    slot.sink = sink;
+    slot.generation += 1;
+    while slot.in_flight[old] > 0 {
+        slot = RETURNED.wait(slot).unwrap_or_else(PoisonError::into_inner);
+    }
 }
 
 fn level_code(level: Level) -> u32 {

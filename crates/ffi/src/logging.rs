@@ -4,11 +4,11 @@
 //! machine's `RW_ACTION_LOG`, which the engine words itself.
 
 use std::ffi::c_void;
-use std::sync::{Once, PoisonError};
+use std::sync::Once;
 
 use log::{LevelFilter, Metadata, Record};
 
-use crate::log_sink::{SINK, Sink, emit, in_callback, rw_log_callback_fn};
+use crate::log_sink::{Sink, emit, in_callback, replace, rw_log_callback_fn};
 use crate::status::{Error, guard, rw_status};
 
 /// The `log` crate's logger for every railwatch crate, forwarding to the
@@ -67,7 +67,7 @@ pub extern "C" fn rw_set_log_callback(callback: rw_log_callback_fn, user: *mut c
         // Another logger already set in this process (a Rust host's)
         // keeps it; the callback then only hears panics.
         INSTALL.call_once(|| drop(log::set_logger(&FORWARD)));
-        *SINK.write().unwrap_or_else(PoisonError::into_inner) = sink;
+        replace(sink);
         log::set_max_level(if sink.is_some() { filter } else { LevelFilter::Off });
         Ok(())
     })

@@ -26,10 +26,14 @@ use crate::status::{Error, Result, guard, guard_void, rw_status};
 /// its gates are for other threads.
 pub struct rw_machine {
     machine: Machine,
-    /// A drain is running: `rw_machine_free` from its `get` callback is
-    /// deferred to the drain's end.
-    draining: std::cell::Cell<bool>,
+    /// Drains running (a `get` may drain again): `rw_machine_free` from a
+    /// `get` callback is deferred to the outermost drain's end.
+    draining: std::cell::Cell<u32>,
     free_requested: std::cell::Cell<bool>,
+    /// The latest `now_ms` an input gave, fed to the machine or not (a
+    /// drain that read no event, a report of no line): an earlier one
+    /// counts as this.
+    latest: std::cell::Cell<u64>,
 }
 
 /// What the machine asks of the engine (`rw_action.kind`). Answer each
@@ -61,8 +65,10 @@ pub enum rw_action_kind {
     /// Tell the engine's rail selector that (`device`, `port`) may (or may
     /// no longer) be picked: `available`.
     RW_ACTION_SET_AVAILABLE = 8,
-    /// Tell the selector the rail's rate, `rate_mbps` (0: unknown); always
-    /// before it is made available.
+    /// Tell the selector the rail's rate, `rate_mbps` (0: unknown): before
+    /// the rail is made available when its rate was never told since its
+    /// device attached, or changed (not again when it comes back at the
+    /// rate it had).
     RW_ACTION_RESEED = 9,
     /// Hand `notification` to whoever in the engine listens.
     RW_ACTION_NOTIFY = 10,
@@ -213,13 +219,33 @@ pub(crate) fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result
     })
 }
 
+/// With the machine behind `m` and an input's time: `now_ms`, or the
+/// latest time an input gave when that is later (time never goes back,
+/// also after inputs that fed the machine nothing). Kept as the latest
+/// when `body` succeeds.
+pub(crate) fn with_at(
+    m: *mut rw_machine,
+    now_ms: u64,
+    body: impl FnOnce(&mut Machine, Millis) -> Result<()>,
+) -> rw_status {
+    guard(|| {
+        // SAFETY: as in `with`.
+        let m = unsafe { handle_mut(m, "machine") }?;
+        let now = now_ms.max(m.latest.get());
+        body(&mut m.machine, Millis(now))?;
+        m.latest.set(now);
+        Ok(())
+    })
+}
+
 /// Makes a machine with `config` (NULL: the defaults) into `*out`.
 /// `RW_ERR_INVALID` names a setting it refuses.
 ///
 /// Time: every `now_ms` is milliseconds on one monotonic clock of the
 /// engine's (`CLOCK_MONOTONIC` in ms is right). The machine never goes
-/// back in time: a `now_ms` earlier than one already given counts as that
-/// one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
+/// back in time: a `now_ms` earlier than one already given (by any call
+/// that succeeded, a drain that read nothing and a report of no line
+/// included) counts as that one. Deadlines are `now + delay`, saturating: a clock near `UINT64_MAX`
 /// leaves no room for them, so start it near 0.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_machine) -> rw_status {
@@ -235,6 +261,7 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
             machine,
             draining: Default::default(),
             free_requested: Default::default(),
+            latest: Default::default(),
         }));
         // SAFETY: checked non-null above; the caller passes a writable
         // pointer.
@@ -247,7 +274,7 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
 /// safe. Its gates stay valid (their words no longer change). Called from
 /// the `get` callback of a `rw_machine_drain` on this machine, it is done
 /// when the drain returns (which then stops, feeds nothing more, and says
-/// so).
+/// so), the outermost one when `get` drained again.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
     // SAFETY: NULL or the address of a handle, by the API's contract.
@@ -255,7 +282,7 @@ pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
     // SAFETY: a live machine, by the API's contract; no borrow of it is
     // held elsewhere (a drain holds none while its `get` runs).
     let m = unsafe { &*machine };
-    if m.draining.get() {
+    if m.draining.get() > 0 {
         m.free_requested.set(true);
         return;
     }
@@ -267,8 +294,11 @@ pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
 }
 
 /// Adds a device called `name` with the `nports` port numbers at `ports`
-/// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its index to `*device` (indices count from 0 in the order
-/// added). Its rails start inert; the machine then asks to start reading
+/// (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its
+/// index to `*device` (indices count from 0 in the order added). A name
+/// that cannot be a device's (empty, over 63 bytes, with a `/`, whitespace
+/// or a control character) is `RW_ERR_INVALID`, as the device list skips
+/// it. Its rails start inert; the machine then asks to start reading
 /// the device and to query each port (the attach). A `name` that was
 /// removed comes back under its old index, as a new device (new
 /// generation, rate re-seeded).
@@ -281,15 +311,16 @@ pub extern "C" fn rw_machine_add_device(
     now_ms: u64,
     device: *mut u32,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         // SAFETY: a NUL-terminated name and `nports` port numbers, by the
         // API's contract (`slice` checks the bound before any read).
         let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, PORTS, "nports", "ports")?) };
         if device.is_null() {
             return Err(crate::status::null("device"));
         }
-        if name.is_empty() || name.contains('/') {
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {name:?} is empty or has a '/'")));
+        if let Some(problem) = railwatch_core::device_name_problem(name) {
+            let shown = railwatch_core::shown_name(name);
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {shown}: {problem}")));
         }
         if ports.is_empty() || ports.contains(&0) {
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} (need 1..=255)")));
@@ -302,7 +333,7 @@ pub extern "C" fn rw_machine_add_device(
         if m.devices().any(|d| d.name == name && !matches!(d.mode, railwatch_core::DeviceMode::Removed)) {
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device {name} is already there")));
         }
-        let index = m.add_device(name, ports, Millis(now_ms));
+        let index = m.add_device(name, ports, now);
         // SAFETY: checked non-null; the caller passes a writable u32.
         unsafe { put(device, index, "device") }
     })
@@ -367,9 +398,9 @@ pub extern "C" fn rw_machine_handle_event(
     element: u64,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_event(device, checked_event(code, element)?, Millis(now_ms));
+        m.handle_event(device, checked_event(code, element)?, now);
         Ok(())
     })
 }
@@ -383,9 +414,9 @@ pub extern "C" fn rw_machine_handle_read_error(
     error: i32,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_read_error(device, Errno(error), Millis(now_ms));
+        m.handle_read_error(device, Errno(error), now);
         Ok(())
     })
 }
@@ -393,9 +424,9 @@ pub extern "C" fn rw_machine_handle_read_error(
 /// `device`'s fd hung up (EPOLLHUP/EPOLLERR): the context is gone.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_hangup(machine: *mut rw_machine, device: u32, now_ms: u64) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_hangup(device, Millis(now_ms));
+        m.handle_hangup(device, now);
         Ok(())
     })
 }
@@ -411,9 +442,9 @@ pub extern "C" fn rw_machine_handle_port_state(
     state: u32,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
-        m.handle_port_state(device, port, answer(error, || PortState::from_code(state)), Millis(now_ms));
+        m.handle_port_state(device, port, answer(error, || PortState::from_code(state)), now);
         Ok(())
     })
 }
@@ -433,13 +464,13 @@ pub extern "C" fn rw_machine_handle_link(
     effective_100mbps: u64,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
         let link = answer(error, || LinkAttrs {
             effective_100mbps: (effective_100mbps != 0).then_some(effective_100mbps),
             ..LinkAttrs::new(speed, width)
         });
-        m.handle_link(device, port, link, Millis(now_ms));
+        m.handle_link(device, port, link, now);
         Ok(())
     })
 }
@@ -501,10 +532,10 @@ pub extern "C" fn rw_machine_handle_address(
     address: *const rw_port_address,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
         if error != 0 {
-            m.handle_address(device, port, Err(Errno(error)), Millis(now_ms));
+            m.handle_address(device, port, Err(Errno(error)), now);
             return Ok(());
         }
         // SAFETY: a valid address or NULL, by the API's contract.
@@ -523,7 +554,7 @@ pub extern "C" fn rw_machine_handle_address(
             gids: gids.iter().enumerate().map(gid).collect::<Result<_>>()?,
             netdev: netdev.transpose()?.map(str::to_owned),
         };
-        m.handle_address(device, port, Ok(&address), Millis(now_ms));
+        m.handle_address(device, port, Ok(&address), now);
         Ok(())
     })
 }
@@ -537,9 +568,9 @@ pub extern "C" fn rw_machine_handle_reopen(
     error: i32,
     now_ms: u64,
 ) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_reopen(device, answer(error, || ()), Millis(now_ms));
+        m.handle_reopen(device, answer(error, || ()), now);
         Ok(())
     })
 }
@@ -548,9 +579,9 @@ pub extern "C" fn rw_machine_handle_reopen(
 /// rails inert, not re-opened. Adding its name again brings it back.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_removed(machine: *mut rw_machine, device: u32, now_ms: u64) -> rw_status {
-    with(machine, |m| {
+    with_at(machine, now_ms, |m, now| {
         device_in(m, device)?;
-        m.handle_removed(device, Millis(now_ms));
+        m.handle_removed(device, now);
         Ok(())
     })
 }
@@ -559,8 +590,8 @@ pub extern "C" fn rw_machine_handle_removed(machine: *mut rw_machine, device: u3
 /// (calling early or late is harmless).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_handle_timeout(machine: *mut rw_machine, now_ms: u64) -> rw_status {
-    with(machine, |m| {
-        m.handle_timeout(Millis(now_ms));
+    with_at(machine, now_ms, |m, now| {
+        m.handle_timeout(now);
         Ok(())
     })
 }
@@ -695,9 +726,10 @@ pub struct rw_drain_report {
 /// nothing the engine does in response (destroying a QP) waits on an
 /// unacknowledged event.
 /// `get` may call other `rw_machine_*` functions on this machine (no
-/// borrow of it is held while `get` runs); a `rw_machine_free` of it from
-/// `get` takes effect when the drain returns `RW_ERR_STATE`, having fed
-/// nothing after it. `get` runs on the calling thread. What the drain did
+/// borrow of it is held while `get` runs), `rw_machine_drain` included; a
+/// `rw_machine_free` of it from `get` takes effect when the outermost
+/// drain returns, each drain it happened in returning `RW_ERR_STATE`,
+/// having fed nothing after it. `get` runs on the calling thread. What the drain did
 /// goes to `*report`, which may be NULL; drain again while its `end` is
 /// -1 (the budget ran out first). Drain a device once right after its
 /// `RW_ACTION_START_READING` too: events may predate the epoll add.
@@ -724,14 +756,21 @@ pub extern "C" fn rw_machine_drain(
             // across `get`.
             unsafe { &*machine }
         };
-        flags().draining.set(true);
+        flags().draining.set(flags().draining.get() + 1);
         let budget = if budget == 0 { DEFAULT_DRAIN_BUDGET } else { budget as usize };
-        let r = drain_loop(machine, device, get, user, budget, Millis(now_ms));
-        flags().draining.set(false);
+        // The drain's time is an input's even when it reads no event.
+        let now = now_ms.max(flags().latest.get());
+        flags().latest.set(now);
+        let r = drain_loop(machine, device, get, user, budget, Millis(now));
+        let depth = flags().draining.get() - 1;
+        flags().draining.set(depth);
         if flags().free_requested.get() {
-            // SAFETY: made by `rw_machine_new`; its free was asked for
-            // during the drain, which no longer uses it.
-            drop(unsafe { Box::from_raw(machine) });
+            if depth == 0 {
+                // SAFETY: made by `rw_machine_new`; its free was asked for
+                // during the drain, which no longer uses it, and no outer
+                // drain does.
+                drop(unsafe { Box::from_raw(machine) });
+            }
             return Err(Error::new(
                 rw_status::RW_ERR_STATE,
                 "the machine was freed during the drain: it stopped there",

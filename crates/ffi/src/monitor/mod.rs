@@ -8,7 +8,7 @@ mod selector;
 mod subscribers;
 
 use std::ffi::c_char;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -61,6 +61,8 @@ pub struct rw_monitor {
     /// This monitor's number, which its thread keeps in [`MONITOR_THREAD`].
     id: u64,
     shared: Arc<Shared>,
+    /// The selector's: set by `rw_monitor_free`, it makes no call after.
+    selector_stopped: Arc<AtomicBool>,
 }
 
 /// Numbers monitors, so that a thread can tell which one it runs.
@@ -98,7 +100,9 @@ fn start<P: VerbsPort + Send + 'static>(
         set_available: None,
         reseed: None,
     });
-    let mut monitor = Monitor::new(config, CSelector::holding(selector), SystemClock::new()).map_err(|e| match e {
+    let selector_stopped = Arc::new(AtomicBool::new(false));
+    let selector = CSelector::holding(selector, selector_stopped.clone());
+    let mut monitor = Monitor::new(config, selector, SystemClock::new()).map_err(|e| match e {
         NewMonitorError::Config(e) => Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")),
         NewMonitorError::Io(e) => e.into(),
     })?;
@@ -129,7 +133,8 @@ fn start<P: VerbsPort + Send + 'static>(
         }
         publisher.after_wake(m, &notes)
     })?;
-    let boxed = Box::into_raw(Box::new(rw_monitor { running: Mutex::new(Some(Box::new(handle))), id, shared }));
+    let running = Mutex::new(Some(Box::new(handle) as Box<dyn Running>));
+    let boxed = Box::into_raw(Box::new(rw_monitor { running, id, shared, selector_stopped }));
     // SAFETY: checked non-null; the caller passes a writable pointer.
     let written = unsafe { put(out, boxed, "out") };
     drop(handed_out);
@@ -172,7 +177,10 @@ impl Latch {
 /// only the one called `only_device` when not NULL), following devices as
 /// they appear and leave (the kernel's uevents; a rescan every 5 s where
 /// there are none). `config` and `selector` may be NULL (the defaults; no
-/// selector). `RW_ERR_UNSUPPORTED` when built without the `verbs` feature.
+/// selector). `RW_ERR_INVALID` for an `only_device` that cannot be a
+/// device's name (empty, over 63 bytes, with a `/`, whitespace or a
+/// control character). `RW_ERR_UNSUPPORTED` when built without the
+/// `verbs` feature.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_start_verbs(
     config: *const rw_config,
@@ -184,6 +192,12 @@ pub extern "C" fn rw_monitor_start_verbs(
     guard(|| {
         // SAFETY: NULL or a NUL-terminated name, by the API's contract.
         let only = if only_device.is_null() { None } else { Some(unsafe { text(only_device, "only_device") }?) };
+        if let Some(name) = only
+            && let Some(problem) = railwatch_core::device_name_problem(name)
+        {
+            let shown = railwatch_core::shown_name(name);
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("only_device {shown}: {problem}")));
+        }
         start_verbs(config, selector, only, out)
     })
 }
@@ -252,6 +266,10 @@ pub extern "C" fn rw_monitor_free(monitor: *mut *mut rw_monitor) -> rw_status {
         // may hold one too.
         let m = unsafe { handle(monitor, "monitor") }?;
         let on_thread = m.on_monitor_thread();
+        // No selector call is made from now on: from inside one, not the
+        // rest of the wake-up's calls (the other rails of the attach, or
+        // of a device taken out together) either.
+        m.selector_stopped.store(true, Ordering::Release);
         // No subscriber is called from now on. The list is taken out
         // before waiting, so a callback that (un)subscribes meanwhile does
         // not wait for this thread.

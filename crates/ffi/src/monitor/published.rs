@@ -90,11 +90,9 @@ pub extern "C" fn rw_monitor_gate(
         if gate.is_null() {
             return Err(crate::status::null("gate"));
         }
-        let g = lock(&m.shared.gates)
-            .1
-            .get(rail)
-            .cloned()
-            .ok_or_else(|| Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {rail:?}")))?;
+        let g = lock(&m.shared.gates).1.get(rail).cloned().ok_or_else(|| {
+            Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {}", railwatch_core::shown_name(rail)))
+        })?;
         // SAFETY: checked non-null; the caller passes a writable pointer.
         unsafe { put(gate, rw_gate::boxed(g), "gate") }
     })
@@ -140,7 +138,8 @@ fn published(m: &rw_monitor) -> Result<Snapshot> {
 /// Copies the latest snapshot's rails into `rails` (room for `capacity`)
 /// and their number into `*count`. When there are more than `capacity`, it
 /// copies none and returns `RW_ERR_BUFFER` with `*count` the number
-/// needed. Never waits for the monitor thread: the snapshot is the one it
+/// needed; `capacity` 0 (`rails` may then be NULL) is the size query.
+/// Never waits for the monitor thread: the snapshot is the one it
 /// published after its last wake-up.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_monitor_snapshot(
@@ -152,20 +151,20 @@ pub extern "C" fn rw_monitor_snapshot(
     guard(|| {
         // SAFETY: a live monitor or NULL, by the API's contract.
         let m = unsafe { handle(monitor, "monitor") }?;
+        if count.is_null() {
+            return Err(crate::status::null("count"));
+        }
+        if rails.is_null() && capacity > 0 {
+            return Err(crate::status::null("rails"));
+        }
         let snap = published(m)?;
-        // SAFETY: the caller passes a writable count or NULL.
+        // SAFETY: checked non-null; the caller passes a writable count.
         unsafe { put(count, snap.rails.len(), "count") }?;
         if snap.rails.len() > capacity {
             return Err(Error::new(
                 rw_status::RW_ERR_BUFFER,
                 format!("{} rails, room for {capacity}", snap.rails.len()),
             ));
-        }
-        if snap.rails.is_empty() {
-            return Ok(());
-        }
-        if rails.is_null() {
-            return Err(crate::status::null("rails"));
         }
         for (i, r) in snap.rails.iter().enumerate() {
             let mut name = [0 as c_char; RW_RAIL_NAME_MAX];

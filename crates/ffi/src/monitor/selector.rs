@@ -3,6 +3,8 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use railwatch_core::{LinkRate, RailId, Selector};
 
@@ -19,8 +21,9 @@ pub struct rw_selector {
     pub user: *mut c_void,
     /// The rail (`device`, `port`) may (or may no longer) be picked.
     pub set_available: Option<extern "C" fn(user: *mut c_void, device: u32, port: u32, available: bool)>,
-    /// The rail's rate, Mb/s (0: unknown); always before it is made
-    /// available.
+    /// The rail's rate, Mb/s (0: unknown): before the rail is made
+    /// available when its rate was never told since its device attached,
+    /// or changed (not again when it comes back at the rate it had).
     pub reseed: Option<extern "C" fn(user: *mut c_void, device: u32, port: u32, rate_mbps: u64)>,
 }
 
@@ -32,6 +35,9 @@ pub(super) struct CSelector {
     c: rw_selector,
     /// `Some` until released: the calls held meanwhile.
     held: RefCell<Option<Vec<Call>>>,
+    /// Set by `rw_monitor_free`: no call is made from then on, not even
+    /// the rest of the wake-up that freed it from inside a call.
+    stopped: Arc<AtomicBool>,
 }
 
 /// A selector call held while the monitor starts.
@@ -48,9 +54,10 @@ enum Call {
 unsafe impl Send for CSelector {}
 
 impl CSelector {
-    /// A selector that holds its calls until [`release`](Self::release).
-    pub(super) fn holding(c: rw_selector) -> CSelector {
-        CSelector { c, held: RefCell::new(Some(Vec::new())) }
+    /// A selector that holds its calls until [`release`](Self::release),
+    /// and makes none once `stopped` is set.
+    pub(super) fn holding(c: rw_selector, stopped: Arc<AtomicBool>) -> CSelector {
+        CSelector { c, held: RefCell::new(Some(Vec::new())), stopped }
     }
 
     /// On the monitor thread: makes the calls held so far, in order; from
@@ -72,6 +79,11 @@ impl CSelector {
     }
 
     fn make(&self, call: Call) {
+        // Set on this thread by a free from inside a call, or on another
+        // one by a free that then joins this thread.
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
         match call {
             Call::Available(rail, available) => {
                 if let Some(f) = self.c.set_available {

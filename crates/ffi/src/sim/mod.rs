@@ -155,7 +155,8 @@ pub extern "C" fn rw_sim_add_device(
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("nports {nports} (need 1..=255)")));
         }
         if let Some(problem) = railwatch_core::device_name_problem(name) {
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {name:?}: {problem}")));
+            let shown = railwatch_core::shown_name(name);
+            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {shown}: {problem}")));
         }
         let mut devices = sim.lock();
         if devices.iter().any(|d| d.handle.name() == name) {

@@ -11,7 +11,9 @@ use crate::status::{Error, Result, rw_status};
 /// Queues `repeat` copies of the event (`code`, `element`: the port number
 /// for port events, an object's pointer value for QP/CQ/SRQ/WQ events) on
 /// the device's async fd. `repeat` is at most `RW_SIM_MAX_REPEAT`
-/// (`RW_ERR_RANGE` above). Only an open device queues events, as the
+/// (`RW_ERR_RANGE` above), and a port event's element a port number
+/// (1..=255, else `RW_ERR_RANGE`, as `rw_machine_handle_event` refuses
+/// it). Only an open device queues events, as the
 /// kernel only queues them on an open context: before a monitor (or
 /// `rw_sim_open`) opened it, or once it was closed, the call returns
 /// `RW_ERR_STATE` and the events are counted as dropped

@@ -55,6 +55,7 @@ static void nulls(void)
 	rw_ticket t;
 	rw_config c;
 	rw_monitor *mon = (rw_monitor *)1;
+	rw_rail_info rails[8];
 	uint64_t u64;
 	uint32_t dev;
 	size_t count;
@@ -124,9 +125,27 @@ static void nulls(void)
 		CHECK_FAILS("monitor_gate_null_rail", rw_monitor_gate(mon, NULL, &g), RW_ERR_NULL, "rail");
 		CHECK_FAILS("monitor_gate_null_out", rw_monitor_gate(mon, "mlx5_0/1", NULL), RW_ERR_NULL, "gate");
 		CHECK_FAILS("snapshot_json_null_out", rw_monitor_snapshot_json(mon, NULL), RW_ERR_NULL, "json");
+		CHECK_FAILS("snapshot_null_rails_with_room", rw_monitor_snapshot(mon, NULL, 8, &count), RW_ERR_NULL,
+			    "rails");
+		CHECK_FAILS("snapshot_null_count", rw_monitor_snapshot(mon, rails, 8, NULL), RW_ERR_NULL, "count");
 		CHECK_FAILS("unsubscribe_unknown_id", rw_monitor_unsubscribe(mon, 424242), RW_ERR_NOT_FOUND, "424242");
 		CHECK_FAILS("monitor_gate_unknown_rail", rw_monitor_gate(mon, "nope/1", &g), RW_ERR_NOT_FOUND, "nope/1");
 		CHECK_OK("monitor_free", rw_monitor_free(&mon));
+	}
+	rw_sim_free(&sim);
+
+	/* A host without devices: the snapshot has no rail, and a NULL array
+	 * with room is still refused (only capacity 0 allows NULL). */
+	CHECK_OK("empty_sim_new", rw_sim_new(&sim));
+	CHECK_OK("empty_start_sim", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	if (mon) {
+		count = 99;
+		CHECK_FAILS("empty_snapshot_null_rails_with_room", rw_monitor_snapshot(mon, NULL, 8, &count),
+			    RW_ERR_NULL, "rails");
+		CHECK_EQ("empty_snapshot_refused_leaves_count_alone", count, 99);
+		CHECK_STATUS("empty_snapshot_size_query", rw_monitor_snapshot(mon, NULL, 0, &count), RW_OK);
+		CHECK_EQ("empty_snapshot_size_query_says_0", count, 0);
+		CHECK_OK("empty_monitor_free", rw_monitor_free(&mon));
 	}
 	rw_sim_free(&sim);
 }
@@ -370,6 +389,8 @@ static void newer_surface(void)
 	CHECK_FAILS("transfers_port_0", rw_machine_report_transfers(m, 0, 0, &line, 1, 0), RW_ERR_RANGE, "port 0");
 	CHECK_FAILS("counters_port_256", rw_machine_handle_counters(m, 0, 256, 0, 0, 0, 0, 0), RW_ERR_RANGE, "256");
 	CHECK_FAILS("gid_index_device_3", rw_machine_gid_index(m, 3, 1, &u32), RW_ERR_RANGE, "device 3");
+	/* A NULL out-pointer is RW_ERR_NULL whatever the answer would be. */
+	CHECK_FAILS("gid_index_null_out", rw_machine_gid_index(m, 0, 1, NULL), RW_ERR_NULL, "index");
 	rw_machine_free(&m);
 
 	/* The sim's newer calls. */
@@ -497,6 +518,13 @@ static void names(void)
 	rw_sim *sim = NULL;
 	uint32_t dev = 77;
 	const uint8_t one[] = { 1 }, zero[] = { 0 }, twice[] = { 1, 1 };
+	char long_name[4097], name_63[64], got[64];
+	size_t len = 0;
+
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	memset(name_63, 'y', sizeof(name_63) - 1);
+	name_63[sizeof(name_63) - 1] = '\0';
 
 	CHECK_OK("names_machine_new", rw_machine_new(NULL, &m));
 	if (m) {
@@ -511,7 +539,27 @@ static void names(void)
 			    "ports");
 		CHECK_FAILS("machine_port_twice", rw_machine_add_device(m, "mlx5_0", twice, 2, 0, &dev),
 			    RW_ERR_INVALID, "duplicate");
+		/* The device list's rule (no device is called that), so that
+		 * every name rw_machine_device_name gives fits its 64 bytes. */
+		CHECK_FAILS("machine_name_over_63_bytes", rw_machine_add_device(m, long_name, one, 1, 0, &dev),
+			    RW_ERR_INVALID, "at most 63");
+		check(strlen(rw_last_error()) < 200, "machine_name_over_63_bytes_is_shown_cut", "%zu bytes: \"%.80s...\"",
+		      strlen(rw_last_error()), rw_last_error());
+		CHECK_FAILS("machine_name_with_a_space", rw_machine_add_device(m, "mlx5 0", one, 1, 0, &dev),
+			    RW_ERR_INVALID, "whitespace");
+		CHECK_FAILS("machine_name_with_a_newline", rw_machine_add_device(m, "mlx5\n0", one, 1, 0, &dev),
+			    RW_ERR_INVALID, "whitespace");
+		CHECK_FAILS("machine_name_with_an_escape", rw_machine_add_device(m, "mlx5\x1b[31m", one, 1, 0, &dev),
+			    RW_ERR_INVALID, "control character");
 		CHECK_EQ("refused_device_leaves_out_alone", dev, 77);
+		CHECK_EQ("refused_names_add_no_device", rw_machine_device_name(m, 0, NULL, 0, NULL), RW_ERR_RANGE);
+		CHECK_OK("machine_name_of_63_bytes_ok", rw_machine_add_device(m, name_63, one, 1, 0, &dev));
+		CHECK_OK("machine_name_of_63_bytes_fits_64", rw_machine_device_name(m, dev, got, sizeof(got), &len));
+		check(strcmp(got, name_63) == 0 && len == 63, "machine_name_of_63_bytes_read_back", "%zu bytes", len);
+		rw_machine_free(&m);
+		CHECK_OK("names_machine_new_again", rw_machine_new(NULL, &m));
+		if (!m)
+			return;
 		CHECK_OK("machine_name_ok", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev));
 		CHECK_EQ("first_device_is_0", dev, 0);
 		CHECK_FAILS("machine_name_taken", rw_machine_add_device(m, "mlx5_0", one, 1, 0, &dev), RW_ERR_INVALID,
@@ -520,15 +568,35 @@ static void names(void)
 		CHECK_EQ("second_device_is_1", dev, 1);
 		rw_machine_free(&m);
 	}
+	/* Only a name a device can have is one to watch for. */
+	rw_monitor *verbs = NULL;
+	CHECK_FAILS("start_verbs_only_device_empty", rw_monitor_start_verbs(NULL, NULL, "", &verbs), RW_ERR_INVALID,
+		    "only_device");
+	CHECK_FAILS("start_verbs_only_device_with_slash", rw_monitor_start_verbs(NULL, NULL, "mlx5/0", &verbs),
+		    RW_ERR_INVALID, "only_device");
+	check(verbs == NULL, "start_verbs_refused_leaves_out_alone", "a monitor was made");
+	rw_monitor_free(&verbs);
 	CHECK_OK("names_sim_new", rw_sim_new(&sim));
 	if (sim) {
 		CHECK_FAILS("sim_name_null", rw_sim_add_device(sim, NULL, 1, &dev), RW_ERR_NULL, "name");
 		CHECK_FAILS("sim_name_empty", rw_sim_add_device(sim, "", 1, &dev), RW_ERR_INVALID, "name");
 		CHECK_FAILS("sim_name_with_slash", rw_sim_add_device(sim, "a/b", 1, &dev), RW_ERR_INVALID, "a/b");
+		CHECK_FAILS("sim_name_over_63_bytes", rw_sim_add_device(sim, long_name, 1, &dev), RW_ERR_INVALID,
+			    "4096 bytes");
+		check(strlen(rw_last_error()) < 200, "sim_name_over_63_bytes_is_shown_cut", "%zu bytes",
+		      strlen(rw_last_error()));
 		CHECK_FAILS("sim_nports_0", rw_sim_add_device(sim, "mlx5_0", 0, &dev), RW_ERR_INVALID, "nports");
 		CHECK_FAILS("sim_nports_256", rw_sim_add_device(sim, "mlx5_0", 256, &dev), RW_ERR_INVALID, "256");
 		CHECK_OK("sim_name_ok", rw_sim_add_device(sim, "mlx5_0", 1, &dev));
 		CHECK_FAILS("sim_name_taken", rw_sim_add_device(sim, "mlx5_0", 1, &dev), RW_ERR_INVALID, "mlx5_0");
+		rw_monitor *mon = NULL;
+		rw_gate *g = NULL;
+		CHECK_OK("names_monitor_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+		CHECK_FAILS("monitor_gate_of_a_long_name", rw_monitor_gate(mon, long_name, &g), RW_ERR_NOT_FOUND,
+			    "4096 bytes");
+		check(strlen(rw_last_error()) < 200, "monitor_gate_of_a_long_name_is_shown_cut", "%zu bytes",
+		      strlen(rw_last_error()));
+		rw_monitor_free(&mon);
 		rw_sim_free(&sim);
 	}
 }

@@ -259,11 +259,66 @@ static void settings(void)
 	rw_machine_free(&r.m);
 }
 
+/* A reader whose queue is always empty. */
+static int32_t empty_queue(void *user, uint32_t *code, uint64_t *element)
+{
+	(void)user;
+	(void)code;
+	(void)element;
+	return EAGAIN;
+}
+
+/* A now_ms earlier than one already given counts as that one, also when
+ * the input that gave it fed the machine nothing: a report of no line, a
+ * drain that read no event. An engine passing a stale clock to
+ * handle_timeout then still runs what is due, instead of seeing
+ * poll_timeout return the same past deadline again. */
+static void time_never_goes_back(void)
+{
+	for (int via_drain = 0; via_drain < 2; via_drain++) {
+		const char *how = via_drain ? "empty_drain" : "empty_report";
+		char name[96];
+		struct rig r;
+		uint64_t due = RW_NO_DEADLINE, next = RW_NO_DEADLINE;
+		size_t mark;
+
+		snprintf(name, sizeof(name), "%s_attached", how);
+		if (!check(attached(&r, NULL), name, "%s", rw_last_error()))
+			return;
+		/* PORT_ERR at 10: paused, the recovery tick is due later. */
+		r.ports[0][1].state = 1; /* DOWN */
+		r.now = 10;
+		rw_machine_handle_event(r.m, 0, 10 /* PORT_ERR */, 1, r.now);
+		rig_run(&r);
+		rw_machine_poll_timeout(r.m, &due);
+		snprintf(name, sizeof(name), "%s_tick_due", how);
+		check(due != RW_NO_DEADLINE && due > r.now, name, "deadline %llu", (unsigned long long)due);
+		/* The input at due + 5 that feeds the machine nothing. */
+		snprintf(name, sizeof(name), "%s_at_a_later_time", how);
+		if (via_drain)
+			CHECK_OK(name, rw_machine_drain(r.m, 0, empty_queue, NULL, 0, due + 5, NULL));
+		else
+			CHECK_OK(name, rw_machine_report_transfers(r.m, 0, 1, NULL, 0, due + 5));
+		/* The timeout with a stale clock counts as due + 5: the tick runs. */
+		mark = r.nactions;
+		snprintf(name, sizeof(name), "%s_then_a_stale_timeout", how);
+		CHECK_OK(name, rw_machine_handle_timeout(r.m, r.now));
+		rig_run(&r);
+		snprintf(name, sizeof(name), "%s_stale_timeout_runs_the_tick", how);
+		CHECK_EQ(name, rig_count(&r, mark, RW_ACTION_QUERY_PORT, 0, 1, NULL), 1);
+		rw_machine_poll_timeout(r.m, &next);
+		snprintf(name, sizeof(name), "%s_deadline_moves_on", how);
+		check(next > due, name, "deadline %llu, was %llu", (unsigned long long)next, (unsigned long long)due);
+		rw_machine_free(&r.m);
+	}
+}
+
 int main(void)
 {
 	transfers();
 	counters();
 	required_address();
 	settings();
+	time_never_goes_back();
 	return check_done();
 }

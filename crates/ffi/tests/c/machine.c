@@ -224,6 +224,46 @@ static void drain_get_may_free_the_machine(void)
 	/* The machine is gone now (valgrind checks nothing touches it). */
 }
 
+/* A `get` that drains the same machine again (a drain is one of the
+ * calls a `get` may make), then frees it: the free still waits for the
+ * outer drain's end. The inner drain reads an empty queue. */
+struct nesting {
+	struct queue q, inner;
+	rw_machine *m;
+	int inner_status;
+	unsigned calls;
+};
+
+static int32_t nesting_get(void *user, uint32_t *code, uint64_t *element)
+{
+	struct nesting *n = user;
+
+	if (n->calls++ == 0) {
+		n->inner_status = rw_machine_drain(n->m, 0, q_get, &n->inner, 0, 1000, NULL);
+		rw_machine_free(&n->m);
+	}
+	return q_get(&n->q, code, element);
+}
+
+static void drain_get_may_drain_then_free(void)
+{
+	struct nesting n;
+
+	memset(&n, 0, sizeof(n));
+	n.m = attached(1);
+	n.inner_status = -1;
+	if (!n.m)
+		return;
+	q_push(&n.q, 0, CODE_PORT_ERR, 1);
+	q_push(&n.q, 0, CODE_PORT_ERR, 1);
+	rw_machine *m = n.m; /* the drain's argument; `get` frees through n.m */
+	CHECK_STATUS("nested_drain_then_free_says_so", rw_machine_drain(m, 0, nesting_get, &n, 0, 1000, NULL),
+		     RW_ERR_STATE);
+	CHECK_STATUS("nested_drain_itself_ok", n.inner_status, RW_OK);
+	CHECK_EQ("nested_drain_then_free_stopped_after_one_get", n.q.gets, 1);
+	/* The machine is gone now (valgrind: nothing touched it after). */
+}
+
 static void drain_get_may_call_the_machine(void)
 {
 	struct reentrant r;
@@ -539,6 +579,7 @@ int main(void)
 {
 	drain_get_may_call_the_machine();
 	drain_get_may_free_the_machine();
+	drain_get_may_drain_then_free();
 	drain_burst();
 	drain_port_active_behind_burst();
 	drain_empty();

@@ -715,6 +715,110 @@ static void free_from_callback(void)
 	rw_sim_free(&sim);
 }
 
+/* A selector that frees its monitor from inside one of its calls: the
+ * first one (`on_call` 1, in the attach the monitor thread replays after
+ * start), or the first "unavailable" (`on_call` 0, in a DEVICE_FATAL that
+ * takes every rail of the device out). */
+struct selector_free {
+	rw_monitor *mon;
+	unsigned on_call;
+	atomic_uint calls;
+	atomic_int status;     /* -1 until the free returned */
+	atomic_uint late;      /* selector calls after the free returned */
+	atomic_uint late_subs; /* subscriber calls after it */
+};
+
+static void selector_free_call(struct selector_free *f, bool take_out)
+{
+	unsigned n = atomic_fetch_add(&f->calls, 1) + 1;
+
+	if (atomic_load(&f->status) != -1) {
+		atomic_fetch_add(&f->late, 1);
+		return;
+	}
+	if ((f->on_call != 0 && n == f->on_call) || (f->on_call == 0 && take_out))
+		atomic_store(&f->status, rw_monitor_free(&f->mon));
+}
+
+static void selector_free_available(void *user, uint32_t device, uint32_t port, bool available)
+{
+	(void)device;
+	(void)port;
+	selector_free_call(user, !available);
+}
+
+static void selector_free_reseed(void *user, uint32_t device, uint32_t port, uint64_t rate_mbps)
+{
+	(void)device;
+	(void)port;
+	(void)rate_mbps;
+	selector_free_call(user, false);
+}
+
+static void selector_free_cb(void *user, const rw_notification *n)
+{
+	struct selector_free *f = user;
+	(void)n;
+	if (atomic_load(&f->status) != -1)
+		atomic_fetch_add(&f->late_subs, 1);
+}
+
+static void selector_free_run(const char *name, unsigned on_call)
+{
+	rw_sim *sim = NULL;
+	uint32_t dev = 0;
+	struct selector_free f;
+	char label[96];
+	bool ok;
+
+	f.mon = NULL;
+	f.on_call = on_call;
+	atomic_init(&f.calls, 0);
+	atomic_init(&f.status, -1);
+	atomic_init(&f.late, 0);
+	atomic_init(&f.late_subs, 0);
+	snprintf(label, sizeof(label), "%s_sim", name);
+	CHECK_OK(label, rw_sim_new(&sim));
+	if (!sim)
+		return;
+	rw_sim_add_device(sim, "mlx5_4", 4, &dev);
+	rw_selector sel = { .user = &f, .set_available = selector_free_available, .reseed = selector_free_reseed };
+	snprintf(label, sizeof(label), "%s_start", name);
+	CHECK_OK(label, rw_monitor_start_sim(NULL, &sel, sim, &f.mon));
+	rw_monitor_subscribe(f.mon, selector_free_cb, &f, NULL);
+	if (on_call == 0) {
+		/* The attach's 8 calls (a reseed and an "available" per rail),
+		 * then every rail of the device out at once. */
+		WAIT_UNTIL(ok, atomic_load(&f.calls) == 8, WAIT_MS);
+		snprintf(label, sizeof(label), "%s_attach_told", name);
+		check(ok, label, "%u selector calls", atomic_load(&f.calls));
+		rw_sim_push_event(sim, dev, 8 /* DEVICE_FATAL */, 0, 1);
+	}
+	WAIT_UNTIL(ok, atomic_load(&f.status) != -1, WAIT_MS);
+	snprintf(label, sizeof(label), "%s_free_returned", name);
+	check(ok, label, "the selector never freed the monitor");
+	snprintf(label, sizeof(label), "%s_free_ok", name);
+	CHECK_STATUS(label, atomic_load(&f.status), RW_OK);
+	WAIT_UNTIL(ok, !counters(sim, dev).open, WAIT_MS);
+	snprintf(label, sizeof(label), "%s_monitor_stopped", name);
+	check(ok, label, "the device is still open");
+	snprintf(label, sizeof(label), "%s_no_selector_call_after_the_free", name);
+	CHECK_EQ(label, atomic_load(&f.late), 0);
+	snprintf(label, sizeof(label), "%s_no_subscriber_call_after_the_free", name);
+	CHECK_EQ(label, atomic_load(&f.late_subs), 0);
+	rw_sim_free(&sim);
+}
+
+/* rw_monitor_free from inside a selector call: the monitor stops there,
+ * and the calls for the other rails of the same wake-up (the attach's,
+ * or a device's rails taken out together) are not made. */
+static void free_from_the_selector(void)
+{
+	selector_free_run("selector_free_in_the_attach", 1);
+	selector_free_run("selector_free_in_the_attach_second_call", 2);
+	selector_free_run("selector_free_in_a_fatal", 0);
+}
+
 /* ---- callbacks run on the monitor thread, from the first one on -------- */
 
 /* An engine that holds its own lock around rw_monitor_start_sim and takes
@@ -967,6 +1071,106 @@ static void log_callback(void)
 	rw_sim_free(&sim);
 }
 
+/* The log callback frees a monitor (from another monitor's thread) while
+ * a third thread replaces the callback: rw_monitor_free waits for the
+ * freed monitor's thread, which logs meanwhile. The replacement must wait
+ * only for the call in flight, and the freed monitor's log line must not
+ * wait for the replacement: they deadlocked (the callback ran under a
+ * lock the replacement queued for, and that queued writer held back the
+ * other thread's log line). */
+struct free_in_log {
+	rw_sim *victim_sim;
+	rw_monitor *victim;
+	pthread_t victim_thread;
+	atomic_bool victim_known;
+	atomic_bool armed;
+	atomic_bool freed;
+	atomic_int replace_status; /* -1 until the replacement returned */
+	pthread_t replacer;
+	bool replacer_started;
+};
+
+static struct free_in_log fil;
+
+static void *replace_log_callback(void *arg)
+{
+	(void)arg;
+	atomic_store(&fil.replace_status, rw_set_log_callback(NULL, NULL, RW_LOG_LEVEL_OFF));
+	return NULL;
+}
+
+static void free_in_log_hear(void *user, uint32_t level, const char *target, const char *message)
+{
+	(void)user;
+	(void)level;
+	(void)target;
+	(void)message;
+	if (!atomic_load(&fil.victim_known) || pthread_equal(pthread_self(), fil.victim_thread) ||
+	    !atomic_exchange(&fil.armed, false))
+		return;
+	/* Another thread replaces this callback now: it waits for this call. */
+	fil.replacer_started = pthread_create(&fil.replacer, NULL, replace_log_callback, NULL) == 0;
+	check_sleep_ms(100);
+	/* The victim's thread logs a line meanwhile ("mlx5_1/1 down")... */
+	rw_sim_port_down(fil.victim_sim, 0, 1);
+	check_sleep_ms(100);
+	/* ...and its free waits for that thread. */
+	rw_monitor_free(&fil.victim);
+	atomic_store(&fil.freed, true);
+}
+
+static void note_victim_thread(void *user, const rw_notification *n)
+{
+	(void)user;
+	(void)n;
+	if (!atomic_load(&fil.victim_known)) {
+		fil.victim_thread = pthread_self();
+		atomic_store(&fil.victim_known, true);
+	}
+}
+
+static void free_a_monitor_in_the_log_callback(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	uint32_t dev;
+	bool ok;
+
+	memset(&fil, 0, sizeof(fil));
+	atomic_init(&fil.victim_known, false);
+	atomic_init(&fil.armed, false);
+	atomic_init(&fil.freed, false);
+	atomic_init(&fil.replace_status, -1);
+	CHECK_OK("free_in_log_sims", rw_sim_new(&sim) | rw_sim_new(&fil.victim_sim));
+	rw_sim_add_device(sim, "mlx5_0", 1, &dev);
+	rw_sim_add_device(fil.victim_sim, "mlx5_1", 1, &dev);
+	CHECK_OK("free_in_log_start", rw_monitor_start_sim(NULL, NULL, sim, &mon));
+	CHECK_OK("free_in_log_start_victim", rw_monitor_start_sim(NULL, NULL, fil.victim_sim, &fil.victim));
+	rw_monitor_subscribe(fil.victim, note_victim_thread, NULL, NULL);
+	rw_sim_port_down(fil.victim_sim, 0, 1);
+	WAIT_UNTIL(ok, atomic_load(&fil.victim_known), WAIT_MS);
+	check(ok, "free_in_log_victim_thread_known", "no notification from the victim");
+	rw_sim_port_up(fil.victim_sim, 0, 1);
+	CHECK_OK("free_in_log_callback_set", rw_set_log_callback(free_in_log_hear, NULL, RW_LOG_LEVEL_WARN));
+	atomic_store(&fil.armed, true);
+	/* The other monitor's thread logs: the callback runs there. */
+	rw_sim_port_down(sim, 0, 1);
+	WAIT_UNTIL(ok, atomic_load(&fil.freed) && atomic_load(&fil.replace_status) != -1, WAIT_MS);
+	if (!check(ok, "free_in_log_no_deadlock", "freed %d, replacement %d: stuck", atomic_load(&fil.freed),
+		   atomic_load(&fil.replace_status))) {
+		/* Threads are stuck for good, holding what every later test
+		 * logs through: end here. */
+		_Exit(check_done());
+	}
+	CHECK_STATUS("free_in_log_replacement_ok", atomic_load(&fil.replace_status), RW_OK);
+	check(fil.victim == NULL, "free_in_log_victim_freed", "still there");
+	if (fil.replacer_started)
+		pthread_join(fil.replacer, NULL);
+	CHECK_OK("free_in_log_monitor_free", rw_monitor_free(&mon));
+	rw_sim_free(&sim);
+	rw_sim_free(&fil.victim_sim);
+}
+
 /* ---- unplugging after the monitor is gone, and two monitors over one sim -- */
 
 /* The sim's uevent twin was a pipe whose reader went with the monitor:
@@ -1091,11 +1295,13 @@ int main(void)
 {
 	callbacks_on_the_monitor_thread();
 	log_callback();
+	free_a_monitor_in_the_log_callback();
 	two_monitors_and_a_late_unplug();
 	many_threads();
 	drains_and_callbacks();
 	transport();
 	free_from_callback();
+	free_from_the_selector();
 	free_while_a_callback_unsubscribes();
 	return check_done();
 }

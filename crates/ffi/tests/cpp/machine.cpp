@@ -216,6 +216,30 @@ static void errors_and_handles() {
     } catch (const rw::error &e) {
         check(e.status() == RW_ERR_RANGE, "errors: a gate of an unknown port throws", e.what());
     }
+    // A name with a NUL inside is refused, not cut short into another name.
+    using namespace std::string_literals;
+    try {
+        r.m.add_device("mlx5_1\0x"s, std::vector<uint8_t>{1}, 0);
+        check(false, "errors: a device name with a NUL inside throws", "no exception");
+    } catch (const rw::error &e) {
+        check_eq(int(e.status()), int(RW_ERR_INVALID), "errors: a device name with a NUL inside throws RW_ERR_INVALID");
+    }
+    check(!r.m.device_name(1).has_value(), "errors: a name with a NUL inside adds no device (not its head either)");
+    r.m.handle_device_list({"mlx5_0", "mlx5_7\0"s}, 0);
+    check(!r.m.device_name(1).has_value(), "errors: the device list leaves out a name with a NUL inside");
+    {
+        rw::sim host;
+        try {
+            host.add_device("mlx5_2\0y"s, 1);
+            check(false, "errors: a sim device name with a NUL inside throws", "no exception");
+        } catch (const rw::error &e) {
+            check_eq(int(e.status()), int(RW_ERR_INVALID), "errors: a sim device name with a NUL inside throws RW_ERR_INVALID");
+        }
+        host.add_device("mlx5_2", 1);
+        rw::sim_context ctx;
+        check_eq(host.open("mlx5_2\0y"s, ctx), EINVAL, "errors: sim::open of a name with a NUL inside is EINVAL");
+        check(!ctx, "errors: sim::open of a name with a NUL inside opens nothing");
+    }
     rw::config bad = test_config();
     bad.drain_budget = 0;
     try {

@@ -4,7 +4,8 @@
 // poll, EINTR, EIO), the selector, snapshots, RAII subscriptions,
 // callbacks that call back into the API, and teardown races: a reset while
 // the callback runs, a callback that stops the monitor while another
-// thread resets its subscription, a callback that destroys its monitor.
+// thread resets its subscription, a callback that destroys its monitor, a
+// selector that destroys its monitor.
 //
 // Prints `ok - NAME` / `not ok - NAME: why` per check, then a summary;
 // exits 0 iff every check passed. Every wait is a bounded deadline loop.
@@ -560,6 +561,52 @@ int main() {
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
             check(sel6->after_free.load() == 0, "destroy-in-callback: the selector is not called after the free",
                   std::to_string(sel6->after_free.load()) + " calls after it");
+        }
+
+        // The selector destroys its monitor, in the attach's calls the
+        // monitor thread makes after start (the engine's lock, held around
+        // start, keeps it waiting for the handle): the calls for the other
+        // rails are not made (they would read the freed monitor's state).
+        for (int first_call = 1; first_call <= 3; ++first_call) {
+            const std::string name = "destroy-in-selector (call " + std::to_string(first_call) + "): ";
+            struct destroying_selector : rw::selector {
+                std::mutex mu;  // the engine's, held around start
+                std::optional<rw::monitor> *mon = nullptr;
+                int destroy_at = 0;
+                std::atomic<int> calls{0}, after{0};
+                std::atomic<bool> destroyed{false};
+                void set_available(uint32_t, uint32_t, bool) override { call(); }
+                void reseed(uint32_t, uint32_t, uint64_t) override { call(); }
+                void call() {
+                    if (destroyed.load()) {
+                        ++after;
+                        return;
+                    }
+                    if (++calls != destroy_at) return;
+                    std::lock_guard<std::mutex> l(mu);
+                    mon->reset();  // ~monitor, from its selector
+                    destroyed.store(true);
+                }
+            };
+            rw::sim host7;
+            const uint32_t d = host7.add_device("mlx5_6", 4);
+            auto sel7 = std::make_shared<destroying_selector>();
+            std::optional<rw::monitor> m7;
+            sel7->mon = &m7;
+            sel7->destroy_at = first_call;
+            {
+                std::lock_guard<std::mutex> l(sel7->mu);
+                m7 = rw::monitor::start_sim(host7, &cfg, sel7);
+            }
+            check_or_exit(eventually([&] { return sel7->destroyed.load(); }),
+                          name + "the selector destroyed its monitor", "timed out");
+            check(eventually([&] { return !host7.counters(d).open; }),
+                  name + "the monitor stopped and closed its device");
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            check(sel7->after.load() == 0, name + "no selector call after the destroy",
+                  std::to_string(sel7->after.load()) + " calls after it");
+            check(sel7.use_count() == 1, name + "the monitor let go of the selector",
+                  std::to_string(sel7.use_count()) + " references");
         }
 
         mon = rw::monitor();
