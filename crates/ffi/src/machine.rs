@@ -17,7 +17,7 @@ use crate::args::{handle, handle_mut, put, slice, take, text};
 use crate::config::{read, rw_config};
 use crate::gate::rw_gate;
 use crate::limits::{GIDS, PORTS, RW_MAX_GIDS};
-use crate::notify::{log, notification, rw_log, rw_notification};
+use crate::notify::{log, rw_log, rw_notification};
 use crate::status::{Error, Result, guard, guard_void, rw_status};
 
 /// The rail machine of one engine: every device, rail and policy. Made by
@@ -167,7 +167,7 @@ unsafe fn write_action(a: Option<Action>, out: *mut rw_action) {
         }
         Some(Action::Notify(n)) => {
             // SAFETY: `out` is writable (the caller's promise).
-            unsafe { (&raw mut (*out).notification).write(notification(&n)) };
+            unsafe { crate::notify::write_notification(&n, &raw mut (*out).notification) };
             RW_ACTION_NOTIFY
         }
         Some(Action::Log(l)) => {

@@ -167,7 +167,28 @@ impl rw_notification {
 
 /// The C form of a notification.
 pub(crate) fn notification(n: &Notification) -> rw_notification {
-    let mut c = rw_notification { t_ms: n.t.0, ..rw_notification::ZERO };
+    let mut c = rw_notification::ZERO;
+    fill_notification(n, &mut c);
+    c
+}
+
+/// Writes the C form of `n` into `out`, in place (the action batch's
+/// element: no copy through the stack on the event path).
+///
+/// # Safety
+/// `out` is valid for writes of an `rw_notification`.
+pub(crate) unsafe fn write_notification(n: &Notification, out: *mut rw_notification) {
+    // SAFETY: writable by the caller's promise; fully initialised by the
+    // write, so the reference after it is to a valid value.
+    unsafe {
+        out.write(rw_notification::ZERO);
+        fill_notification(n, &mut *out);
+    }
+}
+
+/// Sets `c`'s fields from `n` (`c` zeroed before).
+fn fill_notification(n: &Notification, c: &mut rw_notification) {
+    c.t_ms = n.t.0;
     let kind = match n.what {
         Happening::Event { device, port, kind } => {
             (c.device, c.port, c.event_code) = (device, port.unwrap_or(0), kind.code());
@@ -219,7 +240,6 @@ pub(crate) fn notification(n: &Notification) -> rw_notification {
         }
     };
     c.kind = kind as u32;
-    c
 }
 
 /// What a log request is about (`rw_log.kind`); the machine decided that
