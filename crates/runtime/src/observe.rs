@@ -42,6 +42,15 @@ pub enum Observed<'a> {
         /// The event.
         event: AsyncEvent,
     },
+    /// Reads of the device's fd failed with `EINTR` in one drain, and were
+    /// retried (not a machine input, but each counts against the drain's
+    /// budget, so which drain reads which event depends on them).
+    Interrupted {
+        /// The device read.
+        device: u32,
+        /// How many reads of the drain were interrupted.
+        count: u64,
+    },
     /// A drain stopped on a real read error.
     ReadError {
         /// The device read.

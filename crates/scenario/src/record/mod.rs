@@ -199,6 +199,7 @@ impl Recorder {
             Observed::Counters { device, port, answer } => self.counters(t, device, port, answer),
             Observed::Transfers { device, port, reports } => self.transfers(t, device, port, reports),
             Observed::Event { device, event } => self.event(t, device, event),
+            Observed::Interrupted { device, count } => self.interrupted(t, device, count),
             Observed::ReadError { device, errno } => {
                 let fault = if errno == Errno::EBADF { Fault::Ebadf } else { Fault::Eio };
                 if fault == Fault::Eio && errno != Errno::EIO {

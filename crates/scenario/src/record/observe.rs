@@ -338,6 +338,25 @@ impl Recorder {
         self.push_step(t, device, Change::Event(StepEvent { event, repeat: 1 }));
     }
 
+    /// Reads of `device` interrupted (`EINTR`) in a drain at `t`: an
+    /// `eintr` step before the events that drain read, so the replay's
+    /// drain spends its budget as the live one did (the simulator fails a
+    /// drain's first reads with the `EINTR`s pending).
+    pub(super) fn interrupted(&mut self, t: u64, device: u32, count: u64) {
+        if self.live(device).is_none() {
+            return;
+        }
+        self.events = self.events.saturating_add(count);
+        if self.events > MAX_TOTAL_EVENTS {
+            self.stop(format!("more than {MAX_TOTAL_EVENTS} events and EINTRs, the scenario limit"));
+            return;
+        }
+        let at = t.max(self.timeline.floor());
+        if !self.timeline.more_interrupts(at, device, count) {
+            self.push_step(at, device, Change::Fault { fault: Fault::Eintr { count }, wake: false });
+        }
+    }
+
     /// An object handle (a pointer in the live process, meaningless in
     /// another) numbered by first appearance, keeping which are equal, up
     /// to a bound (the machine never compares handles; this only keeps the

@@ -31,7 +31,9 @@
 use railwatch_core::{AsyncEvent, Element, PortCounters};
 
 use super::WAKE_EVENT_CODE;
-use crate::scenario::{CountersChange, Fault, GidChange, LinkChange, PortStateChange, Step, StepEvent, TransferStep};
+use crate::scenario::{
+    CountersChange, Fault, GidChange, LinkChange, MAX_REPEAT, PortStateChange, Step, StepEvent, TransferStep,
+};
 
 /// How far before a query's time its change may be placed (see the module
 /// docs): more than a live wake-up is ever late, less than a tick.
@@ -233,6 +235,22 @@ impl Timeline {
             && ev.event == event
         {
             ev.repeat += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Adds `count` to the last change placed when it is an `eintr` on
+    /// `device` at `t` with room for them (a scenario's `count` is at most
+    /// [`MAX_REPEAT`]). Says whether it did.
+    pub(super) fn more_interrupts(&mut self, t: u64, device: u32, count: u64) -> bool {
+        if let Some((at, Entry::Step { device: d, change: Change::Fault { fault: Fault::Eintr { count: n }, .. } })) =
+            self.pending.last_mut()
+            && *at == t
+            && *d == device
+            && *n + count <= MAX_REPEAT
+        {
+            *n += count;
             return true;
         }
         false
