@@ -11,7 +11,7 @@ use railwatch_core::{
 };
 use railwatch_sim_backend::PortSpec;
 
-use super::place::{Change, Timeline};
+use super::place::Change;
 use super::{MAX_NAMED_OBJECTS, OTHER_ADDRESS_INDEX, Recorder};
 use crate::scenario::{
     CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, StepEvent,
@@ -31,17 +31,45 @@ pub(super) struct PortView {
     /// When the port's state, link and address were last read (each its
     /// own: an attach reads all three in one instant, and each is the
     /// first since the re-open).
-    last_query: Option<u64>,
-    last_link: Option<u64>,
-    last_address: Option<u64>,
+    last_query: Asked,
+    last_link: Asked,
+    last_address: Asked,
     /// The flap counters as last read (`None`: never read, or unreadable).
     counters: Option<PortCounters>,
-    last_counters: Option<u64>,
+    last_counters: Asked,
     /// What the first answers said: the declaration (what the replay's
     /// device starts with), whatever changed before it was written.
     first: PortFirst,
     /// When a `PORT_ERR` for the port was read since its last query.
     err_at: Option<u64>,
+}
+
+/// When a port was last asked one thing (its state, link, address or
+/// counters), and in which opening of its device: the order of re-opens
+/// and queries, not their times, says whether a query is the first since
+/// a re-open (a device closed and back twice in one millisecond).
+#[derive(Debug, Default, Clone, Copy)]
+struct Asked {
+    at: Option<u64>,
+    opening: u32,
+}
+
+/// What placing a change a query saw needs to know of the query before it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// When the port was last asked the same.
+    previous: Option<u64>,
+    /// This is the port's first such query since its device came back.
+    first_since_reopen: bool,
+}
+
+impl Asked {
+    /// The port is asked again at `t`, the device in its opening
+    /// `opening` and `back` (open again after a close).
+    fn again(&mut self, t: u64, opening: u32, back: bool) -> Seen {
+        let before = std::mem::replace(self, Asked { at: Some(t), opening });
+        Seen { previous: before.at, first_since_reopen: back && before.opening < opening }
+    }
 }
 
 /// A port's first answers, as declared.
@@ -67,16 +95,35 @@ pub(super) struct DeviceView {
     /// The simulated device is removed (after `remove`, until `restore`).
     removed: bool,
     last_reopen: Option<u64>,
-    /// When a `DEVICE_FATAL` last closed it, and when it was last opened
-    /// again: what the first queries after that saw changed in between.
+    /// When a `DEVICE_FATAL`, a hang-up or a failed query last closed it,
+    /// or it left the host's list, and when it was last opened again:
+    /// what the first queries after that saw changed in between.
     closed_at: Option<u64>,
     reopened_at: Option<u64>,
+    /// Closed (since `closed_at`) and not opened again yet.
+    closed: bool,
+    /// How many times it was opened again (its ports' [`Asked`] say in
+    /// which opening they were last asked).
+    opening: u32,
     reads_addresses: Option<bool>,
 }
 
 impl DeviceView {
     fn port(&mut self, port: u8) -> Option<&mut PortView> {
         self.ports.iter_mut().find(|p| p.port == port)
+    }
+
+    /// Open again after a close: the first queries of its ports since then
+    /// saw what changed while it was away.
+    fn back(&self) -> bool {
+        !self.closed && self.reopened_at.is_some()
+    }
+
+    /// It is open again at `t`.
+    fn opened_again(&mut self, t: u64) {
+        self.closed = false;
+        self.opening += 1;
+        self.reopened_at = Some(t);
     }
 
     /// The `[[device]]` for what the device's ports answered first (a port
@@ -137,7 +184,7 @@ impl Recorder {
             // its first queries see changed while it was away.
             let d = &mut self.devices[idx];
             d.removed = false;
-            d.reopened_at = Some(t);
+            d.opened_again(t);
             self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
             return;
         }
@@ -162,6 +209,8 @@ impl Recorder {
             last_reopen: None,
             closed_at: None,
             reopened_at: None,
+            closed: false,
+            opening: 0,
             reads_addresses: None,
         });
         if !present {
@@ -174,35 +223,39 @@ impl Recorder {
     }
 
     /// Where a change a query of `device` saw at `t` goes
-    /// ([`Timeline::placed_for`](super::place::Timeline::placed_for)).
-    fn placed_for(&self, device: u32, previous: Option<u64>, t: u64) -> u64 {
+    /// ([`Timeline::placed_for`](super::place::Timeline::placed_for)): at
+    /// the device's close if the query is the port's first since it came
+    /// back.
+    fn placed_for(&self, device: u32, seen: Seen, t: u64) -> u64 {
         let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
-        self.timeline.placed_for(reopen, previous, t)
+        self.timeline.placed_for(reopen.filter(|_| seen.first_since_reopen), seen.previous, t)
     }
 
-    /// Places `change`, which a query of `device` saw at `t` (the port
-    /// asked last at `previous`): as [`placed_for`](Self::placed_for)
-    /// says (at the close when it came back in the same instant).
-    fn push_seen(&mut self, device: u32, previous: Option<u64>, t: u64, change: Change) {
-        let at = match self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at)) {
-            Some((closed, reopened)) if closed == reopened && previous.is_none_or(|p| p < reopened) => closed,
-            _ => self.placed_for(device, previous, t),
-        };
-        self.push_seen_at(device, previous, at, change);
+    /// Places `change`, which a query of `device` saw at `t`, as
+    /// [`placed_for`](Self::placed_for) says.
+    fn push_seen(&mut self, device: u32, seen: Seen, t: u64, change: Change) {
+        let at = self.placed_for(device, seen, t);
+        self.push_seen_at(device, seen, at, change);
     }
 
-    /// Places `change`, seen by a query of `device` (the port asked last
-    /// at `previous`), at `at`: before the re-open's step if it is the
-    /// first since a re-open in that very instant (after it, the replay's
-    /// attach would read the old state).
-    fn push_seen_at(&mut self, device: u32, previous: Option<u64>, at: u64, change: Change) {
-        let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
-        match reopen {
-            Some((_, reopened)) if at == reopened && Timeline::first_seen_since_reopen(reopen, previous) => {
-                self.timeline.push_before_reopen(at, device, change);
-            }
-            _ => self.push_step(at, device, change),
+    /// Places `change`, seen by a query of `device`, at `at`: before the
+    /// re-open's step if it is the first since a re-open in that very
+    /// instant (after it, the replay's attach would read the old state).
+    fn push_seen_at(&mut self, device: u32, seen: Seen, at: u64, change: Change) {
+        let reopened = self.devices.get(device as usize).and_then(|d| d.reopened_at);
+        if seen.first_since_reopen && reopened == Some(at) {
+            self.timeline.push_before_reopen(at, device, change);
+        } else {
+            self.push_step(at, device, change);
         }
+    }
+
+    /// Records that `device`'s port `port` was asked `which` at `t`; what
+    /// placing a change its answer shows needs (`None`: no such port).
+    fn ask(&mut self, device: u32, port: u8, t: u64, which: fn(&mut PortView) -> &mut Asked) -> Option<Seen> {
+        let d = self.live(device)?;
+        let (opening, back) = (d.opening, d.back());
+        Some(which(d.port(port)?).again(t, opening, back))
     }
 
     fn push_step(&mut self, at: u64, device: u32, change: Change) {
@@ -247,11 +300,9 @@ impl Recorder {
     /// query, or it left the host's list), unless it was closed already:
     /// what its first queries once it is back saw changed after this.
     fn closed(&mut self, device: u32, t: u64) {
-        if let Some(d) = self.live(device) {
-            let open = d.closed_at.is_none_or(|c| d.reopened_at.is_some_and(|r| r >= c));
-            if open {
-                d.closed_at = Some(t);
-            }
+        if let Some(d) = self.live(device).filter(|d| !d.closed) {
+            d.closed = true;
+            d.closed_at = Some(t);
         }
     }
 
@@ -272,8 +323,8 @@ impl Recorder {
         let Some(d) = self.live(device) else { return };
         let previous = d.last_reopen.replace(t);
         let removed = d.removed;
-        if result.is_ok() && !removed {
-            d.reopened_at = Some(t);
+        if result.is_ok() {
+            d.opened_again(t);
         }
         match result {
             Ok(()) if removed => {
@@ -372,10 +423,9 @@ impl Recorder {
     }
 
     pub(super) fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>) {
+        let Some(seen) = self.ask(device, port, t, |p| &mut p.last_query) else { return };
         let Some(d) = self.live(device) else { return };
         let (removed, declared) = (d.removed, d.declared);
-        let Some(p) = d.port(port) else { return };
-        let previous = p.last_query.replace(t);
         let state = match answer {
             Ok(s) => s,
             // The simulator answers ENODEV itself while removed.
@@ -408,13 +458,17 @@ impl Recorder {
                 // A port read not ACTIVE after a PORT_ERR for it went down
                 // by the time the event was read: the replay's port goes
                 // down with it, whatever the replay asks in between (no
-                // query followed the event live).
+                // query followed the event live). Not before a query that
+                // read it still up, though: one in the event's own instant
+                // (an earlier event's, read before the PORT_ERR) would see
+                // it in the replay, which applies an instant's steps first.
                 let change = Change::PortState(PortStateChange { port, state });
                 match err_at {
                     Some(e) if state != PortState::Active => {
-                        self.push_seen_at(device, previous, e.max(self.timeline.floor()), change)
+                        let at = self.timeline.placed_after(seen.previous, e, t);
+                        self.push_seen_at(device, seen, at, change)
                     }
-                    _ => self.push_seen(device, previous, t, change),
+                    _ => self.push_seen(device, seen, t, change),
                 }
             }
         }
@@ -423,10 +477,10 @@ impl Recorder {
     /// A counter read: the first declares the port's counters, a change
     /// after is a step placed where the replay's next read finds it.
     pub(super) fn counters(&mut self, t: u64, device: u32, port: u8, answer: Result<PortCounters, Errno>) {
+        let Some(seen) = self.ask(device, port, t, |p| &mut p.last_counters) else { return };
         let Some(d) = self.live(device) else { return };
         let declared = d.declared;
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_counters.replace(t);
         // Unreadable: the replay's port reads none either (it is declared
         // without counters, or keeps the last it had).
         let Ok(counters) = answer else { return };
@@ -438,7 +492,7 @@ impl Recorder {
             Some(known) if known == counters => {}
             _ => {
                 p.counters = Some(counters);
-                self.push_seen(device, previous, t, Change::counters(CountersChange { port, counters }));
+                self.push_seen(device, seen, t, Change::counters(CountersChange { port, counters }));
             }
         }
     }
@@ -456,10 +510,10 @@ impl Recorder {
     }
 
     pub(super) fn link(&mut self, t: u64, device: u32, port: u8, answer: Result<LinkAttrs, Errno>) {
+        let Some(seen) = self.ask(device, port, t, |p| &mut p.last_link) else { return };
         let Some(d) = self.live(device) else { return };
         let declared = d.declared;
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_link.replace(t);
         let Ok(link) = answer else { return };
         let same = |a: &LinkAttrs, b: &LinkAttrs| {
             a.speed_code() == b.speed_code()
@@ -474,7 +528,7 @@ impl Recorder {
             Some(known) if same(known, &link) => {}
             _ => {
                 p.link = Some(link);
-                self.push_seen(device, previous, t, Change::Link(LinkChange { port, link }));
+                self.push_seen(device, seen, t, Change::Link(LinkChange { port, link }));
             }
         }
     }
@@ -498,11 +552,11 @@ impl Recorder {
             return;
         }
         d.reads_addresses = Some(true);
-        let declared = d.declared;
+        let (declared, opening, back) = (d.declared, d.opening, d.back());
         let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
         let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_address.replace(t);
+        let seen = p.last_address.again(t, opening, back);
         let other = match p.others.iter().position(|&o| o == rest) {
             Some(i) => i,
             None => {
@@ -543,7 +597,7 @@ impl Recorder {
         }
         p.gids = Some(table);
         for g in changes {
-            self.push_seen(device, previous, t, Change::Gid(g));
+            self.push_seen(device, seen, t, Change::Gid(g));
         }
     }
 }

@@ -160,34 +160,28 @@ impl Timeline {
 
     /// `max(previous + 1, earliest)`, at most `t`, never before what is
     /// written.
-    fn placed_after(&self, previous: Option<u64>, earliest: u64, t: u64) -> u64 {
+    pub(super) fn placed_after(&self, previous: Option<u64>, earliest: u64, t: u64) -> u64 {
         previous.map_or(0, |p| p.saturating_add(1)).max(earliest).min(t).max(self.floor)
     }
 
     /// Where a change a query saw at `t` goes, the port asked last at
-    /// `previous`, its device last closed (a `DEVICE_FATAL`, or it left
-    /// the host's list) and opened again at `reopen` (`(closed, reopened)`): as
-    /// [`placed`](Self::placed), unless this is the port's first query since
-    /// that re-open; then at the close, after it.
+    /// `previous`: as [`placed`](Self::placed), unless this is the port's
+    /// first query since its device came back (`reopen`: when it closed,
+    /// after a `DEVICE_FATAL`, a hang-up, or leaving the host's list, and
+    /// when it was opened again); then at the close, after it, or just
+    /// after the port's last query when that was in the close's instant
+    /// (the replay applies an instant's steps before its queries).
     pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
         match reopen {
-            // At the close itself, after its step: a device plugged in
-            // again a millisecond later leaves no room between.
-            Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
-                self.placed_after(previous.filter(|p| *p < closed), closed, t)
-            }
-            _ => self.placed(previous, t),
+            // Left the host's list and back in one instant: at the close,
+            // before the plug (the driver handles each list change before
+            // the next step, so a query before the close does not see it).
+            Some((closed, reopened)) if closed == reopened => closed.max(self.floor),
+            // A device plugged in again a millisecond later leaves no room
+            // after the close: at the close itself, after its step.
+            Some((closed, _)) => self.placed_after(previous, closed, t),
+            None => self.placed(previous, t),
         }
-    }
-
-    /// Whether a change a query saw, the port asked last at `previous`, is
-    /// the first since the device's re-open (`(closed, reopened)`): it
-    /// happened while the device was away, so it goes before the re-open's
-    /// step ([`push_before_reopen`](Self::push_before_reopen)), even when
-    /// both are placed in the same instant (the close in that very instant,
-    /// or long enough ago to be written already).
-    pub(super) fn first_seen_since_reopen(reopen: Option<(u64, u64)>, previous: Option<u64>) -> bool {
-        reopen.is_some_and(|(closed, reopened)| closed <= reopened && previous.is_none_or(|p| p < reopened))
     }
 
     /// Places a change of `device` just before its last `plug` or `restore`
@@ -314,8 +308,9 @@ mod tests {
         assert_eq!(tl.placed(Some(1000), 1000), 1000, "never after the query that saw it");
         // The first query after a re-open: at the close.
         assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 200);
-        assert_eq!(tl.placed_for(Some((200, 800)), Some(850), 1000), 1000 - SLACK_MS);
-        assert_eq!(tl.placed_for(Some((900, 800)), Some(100), 1000), 1000 - SLACK_MS);
+        assert_eq!(tl.placed_for(Some((200, 800)), Some(200), 1000), 201, "asked in the close's instant, before it");
+        assert_eq!(tl.placed_for(Some((200, 200)), Some(200), 1000), 200, "back in the close's instant");
+        assert_eq!(tl.placed_for(None, Some(850), 1000), 1000 - SLACK_MS);
     }
 
     /// What the first queries after a re-open saw goes before the
@@ -326,9 +321,6 @@ mod tests {
         tl.push(100, 0, Change::Fault { fault: Fault::Unplug, wake: false });
         tl.push(100, 0, Change::Fault { fault: Fault::Plug, wake: false });
         tl.push(100, 1, Change::Fault { fault: Fault::Plug, wake: false });
-        assert!(Timeline::first_seen_since_reopen(Some((100, 100)), Some(50)));
-        assert!(Timeline::first_seen_since_reopen(Some((0, 100)), None));
-        assert!(!Timeline::first_seen_since_reopen(Some((0, 100)), Some(100)), "asked since");
         tl.push_before_reopen(100, 0, down(1));
         tl.push_before_reopen(100, 0, down(2));
         tl.push_before_reopen(200, 0, down(3));
