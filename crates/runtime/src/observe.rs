@@ -10,6 +10,10 @@ use railwatch_core::{AsyncEvent, Errno, LinkAttrs, Millis, PortAddress, PortCoun
 /// observer copies what it keeps.
 #[derive(Debug, Clone, Copy)]
 pub enum Observed<'a> {
+    /// The monitor woke (its wait ended): what follows, up to the next, is
+    /// what that wake-up read and asked. Not a machine input: a recorder
+    /// needs it to tell apart the wake-ups of one millisecond.
+    Woke,
     /// A device was attached (at start, after appearing, or again after
     /// leaving the host); its ports' answers follow.
     Attached {

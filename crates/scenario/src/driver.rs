@@ -303,6 +303,11 @@ impl<'s> Run<'s> {
         // Devices an event was queued on in this instant.
         let mut queued: Vec<usize> = Vec::new();
         while let Some(step) = self.scenario.steps.get(self.next_step).filter(|s| s.at_ms <= t) {
+            // Asked for: what was queued so far is read first.
+            if step.drain {
+                queued.clear();
+                notes += self.drain_notes(sink)?;
+            }
             // What a device queued in this instant before a read fault or a
             // removal of it is read first (a removal would drop it; a read
             // error would hide it), as the live monitor read it in the

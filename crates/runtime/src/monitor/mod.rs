@@ -346,6 +346,10 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             Err(e) => return Err(e),
         }
         self.wakeups += 1;
+        if self.observer.is_some() {
+            let now = self.clock.now();
+            self.observe(now, Observed::Woke);
+        }
 
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();

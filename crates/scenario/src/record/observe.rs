@@ -52,23 +52,26 @@ pub(super) struct PortView {
 struct Asked {
     at: Option<u64>,
     opening: u32,
+    /// The monitor's wake-up it was asked in (`wake.rs`).
+    wake: u64,
 }
 
 /// What placing a change a query saw needs to know of the query before it.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
-    /// When the port was last asked the same.
+    /// When the port was last asked the same, and in which wake-up.
     previous: Option<u64>,
+    previous_wake: u64,
     /// This is the port's first such query since its device came back.
     first_since_reopen: bool,
 }
 
 impl Asked {
-    /// The port is asked again at `t`, the device in its opening
-    /// `opening` and `back` (open again after a close).
-    fn again(&mut self, t: u64, opening: u32, back: bool) -> Seen {
-        let before = std::mem::replace(self, Asked { at: Some(t), opening });
-        Seen { previous: before.at, first_since_reopen: back && before.opening < opening }
+    /// The port is asked again at `t` in wake-up `wake`, the device in its
+    /// opening `opening` and `back` (open again after a close).
+    fn again(&mut self, t: u64, wake: u64, opening: u32, back: bool) -> Seen {
+        let before = std::mem::replace(self, Asked { at: Some(t), opening, wake });
+        Seen { previous: before.at, previous_wake: before.wake, first_since_reopen: back && before.opening < opening }
     }
 }
 
@@ -185,7 +188,7 @@ impl Recorder {
             let d = &mut self.devices[idx];
             d.removed = false;
             d.opened_again(t);
-            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+            self.push_read_here(t, device, Change::Fault { fault: Fault::Plug, wake: false });
             return;
         }
         if idx > self.devices.len() {
@@ -214,7 +217,7 @@ impl Recorder {
             reads_addresses: None,
         });
         if !present {
-            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+            self.push_read_here(t, device, Change::Fault { fault: Fault::Plug, wake: false });
         }
     }
 
@@ -242,6 +245,11 @@ impl Recorder {
     /// re-open's step if it is the first since a re-open in that very
     /// instant (after it, the replay's attach would read the old state).
     fn push_seen_at(&mut self, device: u32, seen: Seen, at: u64, change: Change) {
+        // Asked the same earlier in this instant, the old value read: the
+        // replay reads what came before first.
+        if self.wakes.change_needs_drain(at, seen.previous, seen.previous_wake) {
+            self.drain_before_wake(at, device);
+        }
         let reopened = self.devices.get(device as usize).and_then(|d| d.reopened_at);
         if seen.first_since_reopen && reopened == Some(at) {
             self.timeline.push_before_reopen(at, device, change);
@@ -253,9 +261,26 @@ impl Recorder {
     /// Records that `device`'s port `port` was asked `which` at `t`; what
     /// placing a change its answer shows needs (`None`: no such port).
     fn ask(&mut self, device: u32, port: u8, t: u64, which: fn(&mut PortView) -> &mut Asked) -> Option<Seen> {
+        let wake = self.wakes.saw(t);
         let d = self.live(device)?;
         let (opening, back) = (d.opening, d.back());
-        Some(which(d.port(port)?).again(t, opening, back))
+        Some(which(d.port(port)?).again(t, wake, opening, back))
+    }
+
+    /// A `drain` step for `device` at `t`, before what the current wake-up
+    /// placed (`wake.rs`).
+    fn drain_before_wake(&mut self, t: u64, device: u32) {
+        if self.timeline.drain_before_wake(t, device) {
+            self.wakes.drain_placed();
+        }
+    }
+
+    /// Places a step after which the replay reads the devices (a plug, an
+    /// unplug, a transfer report reads them before it): the instant starts
+    /// afresh (`wake.rs`).
+    fn push_read_here(&mut self, at: u64, device: u32, change: Change) {
+        self.push_step(at, device, change);
+        self.wakes.read_here();
     }
 
     fn push_step(&mut self, at: u64, device: u32, change: Change) {
@@ -275,6 +300,11 @@ impl Recorder {
             d.removed = true;
         }
         let at = self.timeline.fault_time(t);
+        // Seen in a later wake-up of a busy instant (a read error, a
+        // hang-up, a failed query): the replay reads what came before first.
+        if at == t && self.wakes.event_needs_drain() {
+            self.drain_before_wake(t, device);
+        }
         let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
         if wake {
             self.comment(at, "a read failed: the event of the next step only wakes the reader (never read)".into());
@@ -310,6 +340,7 @@ impl Recorder {
     pub(super) fn removed(&mut self, t: u64, device: u32) {
         self.closed(device, t);
         self.fault_at(device, t, Fault::Unplug);
+        self.wakes.read_here();
     }
 
     pub(super) fn hung_up(&mut self, t: u64, device: u32) {
@@ -381,6 +412,11 @@ impl Recorder {
             if let Some(port) = u8::try_from(p).ok().and_then(|p| self.live(device)?.port(p)) {
                 port.err_at.get_or_insert(t);
             }
+        }
+        // Read in a later wake-up of a busy instant: the replay reads what
+        // came before first (`wake.rs`).
+        if self.wakes.event_needs_drain() {
+            self.drain_before_wake(t, device);
         }
         // A burst of the same event in one instant: one step, `repeat`.
         if self.timeline.repeat_burst(t, device, event) {
@@ -507,6 +543,8 @@ impl Recorder {
         for &report in reports.iter().filter(|r| r.count > 0) {
             self.push_step(at, device, Change::Transfers(TransferStep { port, report }));
         }
+        // The replay reads the devices before a transfer report.
+        self.wakes.read_here();
     }
 
     pub(super) fn link(&mut self, t: u64, device: u32, port: u8, answer: Result<LinkAttrs, Errno>) {
@@ -535,6 +573,7 @@ impl Recorder {
 
     pub(super) fn address(&mut self, t: u64, device: u32, port: u8, answer: Result<&PortAddress, Errno>) {
         let anonymize = self.anonymize;
+        let wake = self.wakes.saw(t);
         let Some(d) = self.live(device) else { return };
         let address = match answer {
             Ok(a) => a,
@@ -556,7 +595,7 @@ impl Recorder {
         let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
         let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
         let Some(p) = d.port(port) else { return };
-        let seen = p.last_address.again(t, opening, back);
+        let seen = p.last_address.again(t, wake, opening, back);
         let other = match p.others.iter().position(|&o| o == rest) {
             Some(i) => i,
             None => {

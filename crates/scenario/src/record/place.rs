@@ -61,6 +61,8 @@ pub(super) enum Change {
         values: [u64; 3],
     },
     Transfers(TransferStep),
+    /// The monitor reads what was queued before (`drain = true`).
+    Drain,
 }
 
 /// A counter a port has not, in [`Change::Counters`].
@@ -98,6 +100,7 @@ impl Change {
             gid: None,
             counters: None,
             transfers: None,
+            drain: false,
         };
         match self {
             Change::PortState(c) => step.port_state = Some(c),
@@ -120,6 +123,7 @@ impl Change {
                 step.counters = Some(CountersChange { port, counters });
             }
             Change::Transfers(t) => step.transfers = Some(t),
+            Change::Drain => step.drain = true,
         }
         step
     }
@@ -135,6 +139,9 @@ pub(super) struct Timeline {
     /// The monitor's queries are on time (a virtual clock): a change is
     /// placed at the query that saw it, no slack.
     on_time: bool,
+    /// Where the current wake-up's changes begin in `pending` (unknown
+    /// after a write).
+    wake_start: Option<usize>,
 }
 
 impl Timeline {
@@ -196,7 +203,12 @@ impl Timeline {
         });
         let at = at.max(self.floor);
         match reopen {
-            Some(i) => self.pending.insert(i, (at, Entry::Step { device, change })),
+            Some(i) => {
+                self.pending.insert(i, (at, Entry::Step { device, change }));
+                if let Some(start) = self.wake_start.as_mut().filter(|s| i < **s) {
+                    *start += 1;
+                }
+            }
             None => self.push(at, device, change),
         }
     }
@@ -207,6 +219,21 @@ impl Timeline {
     /// before what is written.
     pub(super) fn fault_time(&self, t: u64) -> u64 {
         t.max(self.floor)
+    }
+
+    /// The monitor woke: what is placed from now on is its wake-up's.
+    pub(super) fn woke(&mut self) {
+        self.wake_start = Some(self.pending.len());
+    }
+
+    /// Places a `drain` step for `device` at `at`, before what the current
+    /// wake-up placed. Says whether it could (not when a write came in the
+    /// wake-up, which a caller never does).
+    pub(super) fn drain_before_wake(&mut self, at: u64, device: u32) -> bool {
+        let Some(i) = self.wake_start else { return false };
+        self.pending.insert(i, (at.max(self.floor), Entry::Step { device, change: Change::Drain }));
+        self.wake_start = Some(i + 1);
+        true
     }
 
     /// Places a step at `at`.
@@ -276,6 +303,7 @@ impl Timeline {
         self.pending.sort_by_key(|(at, _)| *at);
         let due = self.pending.partition_point(|(at, _)| *at < cutoff);
         self.floor = self.floor.max(cutoff);
+        self.wake_start = None;
         self.pending.drain(..due)
     }
 }
