@@ -196,14 +196,26 @@ impl Recorder {
             return;
         }
         let t = now.0;
-        if let Observed::Woke = what {
-            self.wakes.woke(t);
-            self.timeline.woke();
-            return;
+        match what {
+            Observed::Woke => {
+                self.wakes.woke(t);
+                self.timeline.woke();
+                return;
+            }
+            Observed::Timers => return self.wakes.timers_run(),
+            // Answers, and a re-open (the timers' too): asked by whoever
+            // asked before.
+            Observed::PortState { .. }
+            | Observed::Link { .. }
+            | Observed::Address { .. }
+            | Observed::Counters { .. }
+            | Observed::Reopened { .. }
+            | Observed::OpenFailed { .. } => {}
+            _ => self.wakes.asked_otherwise(),
         }
         self.wakes.saw(t);
         match what {
-            Observed::Woke => {}
+            Observed::Woke | Observed::Timers => {}
             Observed::Attached { device, name, ports } => self.attached(t, device, name, ports),
             Observed::Removed { device } => self.removed(t, device),
             // A scenario has no way to say a device would not open: the

@@ -64,6 +64,8 @@ struct Seen {
     previous_wake: u64,
     /// This is the port's first such query since its device came back.
     first_since_reopen: bool,
+    /// The timers asked (they run late on a busy host), not an event.
+    late: bool,
 }
 
 impl Asked {
@@ -71,7 +73,8 @@ impl Asked {
     /// opening `opening` and `back` (open again after a close).
     fn again(&mut self, t: u64, wake: u64, opening: u32, back: bool) -> Seen {
         let before = std::mem::replace(self, Asked { at: Some(t), opening, wake });
-        Seen { previous: before.at, previous_wake: before.wake, first_since_reopen: back && before.opening < opening }
+        let first_since_reopen = back && before.opening < opening;
+        Seen { previous: before.at, previous_wake: before.wake, first_since_reopen, late: false }
     }
 }
 
@@ -231,7 +234,7 @@ impl Recorder {
     /// back.
     fn placed_for(&self, device: u32, seen: Seen, t: u64) -> u64 {
         let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
-        self.timeline.placed_for(reopen.filter(|_| seen.first_since_reopen), seen.previous, t)
+        self.timeline.placed_for(reopen.filter(|_| seen.first_since_reopen), seen.previous, t, seen.late)
     }
 
     /// Places `change`, which a query of `device` saw at `t`, as
@@ -261,10 +264,10 @@ impl Recorder {
     /// Records that `device`'s port `port` was asked `which` at `t`; what
     /// placing a change its answer shows needs (`None`: no such port).
     fn ask(&mut self, device: u32, port: u8, t: u64, which: fn(&mut PortView) -> &mut Asked) -> Option<Seen> {
-        let wake = self.wakes.saw(t);
+        let (wake, late) = (self.wakes.saw(t), self.wakes.timers_asking());
         let d = self.live(device)?;
         let (opening, back) = (d.opening, d.back());
-        Some(which(d.port(port)?).again(t, wake, opening, back))
+        Some(Seen { late, ..which(d.port(port)?).again(t, wake, opening, back) })
     }
 
     /// A `drain` step for `device` at `t`, before what the current wake-up
@@ -488,6 +491,9 @@ impl Recorder {
                 p.state = Some(state);
                 p.first.state = Some(state);
             }
+            Some(PortState::Active) if state == PortState::Active && err_at.is_some() => {
+                self.down_and_up(device, port, seen, err_at.unwrap_or(t), t);
+            }
             Some(known) if known == state => {}
             _ => {
                 p.state = Some(state);
@@ -507,6 +513,22 @@ impl Recorder {
                     _ => self.push_seen(device, seen, t, change),
                 }
             }
+        }
+    }
+
+    /// A `PORT_ERR` for `port` was read at `err`, and the port's next query
+    /// (at `t`) reads it ACTIVE as before: it went down and came back,
+    /// with no query between. The replay's port does too (down at the
+    /// `PORT_ERR`, up where the query that saw it goes), so a query the
+    /// replay makes between (a tick the live run made late, after the
+    /// `PORT_ACTIVE` it found) does not find the port up early.
+    fn down_and_up(&mut self, device: u32, port: u8, seen: Seen, err: u64, t: u64) {
+        let down = self.timeline.placed_after(seen.previous, err, t);
+        let up = self.placed_for(device, Seen { previous: Some(down), ..seen }, t);
+        if down < up {
+            let change = |state| Change::PortState(PortStateChange { port, state });
+            self.push_seen_at(device, seen, down, change(PortState::Down));
+            self.push_seen_at(device, Seen { previous: Some(down), ..seen }, up, change(PortState::Active));
         }
     }
 
@@ -573,7 +595,7 @@ impl Recorder {
 
     pub(super) fn address(&mut self, t: u64, device: u32, port: u8, answer: Result<&PortAddress, Errno>) {
         let anonymize = self.anonymize;
-        let wake = self.wakes.saw(t);
+        let (wake, late) = (self.wakes.saw(t), self.wakes.timers_asking());
         let Some(d) = self.live(device) else { return };
         let address = match answer {
             Ok(a) => a,
@@ -595,7 +617,7 @@ impl Recorder {
         let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
         let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
         let Some(p) = d.port(port) else { return };
-        let seen = p.last_address.again(t, wake, opening, back);
+        let seen = Seen { late, ..p.last_address.again(t, wake, opening, back) };
         let other = match p.others.iter().position(|&o| o == rest) {
             Some(i) => i,
             None => {

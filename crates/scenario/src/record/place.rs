@@ -178,7 +178,17 @@ impl Timeline {
     /// when it was opened again); then at the close, after it, or just
     /// after the port's last query when that was in the close's instant
     /// (the replay applies an instant's steps before its queries).
-    pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
+    /// A change a query of the timers saw (`late`: the tick, the audit,
+    /// which a busy host runs late) goes as [`placed`](Self::placed); one
+    /// an event's query (or an attach's, a read error's) saw goes at `t`,
+    /// where the replay reads that event and asks too.
+    pub(super) fn placed_for(
+        &self,
+        reopen: Option<(u64, u64)>,
+        previous: Option<u64>,
+        t: u64,
+        late: bool,
+    ) -> u64 {
         match reopen {
             // Left the host's list and back in one instant: at the close,
             // before the plug (the driver handles each list change before
@@ -187,7 +197,8 @@ impl Timeline {
             // A device plugged in again a millisecond later leaves no room
             // after the close: at the close itself, after its step.
             Some((closed, _)) => self.placed_after(previous, closed, t),
-            None => self.placed(previous, t),
+            None if late => self.placed(previous, t),
+            None => self.placed_after(previous, t, t),
         }
     }
 
@@ -335,10 +346,12 @@ mod tests {
         assert_eq!(tl.placed(None, 10), 0);
         assert_eq!(tl.placed(Some(1000), 1000), 1000, "never after the query that saw it");
         // The first query after a re-open: at the close.
-        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 200);
-        assert_eq!(tl.placed_for(Some((200, 800)), Some(200), 1000), 201, "asked in the close's instant, before it");
-        assert_eq!(tl.placed_for(Some((200, 200)), Some(200), 1000), 200, "back in the close's instant");
-        assert_eq!(tl.placed_for(None, Some(850), 1000), 1000 - SLACK_MS);
+        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000, true), 200);
+        let asked_then = tl.placed_for(Some((200, 800)), Some(200), 1000, true);
+        assert_eq!(asked_then, 201, "asked in the close's instant, before it");
+        assert_eq!(tl.placed_for(Some((200, 200)), Some(200), 1000, true), 200, "back in the close's instant");
+        assert_eq!(tl.placed_for(None, Some(850), 1000, true), 1000 - SLACK_MS);
+        assert_eq!(tl.placed_for(None, Some(850), 1000, false), 1000, "an event's query is on time");
     }
 
     /// What the first queries after a re-open saw goes before the

@@ -28,6 +28,8 @@ pub(super) struct Wakes {
     /// The first wake-up of the instant that saw anything since the replay
     /// last read the devices in it.
     busy_since: Option<u64>,
+    /// The answers observed now are the timers' (the tick, the audit).
+    timers: bool,
 }
 
 impl Wakes {
@@ -35,6 +37,24 @@ impl Wakes {
     pub(super) fn woke(&mut self, t: u64) {
         self.at(t);
         self.count += 1;
+        self.timers = false;
+    }
+
+    /// The monitor runs its timers: the answers that follow are theirs
+    /// until something else is observed ([`asked_otherwise`](Self::asked_otherwise)).
+    pub(super) fn timers_run(&mut self) {
+        self.timers = true;
+    }
+
+    /// Something other than the timers asks from now on (an event read, a
+    /// device attached).
+    pub(super) fn asked_otherwise(&mut self) {
+        self.timers = false;
+    }
+
+    /// Whether the answers observed now are the timers'.
+    pub(super) fn timers_asking(&self) -> bool {
+        self.timers
     }
 
     /// Something was observed at `t`; returns the current wake-up.
