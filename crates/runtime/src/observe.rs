@@ -14,10 +14,10 @@ pub enum Observed<'a> {
     /// what that wake-up read and asked. Not a machine input: a recorder
     /// needs it to tell apart the wake-ups of one millisecond.
     Woke,
-    /// The monitor runs its machine's timers due (the tick, the audit,
-    /// settle and re-open delays): the answers that follow in this wake-up
-    /// are theirs, and a timer runs late when the host is slow. Not a
-    /// machine input either.
+    /// The monitor runs its machine's timers, some due (the tick, the
+    /// audit, settle and re-open delays): the answers that follow in this
+    /// wake-up are theirs, and a timer runs late when the host is slow.
+    /// Not a machine input either.
     Timers,
     /// A device was attached (at start, after appearing, or again after
     /// leaving the host); its ports' answers follow.

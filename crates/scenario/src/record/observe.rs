@@ -191,7 +191,7 @@ impl Recorder {
             let d = &mut self.devices[idx];
             d.removed = false;
             d.opened_again(t);
-            self.push_read_here(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+            self.push_plug(t, device);
             return;
         }
         if idx > self.devices.len() {
@@ -220,7 +220,7 @@ impl Recorder {
             reads_addresses: None,
         });
         if !present {
-            self.push_read_here(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+            self.push_plug(t, device);
         }
     }
 
@@ -278,11 +278,14 @@ impl Recorder {
         }
     }
 
-    /// Places a step after which the replay reads the devices (a plug, an
-    /// unplug, a transfer report reads them before it): the instant starts
-    /// afresh (`wake.rs`).
-    fn push_read_here(&mut self, at: u64, device: u32, change: Change) {
-        self.push_step(at, device, change);
+    /// Places a plug, after which the replay reads the devices: after a
+    /// `drain` step if an earlier wake-up of the instant saw anything, and
+    /// the instant starts afresh (`wake.rs`).
+    fn push_plug(&mut self, at: u64, device: u32) {
+        if self.wakes.list_change_needs_drain() {
+            self.drain_before_wake(at, device);
+        }
+        self.push_step(at, device, Change::Fault { fault: Fault::Plug, wake: false });
         self.wakes.read_here();
     }
 
@@ -304,8 +307,13 @@ impl Recorder {
         }
         let at = self.timeline.fault_time(t);
         // Seen in a later wake-up of a busy instant (a read error, a
-        // hang-up, a failed query): the replay reads what came before first.
-        if at == t && self.wakes.event_needs_drain() {
+        // hang-up, a failed query, the device leaving the list): the
+        // replay reads what came before first (`wake.rs`).
+        let need = match fault {
+            Fault::Unplug => self.wakes.list_change_needs_drain(),
+            _ => self.wakes.read_needs_drain(device),
+        };
+        if at == t && need {
             self.drain_before_wake(t, device);
         }
         let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
@@ -359,6 +367,7 @@ impl Recorder {
         let removed = d.removed;
         if result.is_ok() {
             d.opened_again(t);
+            self.wakes.reopened();
         }
         match result {
             Ok(()) if removed => {
@@ -418,7 +427,7 @@ impl Recorder {
         }
         // Read in a later wake-up of a busy instant: the replay reads what
         // came before first (`wake.rs`).
-        if self.wakes.event_needs_drain() {
+        if self.wakes.read_needs_drain(device) {
             self.drain_before_wake(t, device);
         }
         // A burst of the same event in one instant: one step, `repeat`.

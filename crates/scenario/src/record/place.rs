@@ -7,14 +7,18 @@
 //!
 //! - **A query's change.** A query saw a change at `t`; the port was last
 //!   asked at `p`. The change happened in between, and the replay must see
-//!   it at its own query. So the step is placed at `max(p + 1, t -
-//!   SLACK_MS)`: after the replay's previous query, no later than its next.
-//!   On a virtual clock (`simulate --record`) queries are never late, and
-//!   which ticks run depends on when steps come (idle ticks are skipped):
-//!   the step goes at `t` itself, where the replay asks too.
+//!   it at its own query. A query of the timers (the tick, the audit) may
+//!   run late, so its change is placed at `max(p + 1, t - SLACK_MS)`: after
+//!   the replay's previous query, no later than its next. An event's query
+//!   is at the event's time, where the replay reads the event and asks
+//!   too: its change goes at `t`. On a virtual clock (`simulate --record`)
+//!   queries are never late, and which ticks run depends on when steps
+//!   come (idle ticks are skipped): every step goes at `t` itself.
 //! - **After a re-open.** The first query of a port after its device was
-//!   opened again following a `DEVICE_FATAL` saw what changed while the
-//!   device was closed: the step goes at the close, after it, since the
+//!   opened again (after a `DEVICE_FATAL`, a hang-up, a removal, or
+//!   leaving the host's list) saw what changed while the device was
+//!   closed: the step goes at the close, after it (or just after the
+//!   port's last query, when that was in the close's instant), since the
 //!   replay re-opens at its own time (the backoff's jitter is drawn anew),
 //!   maybe earlier than the live one, and must see it too.
 //! - **A fault after the events of its drain.** A read error or a hang-up
@@ -182,13 +186,7 @@ impl Timeline {
     /// which a busy host runs late) goes as [`placed`](Self::placed); one
     /// an event's query (or an attach's, a read error's) saw goes at `t`,
     /// where the replay reads that event and asks too.
-    pub(super) fn placed_for(
-        &self,
-        reopen: Option<(u64, u64)>,
-        previous: Option<u64>,
-        t: u64,
-        late: bool,
-    ) -> u64 {
+    pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64, late: bool) -> u64 {
         match reopen {
             // Left the host's list and back in one instant: at the close,
             // before the plug (the driver handles each list change before
