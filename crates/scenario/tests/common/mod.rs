@@ -113,7 +113,8 @@ pub fn record(sc: &Scenario, dir: &Path) -> (Vec<Transition>, PathBuf) {
             r.lock().unwrap().observe(now, what)
         })
     };
-    let mut sink = RecordingSink { live: Collector::default(), recorder: recorder.clone(), last_flush: None, started: false };
+    let mut sink =
+        RecordingSink { live: Collector::default(), recorder: recorder.clone(), last_flush: None, started: false };
     let summary = driver::run_with(sc, &RunOptions::default(), Some(observer), &mut sink).unwrap();
     let live = sink.live;
     let mut r = recorder.lock().unwrap();

@@ -566,7 +566,9 @@ fn parse_steps(
         if nothing.iter().all(|&n| n) && counters.is_none() && transfers.is_none() && !drain {
             return Err(cx.err(
                 spanned.span(),
-                format!("step {n} does nothing: give port_state, link, gid, counters, transfers, event, fault or drain"),
+                format!(
+                    "step {n} does nothing: give port_state, link, gid, counters, transfers, event, fault or drain"
+                ),
             ));
         }
         steps.push(Step {
