@@ -14,7 +14,10 @@
 //! in a later wake-up of the instant than another device's reads, a run of
 //! the timers or a re-open gets a `drain` step before that wake-up's steps
 //! (the replay reads what came before, runs its timers, then applies the
-//! rest), and so does a change a query saw when an earlier wake-up of the
+//! rest), and so does a device leaving or coming to the host's list after
+//! an earlier wake-up saw anything (the replay applies the list change and
+//! then reads, so it would see it before the rest of a burst past the
+//! drain budget), and a change a query saw when an earlier wake-up of the
 //! instant asked the port the same and read the old value. One device's
 //! reads in several wake-ups need none: the replay reads them in order.
 //! Where the replay reads anyway (a transfer report, a device leaving or
