@@ -127,6 +127,37 @@ fn a_gid_change_read_in_a_second_wake_up_of_its_millisecond_keeps_its_bump() {
     assert_eq!(replayed, live, "{text}");
 }
 
+/// The same link-up with PORT_ACTIVE and GID_CHANGE read in one drain (the
+/// GID changed while the monitor handled PORT_ACTIVE, 1 of 40 random
+/// `watch --record` incidents): the drain step goes just before the
+/// GID_CHANGE, after the PORT_ACTIVE whose address read found the old GID.
+#[test]
+fn a_gid_change_read_in_the_drain_of_its_port_active_keeps_its_bump() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.toml");
+    let mut r = attached(&path, "tick_ms = 50", Some(1));
+    event(&mut r, 1144, EventKind::PortErr);
+    port(&mut r, 1190, PortState::Down);
+    event(&mut r, 1422, EventKind::PortActive);
+    port(&mut r, 1422, PortState::Active);
+    r.observe(Millis(1422), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
+    address(&mut r, 1422, Some(1));
+    let gid_change = AsyncEvent::new(EventKind::GidChange.code(), Element::Port(1));
+    r.observe(Millis(1422), Observed::Event { device: 0, event: gid_change });
+    address(&mut r, 1422, Some(0xd));
+    port(&mut r, 1422, PortState::Active);
+    let (replayed, text) = replayed(r, &path, 2000);
+    let live = [
+        "mlx5_0/1 inert->active attach g1",
+        "mlx5_0/1 active->paused port_err g1",
+        "mlx5_0/1 paused->active event g2",
+        "mlx5_0/1 active->active gid_change g3",
+    ];
+    assert_eq!(replayed, live, "{text}");
+    let drain = "drain = true\n\n[[step]]\nat_ms = 1422\ndevice = \"mlx5_0\"\nevent = \"gid_change\"";
+    assert!(text.contains(drain), "{text}");
+}
+
 /// PORT_ERR read, no query of the port until PORT_ACTIVE's 51 ms later
 /// (the tick, due a millisecond before it, ran late, after it, and found
 /// the rail active): the query read ACTIVE, as before the PORT_ERR, so no

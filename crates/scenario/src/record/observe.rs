@@ -52,29 +52,42 @@ pub(super) struct PortView {
 struct Asked {
     at: Option<u64>,
     opening: u32,
-    /// The monitor's wake-up it was asked in (`wake.rs`).
+    /// The monitor's wake-up it was asked in (`wake.rs`), and how many
+    /// events had been read then.
     wake: u64,
+    events: u64,
 }
 
 /// What placing a change a query saw needs to know of the query before it.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
-    /// When the port was last asked the same, and in which wake-up.
+    /// When the port was last asked the same, in which wake-up and after
+    /// how many events.
     previous: Option<u64>,
     previous_wake: u64,
+    previous_events: u64,
     /// This is the port's first such query since its device came back.
     first_since_reopen: bool,
     /// The timers asked (they run late on a busy host), not an event.
     late: bool,
+    /// The event that asked, if one did: its device and number.
+    event: Option<(u32, u64)>,
 }
 
 impl Asked {
-    /// The port is asked again at `t` in wake-up `wake`, the device in its
-    /// opening `opening` and `back` (open again after a close).
-    fn again(&mut self, t: u64, wake: u64, opening: u32, back: bool) -> Seen {
-        let before = std::mem::replace(self, Asked { at: Some(t), opening, wake });
-        let first_since_reopen = back && before.opening < opening;
-        Seen { previous: before.at, previous_wake: before.wake, first_since_reopen, late: false }
+    /// The port is asked again now (`now`: as `Asked`, the device's
+    /// opening, the wake-up and the events read), the device `back` (open
+    /// again after a close).
+    fn again(&mut self, now: Asked, back: bool) -> Seen {
+        let before = std::mem::replace(self, now);
+        Seen {
+            previous: before.at,
+            previous_wake: before.wake,
+            previous_events: before.events,
+            first_since_reopen: back && before.opening < now.opening,
+            late: false,
+            event: None,
+        }
     }
 }
 
@@ -248,11 +261,7 @@ impl Recorder {
     /// re-open's step if it is the first since a re-open in that very
     /// instant (after it, the replay's attach would read the old state).
     fn push_seen_at(&mut self, device: u32, seen: Seen, at: u64, change: Change) {
-        // Asked the same earlier in this instant, the old value read: the
-        // replay reads what came before first.
-        if self.wakes.change_needs_drain(at, seen.previous, seen.previous_wake) {
-            self.drain_before_wake(at, device);
-        }
+        self.drain_before_change(device, seen, at);
         let reopened = self.devices.get(device as usize).and_then(|d| d.reopened_at);
         if seen.first_since_reopen && reopened == Some(at) {
             self.timeline.push_before_reopen(at, device, change);
@@ -261,13 +270,50 @@ impl Recorder {
         }
     }
 
+    /// A change placed at `at` that a query of `device` saw, where a query
+    /// of the port earlier in the instant read the old value: the replay
+    /// must read what came before first. A `drain` step goes before the
+    /// wake-up when the earlier query was in an earlier one (`wake.rs`);
+    /// when it was in this one (a `PORT_ACTIVE`'s address read found the
+    /// old GID, the `GID_CHANGE` read after it in the same drain the new
+    /// one), just before the event that asked, if only this device was
+    /// read in the wake-up so far (splitting another device's reads, or a
+    /// drain's budget, would change which are read first).
+    fn drain_before_change(&mut self, device: u32, seen: Seen, at: u64) {
+        if seen.previous != Some(at) || !self.wakes.is_now(at) {
+            return;
+        }
+        let this_wake = seen.previous_wake == self.wakes.current();
+        match seen.event {
+            Some((d, n)) if d == device && seen.previous_events < n && this_wake => {
+                if !self.wakes.only_read_now(device) {
+                    return;
+                }
+                if self.timeline.drain_before_last_event(at, device) {
+                    self.wakes.drain_placed();
+                }
+            }
+            _ if self.wakes.change_needs_drain(at, seen.previous, seen.previous_wake) => {
+                self.drain_before_wake(at, device);
+            }
+            _ => {}
+        }
+    }
+
+    /// What is asked now, in the current opening of `d` (see [`Asked`]).
+    fn asked_now(&self, t: u64, d: &DeviceView) -> Asked {
+        Asked { at: Some(t), opening: d.opening, wake: self.wakes.current(), events: self.wakes.events() }
+    }
+
     /// Records that `device`'s port `port` was asked `which` at `t`; what
     /// placing a change its answer shows needs (`None`: no such port).
     fn ask(&mut self, device: u32, port: u8, t: u64, which: fn(&mut PortView) -> &mut Asked) -> Option<Seen> {
-        let (wake, late) = (self.wakes.saw(t), self.wakes.timers_asking());
+        self.wakes.saw(t);
+        let (late, event) = (self.wakes.timers_asking(), self.wakes.answering());
+        let now = self.asked_now(t, self.devices.get(device as usize)?);
         let d = self.live(device)?;
-        let (opening, back) = (d.opening, d.back());
-        Some(Seen { late, ..which(d.port(port)?).again(t, wake, opening, back) })
+        let back = d.back();
+        Some(Seen { late, event, ..which(d.port(port)?).again(now, back) })
     }
 
     /// A `drain` step for `device` at `t`, before what the current wake-up
@@ -430,11 +476,12 @@ impl Recorder {
         if self.wakes.read_needs_drain(device) {
             self.drain_before_wake(t, device);
         }
+        self.wakes.event_read(device);
         // A burst of the same event in one instant: one step, `repeat`.
-        if self.timeline.repeat_burst(t, device, event) {
-            return;
+        if !self.timeline.repeat_burst(t, device, event) {
+            self.push_step(t, device, Change::Event(StepEvent { event, repeat: 1 }));
         }
-        self.push_step(t, device, Change::Event(StepEvent { event, repeat: 1 }));
+        self.timeline.placed_event();
     }
 
     /// Reads of `device` interrupted (`EINTR`) in a drain at `t`: an
@@ -450,6 +497,7 @@ impl Recorder {
             self.stop(format!("more than {MAX_TOTAL_EVENTS} events and EINTRs, the scenario limit"));
             return;
         }
+        self.wakes.note_read(device);
         let at = t.max(self.timeline.floor());
         if !self.timeline.more_interrupts(at, device, count) {
             self.push_step(at, device, Change::Fault { fault: Fault::Eintr { count }, wake: false });
@@ -604,7 +652,9 @@ impl Recorder {
 
     pub(super) fn address(&mut self, t: u64, device: u32, port: u8, answer: Result<&PortAddress, Errno>) {
         let anonymize = self.anonymize;
-        let (wake, late) = (self.wakes.saw(t), self.wakes.timers_asking());
+        self.wakes.saw(t);
+        let (late, event) = (self.wakes.timers_asking(), self.wakes.answering());
+        let (wake, events) = (self.wakes.current(), self.wakes.events());
         let Some(d) = self.live(device) else { return };
         let address = match answer {
             Ok(a) => a,
@@ -622,11 +672,12 @@ impl Recorder {
             return;
         }
         d.reads_addresses = Some(true);
-        let (declared, opening, back) = (d.declared, d.opening, d.back());
+        let (declared, back) = (d.declared, d.back());
+        let now = Asked { at: Some(t), opening: d.opening, wake, events };
         let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
         let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
         let Some(p) = d.port(port) else { return };
-        let seen = Seen { late, ..p.last_address.again(t, wake, opening, back) };
+        let seen = Seen { late, event, ..p.last_address.again(now, back) };
         let other = match p.others.iter().position(|&o| o == rest) {
             Some(i) => i,
             None => {

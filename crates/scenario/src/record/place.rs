@@ -146,6 +146,9 @@ pub(super) struct Timeline {
     /// Where the current wake-up's changes begin in `pending` (unknown
     /// after a write).
     wake_start: Option<usize>,
+    /// Where the last event placed is in `pending` (its step, or the burst
+    /// it was counted in; unknown after a write).
+    last_event: Option<usize>,
 }
 
 impl Timeline {
@@ -212,12 +215,7 @@ impl Timeline {
         });
         let at = at.max(self.floor);
         match reopen {
-            Some(i) => {
-                self.pending.insert(i, (at, Entry::Step { device, change }));
-                if let Some(start) = self.wake_start.as_mut().filter(|s| i < **s) {
-                    *start += 1;
-                }
-            }
+            Some(i) => self.insert(i, (at, Entry::Step { device, change })),
             None => self.push(at, device, change),
         }
     }
@@ -240,9 +238,52 @@ impl Timeline {
     /// wake-up, which a caller never does).
     pub(super) fn drain_before_wake(&mut self, at: u64, device: u32) -> bool {
         let Some(i) = self.wake_start else { return false };
-        self.pending.insert(i, (at.max(self.floor), Entry::Step { device, change: Change::Drain }));
+        self.insert(i, (at.max(self.floor), Entry::Step { device, change: Change::Drain }));
         self.wake_start = Some(i + 1);
         true
+    }
+
+    /// The event just placed (or counted in a burst) is the last one
+    /// ([`drain_before_last_event`](Self::drain_before_last_event)).
+    pub(super) fn placed_event(&mut self) {
+        self.last_event = self.pending.len().checked_sub(1);
+    }
+
+    /// Places a `drain` step just before the last event placed, which must
+    /// be `device`'s at `at` (a change its query saw had been read the old
+    /// way by a query before it in the instant: the replay reads what came
+    /// before first). A burst is split: its last event goes after the
+    /// drain. Says whether it could.
+    pub(super) fn drain_before_last_event(&mut self, at: u64, device: u32) -> bool {
+        let Some(i) = self.last_event else { return false };
+        let Some((t, Entry::Step { device: d, change: Change::Event(ev) })) = self.pending.get_mut(i) else {
+            return false;
+        };
+        if *t != at || *d != device {
+            return false;
+        }
+        let mut last = i;
+        if ev.repeat > 1 {
+            ev.repeat -= 1;
+            let one = Change::Event(StepEvent { event: ev.event, repeat: 1 });
+            last = i + 1;
+            self.insert(last, (at, Entry::Step { device, change: one }));
+        }
+        self.insert(last, (at, Entry::Step { device, change: Change::Drain }));
+        self.last_event = Some(last + 1);
+        true
+    }
+
+    /// Inserts `entry` at `i` in `pending`, keeping where the wake-up's
+    /// changes begin and where the last event is.
+    fn insert(&mut self, i: usize, entry: (u64, Entry)) {
+        self.pending.insert(i, entry);
+        if let Some(start) = self.wake_start.as_mut().filter(|s| i < **s) {
+            *start += 1;
+        }
+        if let Some(last) = self.last_event.as_mut().filter(|l| i <= **l) {
+            *last += 1;
+        }
     }
 
     /// Places a step at `at`.
@@ -313,6 +354,7 @@ impl Timeline {
         let due = self.pending.partition_point(|(at, _)| *at < cutoff);
         self.floor = self.floor.max(cutoff);
         self.wake_start = None;
+        self.last_event = None;
         self.pending.drain(..due)
     }
 }

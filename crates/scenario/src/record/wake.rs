@@ -43,6 +43,10 @@ pub(super) struct Wakes {
     busy_since: Option<u64>,
     /// The answers observed now are the timers' (the tick, the audit).
     timers: bool,
+    /// Events read so far.
+    events: u64,
+    /// The event whose queries are answered now: its device and number.
+    answering: Option<(u32, u64)>,
 }
 
 impl Wakes {
@@ -50,7 +54,7 @@ impl Wakes {
     pub(super) fn woke(&mut self, t: u64) {
         self.at(t);
         self.count += 1;
-        self.timers = false;
+        self.asked_otherwise();
     }
 
     /// Something was observed at `t`; returns the current wake-up.
@@ -79,8 +83,37 @@ impl Wakes {
     /// theirs until something else is observed
     /// ([`asked_otherwise`](Self::asked_otherwise)).
     pub(super) fn timers_run(&mut self) {
+        self.asked_otherwise();
         self.timers = true;
         self.ran = Some(self.count);
+    }
+
+    /// An event of `device` was read: the answers that follow are its
+    /// queries'.
+    pub(super) fn event_read(&mut self, device: u32) {
+        self.events += 1;
+        self.answering = Some((device, self.events));
+    }
+
+    /// The current wake-up's number.
+    pub(super) fn current(&self) -> u64 {
+        self.count
+    }
+
+    /// The events read so far.
+    pub(super) fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The event whose queries the answers observed now answer, if any:
+    /// its device and number (see [`events`](Self::events)).
+    pub(super) fn answering(&self) -> Option<(u32, u64)> {
+        self.answering
+    }
+
+    /// Whether `t` is the current instant.
+    pub(super) fn is_now(&self, t: u64) -> bool {
+        self.t == t
     }
 
     /// A device was re-opened now (by the timers).
@@ -92,6 +125,7 @@ impl Wakes {
     /// device attached).
     pub(super) fn asked_otherwise(&mut self) {
         self.timers = false;
+        self.answering = None;
     }
 
     /// Whether the answers observed now are the timers'.
@@ -106,11 +140,17 @@ impl Wakes {
     pub(super) fn read_needs_drain(&mut self, device: u32) -> bool {
         let now = self.count;
         let need = self.ran.is_some_and(|w| w < now) || self.read.iter().any(|&(d, w)| d != device && w < now);
+        self.note_read(device);
+        need
+    }
+
+    /// `device`'s fd is read now (its reads were interrupted, say).
+    pub(super) fn note_read(&mut self, device: u32) {
+        let now = self.count;
         match self.read.iter_mut().find(|(d, _)| *d == device) {
             Some(entry) => entry.1 = now,
             None => self.read.push((device, now)),
         }
-        need
     }
 
     /// Whether a device leaving the host's list or coming to it now needs
@@ -121,6 +161,11 @@ impl Wakes {
     /// budget; an unplugged device's are dropped with it).
     pub(super) fn list_change_needs_drain(&self) -> bool {
         self.busy_since.is_some_and(|w| w < self.count)
+    }
+
+    /// Whether the current wake-up read no device but `device`.
+    pub(super) fn only_read_now(&self, device: u32) -> bool {
+        self.read.iter().all(|&(d, w)| d == device || w < self.count)
     }
 
     /// Whether a change a query saw at `t` needs a `drain` step before
@@ -182,6 +227,18 @@ mod tests {
         w.read_here();
         w.woke(10);
         assert!(!w.read_needs_drain(0), "the replay read the devices in between");
+    }
+
+    #[test]
+    fn only_the_devices_read_in_this_wake_up_count() {
+        let mut w = Wakes::default();
+        w.woke(10);
+        w.note_read(1);
+        w.woke(10);
+        w.note_read(0);
+        assert!(w.only_read_now(0), "device 1 was read in an earlier wake-up");
+        w.note_read(1);
+        assert!(!w.only_read_now(0));
     }
 
     #[test]
