@@ -8,7 +8,7 @@
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
 //! - `soak`: ten million simulated events with faults and flaps, checked.
-//! - `props`: the machine's and the monitor's property tests, long.
+//! - `props`: the machine's, the monitor's and the recordings' property tests, long.
 //! - `size`: lines of code, longest files and functions, against the limits.
 //! - `vmtest`: railwatch against the real kernel RDMA stack (Soft-RoCE) in a qemu VM.
 
@@ -53,7 +53,9 @@ fn main() -> ExitCode {
             eprintln!("  scale time a 1,000,000-event, 64-device scenario and its peak memory");
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
             eprintln!("  soak  [--events N] [--seed S] 10,000,000 simulated events with faults and flaps, checked");
-            eprintln!("  props [--cases N] the machine's and the monitor's property tests (default 100,000 cases)");
+            eprintln!(
+                "  props [--cases N] the machine's, monitor's and recordings' property tests (default 100,000 cases)"
+            );
             eprintln!(
                 "  size  [--before REV] [--json | --markdown] lines of code per crate, the longest file and function; fails over the limits"
             );

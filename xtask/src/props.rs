@@ -1,10 +1,11 @@
 //! `cargo xtask props [--cases N]`: the property tests of the machine
 //! (`crates/core/tests/machine_props.rs`), of the monitor over simulated
 //! devices (`crates/runtime/tests/proptest_monitor.rs`) and of recordings
-//! (`crates/scenario/tests/replay_props.rs`: random scenarios recorded and
-//! replayed), in release mode, with many more cases than `cargo test` runs
-//! (default 100,000 for the machine, a tenth of that for the monitor and
-//! the recordings, whose cases are heavier).
+//! (`crates/scenario/tests/replay_props.rs` and `replay_wide.rs`, two
+//! generators of random scenarios recorded and replayed), in release
+//! mode, with many more cases than `cargo test` runs (default 100,000 for
+//! the machine, a tenth of that for the monitor and for each generator of
+//! recordings, whose cases are heavier).
 
 use std::time::Instant;
 
@@ -43,6 +44,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         cargo()
             .args(["test", "--release", "-p", "railwatch-scenario", "--test", "replay_props", "--", "--nocapture"])
             .env("RAILWATCH_REPLAY_CASES", replay_cases.to_string()),
+    )?;
+    step(
+        &format!("recordings replay exactly, the second generator ({replay_cases} random scenarios)"),
+        cargo()
+            .args(["test", "--release", "-p", "railwatch-scenario", "--test", "replay_wide", "--", "--nocapture"])
+            .env("RAILWATCH_WIDE_CASES", replay_cases.to_string()),
     )?;
     eprintln!("==> props: passed ({:.1} s including the release build)", started.elapsed().as_secs_f64());
     Ok(())

@@ -53,6 +53,9 @@ struct Outputs {
     /// `Timeline::push` cuts a run too long to hold).
     report: Option<Timeline>,
     recording: Option<Recording>,
+    /// The recording was told the start is over (the devices present at
+    /// the start are attached before the first instant).
+    recording_started: bool,
     recording_failed: Option<io::Error>,
     flushed_at: Option<Millis>,
     /// Only with --metrics-series: the scrapes so far.
@@ -124,6 +127,7 @@ impl Outputs {
             write_failed,
             report,
             recording,
+            recording_started: false,
             recording_failed,
             flushed_at,
             series,
@@ -238,8 +242,15 @@ impl Sink for Outputs {
         Outputs::record(self, names, record);
     }
 
-    /// The scrapes due before `t` see the monitor as it is now.
+    /// The scrapes due before `t` see the monitor as it is now. Before the
+    /// first instant, the recording learns that the start is over: a
+    /// device plugged in from then on appeared during the run (declared
+    /// `present = false`), even before anything was flushed.
     fn before_instant(&mut self, t: u64, monitor: &SimMonitor) {
+        if let Some(r) = self.recording.as_ref().filter(|_| !self.recording_started) {
+            r.started();
+            self.recording_started = true;
+        }
         let Some(series) = self.series.as_mut().filter(|s| s.due_before(t)) else { return };
         if self.series_failed.is_none() {
             self.series_failed = series.sample_before(t, &monitor.snapshot()).err();

@@ -316,9 +316,10 @@ fn a_recording_moved_or_replaced_mid_run_is_written_anew_under_its_name() {
 
 /// Random incidents, seeded: `watch --record` under the fake with a fast
 /// tick (and the audit, every other case) while random flaps, silent
-/// recoveries, GID changes in the millisecond after a PORT_ACTIVE (a
-/// RoCE link-up), renegotiations and bursts are driven through the control
-/// FIFO; the replay of each recording gives the live run's transitions
+/// recoveries, GID changes around a PORT_ACTIVE (a RoCE link-up: the GID
+/// set in the millisecond after it or before it is written, announced by
+/// GID_CHANGE or not), GID changes no event tells of, renegotiations and
+/// bursts are driven through the control FIFO; the replay of each recording gives the live run's transitions
 /// (rail, from, to, cause, generation) in the same order.
 /// `RAILWATCH_WATCH_REPLAY_CASES` sets the number of cases (default 4).
 #[test]
@@ -330,6 +331,13 @@ fn random_incidents_recorded_by_watch_replay_the_same() {
         let (live, recording) = record_random(dir.path(), seed);
         let (out, replayed) = replay(&dir.path().join("incident.toml"));
         let (live, replayed) = (transitions(&live), transitions(&replayed));
+        // `RAILWATCH_WATCH_REPLAY_KEEP=DIR`: each case's recording and both
+        // runs' transitions are kept there.
+        if let Some(keep) = std::env::var_os("RAILWATCH_WATCH_REPLAY_KEEP").map(std::path::PathBuf::from) {
+            let runs = format!("live\n{}\nreplayed\n{}\n", live.join("\n"), replayed.join("\n"));
+            std::fs::write(keep.join(format!("seed-{seed}.toml")), &recording).unwrap();
+            std::fs::write(keep.join(format!("seed-{seed}.transitions")), runs).unwrap();
+        }
         if !out.status.success() || live != replayed {
             failures.push(format!("seed {seed}:\nlive     {live:?}\nreplayed {replayed:?}\n{recording}"));
         }
@@ -366,17 +374,41 @@ fn record_random(dir: &Path, seed: u64) -> (Vec<Value>, String) {
     let ports = [(0, 1), (0, 2), (1, 1)];
     for i in 0..12 {
         let (d, p) = ports[next(3) as usize];
-        let command = match next(6) {
+        let gid = 10 + i + 20 * seed;
+        // The link goes down first, for a while (`~`: 30 to 80 ms), so
+        // the link-up activates the rail.
+        let down = if next(2) == 0 { format!("port {d} {p} 1\nevent {d} 10 {p}\n~") } else { String::new() };
+        let command = match next(10) {
             0 => format!("port {d} {p} 1\nevent {d} 10 {p}\n"),
             1 => format!("port {d} {p} 4\nevent {d} 9 {p}\n"),
             2 => format!("port {d} {p} 4\n"),
             // A RoCE link-up: PORT_ACTIVE, then a GID change in the same
-            // millisecond.
-            3 => format!("port {d} {p} 4\nevent {d} 9 {p}\ngid {d} {p} 0 {}\nevent {d} 18 {p}\n", 10 + i),
+            // millisecond or the next (`|`: a pause of up to 2 ms, so the
+            // monitor may have read the address for the activation before
+            // the GID changes).
+            3 => format!("{down}port {d} {p} 4\nevent {d} 9 {p}\n|gid {d} {p} 0 {gid}\nevent {d} 18 {p}\n"),
             4 => format!("link {d} {p} {} 2\nevent {d} 20 0\n", [32, 64, 128][next(3) as usize]),
+            // The GID set before the PORT_ACTIVE is written, with or
+            // without a GID_CHANGE after it.
+            5 => format!("{down}port {d} {p} 4\ngid {d} {p} 0 {gid}\n|event {d} 9 {p}\n"),
+            6 => format!("{down}port {d} {p} 4\ngid {d} {p} 0 {gid}\nevent {d} 9 {p}\n|event {d} 18 {p}\n"),
+            // A link-up whose GID change no event tells of.
+            7 => format!("{down}port {d} {p} 4\nevent {d} 9 {p}\n|gid {d} {p} 0 {gid}\n"),
+            // A GID change with no event at all: only a later read finds it.
+            8 => format!("gid {d} {p} 0 {gid}\n"),
             _ => format!("{}event {d} 9 {p}\n", format!("event {d} 4 0\n").repeat(20)),
         };
-        control(&fifo, &command);
+        for (k, slow) in command.split('~').enumerate() {
+            if k > 0 {
+                std::thread::sleep(Duration::from_millis(30 + next(50)));
+            }
+            for (k, part) in slow.split('|').enumerate() {
+                if k > 0 {
+                    std::thread::sleep(Duration::from_micros(next(2000)));
+                }
+                control(&fifo, part);
+            }
+        }
         std::thread::sleep(Duration::from_millis(20 + next(200)));
     }
     std::thread::sleep(Duration::from_millis(1500));

@@ -271,6 +271,55 @@ fn a_recorded_simulation_replays_the_same_transitions() {
     assert!(stderr(&out).contains("/nonexistent/dir/r.toml"), "{}", stderr(&out));
 }
 
+/// Every scenario of a class of recording that once did not replay
+/// (`crates/scenario/tests/replay/`), recorded by `simulate --record` and
+/// replayed by `simulate`: the same transitions (rail, from, to, cause,
+/// generation) in order, at the same times until the rail's device is
+/// attached again (a re-open's jitter is drawn anew).
+#[test]
+fn every_replay_regression_replays_through_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenario/tests/replay");
+    let mut files: Vec<_> = std::fs::read_dir(&scenarios).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 10, "{}", scenarios.display());
+    for file in files {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let recording = dir.path().join(format!("{name}.recorded.toml"));
+        let live = railwatch(&["simulate", file.to_str().unwrap(), "--json", "--record", recording.to_str().unwrap()]);
+        let replay = railwatch(&["simulate", recording.to_str().unwrap(), "--json"]);
+        assert!(replay.status.success(), "{name}: the replay's expectations: {}", stderr(&replay));
+        let (live, replayed) = (timed_transitions(&live), timed_transitions(&replay));
+        let what = |l: &[(u64, String, bool)]| l.iter().map(|(_, w, _)| w.clone()).collect::<Vec<_>>();
+        assert_eq!(what(&replayed), what(&live), "{name}");
+        for ((a, w, moved), (b, _, also)) in live.iter().zip(&replayed) {
+            assert!(a == b || (*moved && *also), "{name}: {w} at {a} ms live, {b} ms replayed");
+        }
+    }
+}
+
+/// Each transition line as (its time, `rail from->to cause gN`, whether a
+/// re-open's jitter may have moved it: its device was attached again).
+fn timed_transitions(o: &Output) -> Vec<(u64, String, bool)> {
+    let mut reattached = std::collections::HashSet::new();
+    let lines: Vec<Value> = stdout(o).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    lines
+        .iter()
+        .filter(|v| v["kind"] == "transition")
+        .map(|v| {
+            let rail = v["rail"].as_str().unwrap_or("?").to_owned();
+            let cause = v.get("reason").or_else(|| v.get("by")).and_then(Value::as_str).unwrap_or("?");
+            let t = v["t_ms"].as_u64().expect("a transition line has t_ms");
+            let device = rail.split('/').next().unwrap_or("").to_owned();
+            if cause == "attach" && t > 0 {
+                reattached.insert(device.clone());
+            }
+            let what = format!("{rail} {}->{} {cause} g{}", v["from"], v["to"], v["generation"]);
+            (t, what, reattached.contains(&device))
+        })
+        .collect()
+}
+
 /// `--html` and `--record` write regular files only: a device, a FIFO or
 /// a directory is refused before the run (a FIFO would block), the device
 /// left as it was; the two naming one file is refused too.

@@ -10,6 +10,15 @@ use railwatch_core::{AsyncEvent, Errno, LinkAttrs, Millis, PortAddress, PortCoun
 /// observer copies what it keeps.
 #[derive(Debug, Clone, Copy)]
 pub enum Observed<'a> {
+    /// The monitor woke (its wait ended): what follows, up to the next, is
+    /// what that wake-up read and asked. Not a machine input: a recorder
+    /// needs it to tell apart the wake-ups of one millisecond.
+    Woke,
+    /// The monitor runs its machine's timers, some due (the tick, the
+    /// audit, settle and re-open delays): the answers that follow in this
+    /// wake-up are theirs, and a timer runs late when the host is slow.
+    /// Not a machine input either.
+    Timers,
     /// A device was attached (at start, after appearing, or again after
     /// leaving the host); its ports' answers follow.
     Attached {
@@ -41,6 +50,15 @@ pub enum Observed<'a> {
         device: u32,
         /// The event.
         event: AsyncEvent,
+    },
+    /// Reads of the device's fd failed with `EINTR` in one drain, and were
+    /// retried (not a machine input, but each counts against the drain's
+    /// budget, so which drain reads which event depends on them).
+    Interrupted {
+        /// The device read.
+        device: u32,
+        /// How many reads of the drain were interrupted.
+        count: u64,
     },
     /// A drain stopped on a real read error.
     ReadError {

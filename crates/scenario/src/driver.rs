@@ -23,13 +23,13 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use railwatch_core::{LinkRate, Millis, RailId};
+use railwatch_core::{DeviceMode, LinkRate, Millis, RailId};
 use railwatch_runtime::lines::{Body, ExpectResult, Line, Names, Record, Verdicts};
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, Observer, RailSnapshot, Snapshot, json};
 
 use railwatch_sim_backend::{SimClock, SimDevice, SimHandle, SimHost};
 
-use crate::scenario::{Expect, Fault, Scenario};
+use crate::scenario::{Expect, Fault, Scenario, TransferStep};
 
 /// How to run a scenario.
 #[derive(Debug, Clone, Default)]
@@ -263,6 +263,30 @@ impl<'s> Run<'s> {
         }
     }
 
+    /// The engine reports `transfers` on a rail of the device called
+    /// `device`, if the monitor has it: what the devices queued before is
+    /// read first, as the live monitor had read it when the engine
+    /// reported. Returns how many notifications the drain made.
+    fn report_transfers(
+        &mut self,
+        device: &str,
+        transfers: TransferStep,
+        sink: &mut impl FnMut(&Names, Record<'_>),
+    ) -> io::Result<usize> {
+        let Some(device) = self.monitor.device_index(device) else { return Ok(0) };
+        let notes = self.drain_notes(sink)?;
+        let rail = RailId { device, port: transfers.port };
+        self.monitor.report_transfers(rail, &[transfers.report]);
+        Ok(notes)
+    }
+
+    /// Whether the monitor reads the async fd of the device called `name`
+    /// (open, not poll-only).
+    fn is_read(&self, name: &str) -> bool {
+        let device = self.monitor.device_index(name);
+        device.and_then(|d| self.monitor.machine().device(d)).is_some_and(|d| d.mode == DeviceMode::Events)
+    }
+
     /// Polls the monitor (zero timeout) until no device is pending, handing
     /// every notification to `sink`.
     pub fn settle(&mut self, sink: &mut impl FnMut(&Names, Record<'_>)) -> io::Result<()> {
@@ -279,35 +303,41 @@ impl<'s> Run<'s> {
         // Devices an event was queued on in this instant.
         let mut queued: Vec<usize> = Vec::new();
         while let Some(step) = self.scenario.steps.get(self.next_step).filter(|s| s.at_ms <= t) {
+            // Asked for: what was queued so far is read first.
+            if step.drain {
+                queued.clear();
+                notes += self.drain_notes(sink)?;
+            }
             // What a device queued in this instant before a read fault or a
             // removal of it is read first (a removal would drop it; a read
             // error would hide it), as the live monitor read it in the
-            // drain that then failed.
+            // drain that then failed. Only what was queued and is read: a
+            // step that queued nothing (the device closed or removed) or a
+            // device whose fd is not read (poll-only) leaves nothing to
+            // read first, and the steps of the instant are applied as one.
             if matches!(step.fault, Some(Fault::Eio | Fault::Ebadf | Fault::Remove))
                 && queued.contains(&step.device_index)
+                && self.is_read(&step.device)
             {
                 queued.clear();
                 notes += self.drain_notes(sink)?;
             }
-            if step.event.is_some() {
+            let listed = self.handles[step.device_index].is_listed();
+            if step.apply(&self.handles) > 0 {
                 queued.push(step.device_index);
             }
-            step.apply(&self.handles);
             self.next_step += 1;
             applied = true;
             if let Some(transfers) = step.transfers {
-                // What the devices queued before it is read first, as the
-                // live monitor had read it when the engine reported.
-                notes += self.drain_notes(sink)?;
-                if let Some(device) = self.monitor.device_index(&step.device) {
-                    let rail = RailId { device, port: transfers.port };
-                    self.monitor.report_transfers(rail, &[transfers.report]);
-                }
+                notes += self.report_transfers(&step.device, transfers, sink)?;
             }
             // The monitor sees each change of the device list, as it sees
             // each uevent: an unplug and a plug in one instant are a
-            // device leaving and a new one coming, not nothing.
-            if matches!(step.fault, Some(Fault::Unplug | Fault::Plug)) {
+            // device leaving and a new one coming, not nothing. One that
+            // changes nothing (a plug of a listed device) is no uevent.
+            if matches!(step.fault, Some(Fault::Unplug | Fault::Plug))
+                && listed != self.handles[step.device_index].is_listed()
+            {
                 notes += self.drain_notes(sink)?;
             }
         }

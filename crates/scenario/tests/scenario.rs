@@ -577,6 +577,11 @@ fn step_device_port_and_time_rules() {
         "step 1: at_ms must not be negative",
     );
     assert_refused(&step("at_ms = 1\ndevice = \"mlx5_0\"\n"), 7, "step 1 does nothing");
+    assert_refused(&step("at_ms = 1\ndevice = \"mlx5_0\"\ndrain = false\n"), 7, "step 1 does nothing");
+    let drain = Scenario::parse(&step("at_ms = 1\ndevice = \"mlx5_0\"\ndrain = true\n"), FILE).unwrap();
+    assert!(drain.steps[0].drain);
+    assert_eq!(drain.steps[0].to_string(), "mlx5_0: drain");
+    assert_refused(&step("at_ms = 1\ndevice = \"mlx5_0\"\ndrain = 1\n"), 10, "expected a boolean");
     assert_refused(
         &step("at_ms = 1\ndevice = \"mlx5_0\"\nport_state = { port = 1, state = \"sleepy\" }\n"),
         10,

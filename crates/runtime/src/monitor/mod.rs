@@ -346,6 +346,10 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             Err(e) => return Err(e),
         }
         self.wakeups += 1;
+        if self.observer.is_some() {
+            let now = self.clock.now();
+            self.observe(now, Observed::Woke);
+        }
 
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
@@ -381,6 +385,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.busy = busy;
 
         let now = self.clock.now();
+        if self.observer.is_some() && self.machine.poll_timeout().is_some_and(|due| due <= now) {
+            self.observe(now, Observed::Timers);
+        }
         self.machine.handle_timeout(now);
         self.carry_out(now);
         self.follow_device_list(list_changed, now);

@@ -29,6 +29,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let events = (std::mem::take(&mut slot.drained_in_progress) + report.events as u64) as usize;
         let now = self.clock.now();
         let device = idx as u32;
+        if report.interrupted > 0 {
+            self.observe(now, Observed::Interrupted { device, count: report.interrupted as u64 });
+        }
         for ev in scratch.drain(..) {
             self.observe(now, Observed::Event { device, event: ev });
             self.machine.handle_event(device, ev, now);

@@ -17,11 +17,13 @@
 //! A device that appears after the start is declared `present = false`
 //! and plugged in when it appeared.
 //!
-//! Three parts: `observe.rs` turns each input into the replay's device
+//! Four parts: `observe.rs` turns each input into the replay's device
 //! views and the steps that change them; `place.rs` decides **when** each
 //! step goes, so that the replay, which asks on time where the live monitor
 //! may have woken late, sees it (a query's change at `max(p + 1, t -
-//! SLACK_MS)`, `p` the port's previous query); `file.rs` writes the file
+//! SLACK_MS)`, `p` the port's previous query); `wake.rs` tells where in an
+//! instant the replay must read the devices (a `drain` step) to read them
+//! as the live monitor's wake-ups did; `file.rs` writes the file
 //! **incrementally**: steps are written once no later observation can be
 //! placed before them ([`SLACK_MS`] behind the clock), on
 //! [`flush`](Recorder::flush), which the caller runs at least once a second
@@ -36,6 +38,7 @@
 mod file;
 mod observe;
 mod place;
+mod wake;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -52,6 +55,7 @@ use crate::scenario::{Expect, Fault, MAX_DURATION_MS, RailRef, Scenario, write};
 use file::RecordingFile;
 use observe::DeviceView;
 use place::{Entry, Timeline};
+use wake::Wakes;
 
 /// What [`Recorder::stopped`] says after [`Recorder::finish`].
 const FINISHED: &str = "finished";
@@ -100,6 +104,7 @@ pub struct Recorder {
     file: RecordingFile,
     devices: Vec<DeviceView>,
     timeline: Timeline,
+    wakes: Wakes,
     /// A flush happened: the start is over.
     flushed: bool,
     /// The host's devices at the start are all attached ([`Recorder::started`]).
@@ -144,6 +149,7 @@ impl Recorder {
             file: RecordingFile::create(file, text, &write::header(&sc))?,
             devices: Vec::new(),
             timeline: Timeline::default(),
+            wakes: Wakes::default(),
             flushed: false,
             started: false,
             events: 0,
@@ -205,6 +211,25 @@ impl Recorder {
         }
         let t = now.0;
         match what {
+            Observed::Woke => {
+                self.wakes.woke(t);
+                self.timeline.woke();
+                return;
+            }
+            Observed::Timers => return self.wakes.timers_run(),
+            // Answers, and a re-open (the timers' too): asked by whoever
+            // asked before.
+            Observed::PortState { .. }
+            | Observed::Link { .. }
+            | Observed::Address { .. }
+            | Observed::Counters { .. }
+            | Observed::Reopened { .. }
+            | Observed::OpenFailed { .. } => {}
+            _ => self.wakes.asked_otherwise(),
+        }
+        self.wakes.saw(t);
+        match what {
+            Observed::Woke | Observed::Timers => {}
             Observed::Attached { device, name, ports } => self.attached(t, device, name, ports),
             Observed::Removed { device } => self.removed(t, device),
             // A scenario has no way to say a device would not open: the
@@ -213,6 +238,7 @@ impl Recorder {
             Observed::Counters { device, port, answer } => self.counters(t, device, port, answer),
             Observed::Transfers { device, port, reports } => self.transfers(t, device, port, reports),
             Observed::Event { device, event } => self.event(t, device, event),
+            Observed::Interrupted { device, count } => self.interrupted(t, device, count),
             Observed::ReadError { device, errno } => {
                 let fault = if errno == Errno::EBADF { Fault::Ebadf } else { Fault::Eio };
                 if fault == Fault::Eio && errno != Errno::EIO {

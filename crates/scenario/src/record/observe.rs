@@ -11,7 +11,7 @@ use railwatch_core::{
 };
 use railwatch_sim_backend::PortSpec;
 
-use super::place::{Change, Timeline};
+use super::place::Change;
 use super::{MAX_NAMED_OBJECTS, OTHER_ADDRESS_INDEX, Recorder};
 use crate::scenario::{
     CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, StepEvent,
@@ -31,17 +31,64 @@ pub(super) struct PortView {
     /// When the port's state, link and address were last read (each its
     /// own: an attach reads all three in one instant, and each is the
     /// first since the re-open).
-    last_query: Option<u64>,
-    last_link: Option<u64>,
-    last_address: Option<u64>,
+    last_query: Asked,
+    last_link: Asked,
+    last_address: Asked,
     /// The flap counters as last read (`None`: never read, or unreadable).
     counters: Option<PortCounters>,
-    last_counters: Option<u64>,
+    last_counters: Asked,
     /// What the first answers said: the declaration (what the replay's
     /// device starts with), whatever changed before it was written.
     first: PortFirst,
     /// When a `PORT_ERR` for the port was read since its last query.
     err_at: Option<u64>,
+}
+
+/// When a port was last asked one thing (its state, link, address or
+/// counters), and in which opening of its device: the order of re-opens
+/// and queries, not their times, says whether a query is the first since
+/// a re-open (a device closed and back twice in one millisecond).
+#[derive(Debug, Default, Clone, Copy)]
+struct Asked {
+    at: Option<u64>,
+    opening: u32,
+    /// The monitor's wake-up it was asked in (`wake.rs`), and how many
+    /// events had been read then.
+    wake: u64,
+    events: u64,
+}
+
+/// What placing a change a query saw needs to know of the query before it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// When the port was last asked the same, in which wake-up and after
+    /// how many events.
+    previous: Option<u64>,
+    previous_wake: u64,
+    previous_events: u64,
+    /// This is the port's first such query since its device came back.
+    first_since_reopen: bool,
+    /// The timers asked (they run late on a busy host), not an event.
+    late: bool,
+    /// The event that asked, if one did: its device and number.
+    event: Option<(u32, u64)>,
+}
+
+impl Asked {
+    /// The port is asked again now (`now`: as `Asked`, the device's
+    /// opening, the wake-up and the events read), the device `back` (open
+    /// again after a close).
+    fn again(&mut self, now: Asked, back: bool) -> Seen {
+        let before = std::mem::replace(self, now);
+        Seen {
+            previous: before.at,
+            previous_wake: before.wake,
+            previous_events: before.events,
+            first_since_reopen: back && before.opening < now.opening,
+            late: false,
+            event: None,
+        }
+    }
 }
 
 /// A port's first answers, as declared.
@@ -67,16 +114,35 @@ pub(super) struct DeviceView {
     /// The simulated device is removed (after `remove`, until `restore`).
     removed: bool,
     last_reopen: Option<u64>,
-    /// When a `DEVICE_FATAL` last closed it, and when it was last opened
-    /// again: what the first queries after that saw changed in between.
+    /// When a `DEVICE_FATAL`, a hang-up or a failed query last closed it,
+    /// or it left the host's list, and when it was last opened again:
+    /// what the first queries after that saw changed in between.
     closed_at: Option<u64>,
     reopened_at: Option<u64>,
+    /// Closed (since `closed_at`) and not opened again yet.
+    closed: bool,
+    /// How many times it was opened again (its ports' [`Asked`] say in
+    /// which opening they were last asked).
+    opening: u32,
     reads_addresses: Option<bool>,
 }
 
 impl DeviceView {
     fn port(&mut self, port: u8) -> Option<&mut PortView> {
         self.ports.iter_mut().find(|p| p.port == port)
+    }
+
+    /// Open again after a close: the first queries of its ports since then
+    /// saw what changed while it was away.
+    fn back(&self) -> bool {
+        !self.closed && self.reopened_at.is_some()
+    }
+
+    /// It is open again at `t`.
+    fn opened_again(&mut self, t: u64) {
+        self.closed = false;
+        self.opening += 1;
+        self.reopened_at = Some(t);
     }
 
     /// The `[[device]]` for what the device's ports answered first (a port
@@ -137,8 +203,8 @@ impl Recorder {
             // its first queries see changed while it was away.
             let d = &mut self.devices[idx];
             d.removed = false;
-            d.reopened_at = Some(t);
-            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+            d.opened_again(t);
+            self.push_plug(t, device);
             return;
         }
         if idx > self.devices.len() {
@@ -162,10 +228,12 @@ impl Recorder {
             last_reopen: None,
             closed_at: None,
             reopened_at: None,
+            closed: false,
+            opening: 0,
             reads_addresses: None,
         });
         if !present {
-            self.push_step(t, device, Change::Fault { fault: Fault::Plug, wake: false });
+            self.push_plug(t, device);
         }
     }
 
@@ -174,35 +242,97 @@ impl Recorder {
     }
 
     /// Where a change a query of `device` saw at `t` goes
-    /// ([`Timeline::placed_for`](super::place::Timeline::placed_for)).
-    fn placed_for(&self, device: u32, previous: Option<u64>, t: u64) -> u64 {
+    /// ([`Timeline::placed_for`](super::place::Timeline::placed_for)): at
+    /// the device's close if the query is the port's first since it came
+    /// back.
+    fn placed_for(&self, device: u32, seen: Seen, t: u64) -> u64 {
         let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
-        self.timeline.placed_for(reopen, previous, t)
+        self.timeline.placed_for(reopen.filter(|_| seen.first_since_reopen), seen.previous, t, seen.late)
     }
 
-    /// Places `change`, which a query of `device` saw at `t` (the port
-    /// asked last at `previous`): as [`placed_for`](Self::placed_for)
-    /// says (at the close when it came back in the same instant).
-    fn push_seen(&mut self, device: u32, previous: Option<u64>, t: u64, change: Change) {
-        let at = match self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at)) {
-            Some((closed, reopened)) if closed == reopened && previous.is_none_or(|p| p < reopened) => closed,
-            _ => self.placed_for(device, previous, t),
-        };
-        self.push_seen_at(device, previous, at, change);
+    /// Places `change`, which a query of `device` saw at `t`, as
+    /// [`placed_for`](Self::placed_for) says.
+    fn push_seen(&mut self, device: u32, seen: Seen, t: u64, change: Change) {
+        let at = self.placed_for(device, seen, t);
+        self.push_seen_at(device, seen, at, change);
     }
 
-    /// Places `change`, seen by a query of `device` (the port asked last
-    /// at `previous`), at `at`: before the re-open's step if it is the
-    /// first since a re-open in that very instant (after it, the replay's
-    /// attach would read the old state).
-    fn push_seen_at(&mut self, device: u32, previous: Option<u64>, at: u64, change: Change) {
-        let reopen = self.devices.get(device as usize).and_then(|d| d.closed_at.zip(d.reopened_at));
-        match reopen {
-            Some((_, reopened)) if at == reopened && Timeline::first_seen_since_reopen(reopen, previous) => {
-                self.timeline.push_before_reopen(at, device, change);
-            }
-            _ => self.push_step(at, device, change),
+    /// Places `change`, seen by a query of `device`, at `at`: before the
+    /// re-open's step if it is the first since a re-open in that very
+    /// instant (after it, the replay's attach would read the old state).
+    fn push_seen_at(&mut self, device: u32, seen: Seen, at: u64, change: Change) {
+        self.drain_before_change(device, seen, at);
+        let reopened = self.devices.get(device as usize).and_then(|d| d.reopened_at);
+        if seen.first_since_reopen && reopened == Some(at) {
+            self.timeline.push_before_reopen(at, device, change);
+        } else {
+            self.push_step(at, device, change);
         }
+    }
+
+    /// A change placed at `at` that a query of `device` saw, where a query
+    /// of the port earlier in the instant read the old value: the replay
+    /// must read what came before first. A `drain` step goes before the
+    /// wake-up when the earlier query was in an earlier one (`wake.rs`);
+    /// when it was in this one (a `PORT_ACTIVE`'s address read found the
+    /// old GID, the `GID_CHANGE` read after it in the same drain the new
+    /// one), just before the event that asked, if only this device was
+    /// read in the wake-up so far (splitting another device's reads, or a
+    /// drain's budget, would change which are read first).
+    fn drain_before_change(&mut self, device: u32, seen: Seen, at: u64) {
+        if seen.previous != Some(at) || !self.wakes.is_now(at) {
+            return;
+        }
+        let this_wake = seen.previous_wake == self.wakes.current();
+        match seen.event {
+            Some((d, n)) if d == device && seen.previous_events < n && this_wake => {
+                if !self.wakes.only_read_now(device) {
+                    return;
+                }
+                if self.timeline.drain_before_last_event(at, device) {
+                    self.wakes.drain_placed();
+                }
+            }
+            _ if self.wakes.change_needs_drain(at, seen.previous, seen.previous_wake) => {
+                self.drain_before_wake(at, device);
+            }
+            _ => {}
+        }
+    }
+
+    /// What is asked now, in the current opening of `d` (see [`Asked`]).
+    fn asked_now(&self, t: u64, d: &DeviceView) -> Asked {
+        Asked { at: Some(t), opening: d.opening, wake: self.wakes.current(), events: self.wakes.events() }
+    }
+
+    /// Records that `device`'s port `port` was asked `which` at `t`; what
+    /// placing a change its answer shows needs (`None`: no such port).
+    fn ask(&mut self, device: u32, port: u8, t: u64, which: fn(&mut PortView) -> &mut Asked) -> Option<Seen> {
+        self.wakes.saw(t);
+        let (late, event) = (self.wakes.timers_asking(), self.wakes.answering());
+        let now = self.asked_now(t, self.devices.get(device as usize)?);
+        let d = self.live(device)?;
+        let back = d.back();
+        Some(Seen { late, event, ..which(d.port(port)?).again(now, back) })
+    }
+
+    /// A `drain` step for `device` at `t`, before what the current wake-up
+    /// placed (`wake.rs`).
+    fn drain_before_wake(&mut self, t: u64, device: u32) {
+        if self.timeline.drain_before_wake(t, device) {
+            self.wakes.drain_placed();
+        }
+    }
+
+    /// Places a plug, after which the replay reads the devices: after a
+    /// `drain` step if an earlier wake-up of the instant saw anything, and
+    /// the instant starts afresh (`wake.rs`).
+    fn push_plug(&mut self, at: u64, device: u32) {
+        if self.wakes.list_change_needs_drain() {
+            self.drain_before_wake(at, device);
+        }
+        self.push_step(at, device, Change::Fault { fault: Fault::Plug, wake: false });
+        self.wakes.read_here();
     }
 
     fn push_step(&mut self, at: u64, device: u32, change: Change) {
@@ -222,6 +352,16 @@ impl Recorder {
             d.removed = true;
         }
         let at = self.timeline.fault_time(t);
+        // Seen in a later wake-up of a busy instant (a read error, a
+        // hang-up, a failed query, the device leaving the list): the
+        // replay reads what came before first (`wake.rs`).
+        let need = match fault {
+            Fault::Unplug => self.wakes.list_change_needs_drain(),
+            _ => self.wakes.read_needs_drain(device),
+        };
+        if at == t && need {
+            self.drain_before_wake(t, device);
+        }
         let wake = matches!(fault, Fault::Eio | Fault::Ebadf);
         if wake {
             self.comment(at, "a read failed: the event of the next step only wakes the reader (never read)".into());
@@ -247,11 +387,9 @@ impl Recorder {
     /// query, or it left the host's list), unless it was closed already:
     /// what its first queries once it is back saw changed after this.
     fn closed(&mut self, device: u32, t: u64) {
-        if let Some(d) = self.live(device) {
-            let open = d.closed_at.is_none_or(|c| d.reopened_at.is_some_and(|r| r >= c));
-            if open {
-                d.closed_at = Some(t);
-            }
+        if let Some(d) = self.live(device).filter(|d| !d.closed) {
+            d.closed = true;
+            d.closed_at = Some(t);
         }
     }
 
@@ -259,6 +397,7 @@ impl Recorder {
     pub(super) fn removed(&mut self, t: u64, device: u32) {
         self.closed(device, t);
         self.fault_at(device, t, Fault::Unplug);
+        self.wakes.read_here();
     }
 
     pub(super) fn hung_up(&mut self, t: u64, device: u32) {
@@ -272,8 +411,9 @@ impl Recorder {
         let Some(d) = self.live(device) else { return };
         let previous = d.last_reopen.replace(t);
         let removed = d.removed;
-        if result.is_ok() && !removed {
-            d.reopened_at = Some(t);
+        if result.is_ok() {
+            d.opened_again(t);
+            self.wakes.reopened();
         }
         match result {
             Ok(()) if removed => {
@@ -331,11 +471,37 @@ impl Recorder {
                 port.err_at.get_or_insert(t);
             }
         }
+        // Read in a later wake-up of a busy instant: the replay reads what
+        // came before first (`wake.rs`).
+        if self.wakes.read_needs_drain(device) {
+            self.drain_before_wake(t, device);
+        }
+        self.wakes.event_read(device);
         // A burst of the same event in one instant: one step, `repeat`.
-        if self.timeline.repeat_burst(t, device, event) {
+        if !self.timeline.repeat_burst(t, device, event) {
+            self.push_step(t, device, Change::Event(StepEvent { event, repeat: 1 }));
+        }
+        self.timeline.placed_event();
+    }
+
+    /// Reads of `device` interrupted (`EINTR`) in a drain at `t`: an
+    /// `eintr` step before the events that drain read, so the replay's
+    /// drain spends its budget as the live one did (the simulator fails a
+    /// drain's first reads with the `EINTR`s pending).
+    pub(super) fn interrupted(&mut self, t: u64, device: u32, count: u64) {
+        if self.live(device).is_none() {
             return;
         }
-        self.push_step(t, device, Change::Event(StepEvent { event, repeat: 1 }));
+        self.events = self.events.saturating_add(count);
+        if self.events > MAX_TOTAL_EVENTS {
+            self.stop(format!("more than {MAX_TOTAL_EVENTS} events and EINTRs, the scenario limit"));
+            return;
+        }
+        self.wakes.note_read(device);
+        let at = t.max(self.timeline.floor());
+        if !self.timeline.more_interrupts(at, device, count) {
+            self.push_step(at, device, Change::Fault { fault: Fault::Eintr { count }, wake: false });
+        }
     }
 
     /// An object handle (a pointer in the live process, meaningless in
@@ -353,10 +519,9 @@ impl Recorder {
     }
 
     pub(super) fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>) {
+        let Some(seen) = self.ask(device, port, t, |p| &mut p.last_query) else { return };
         let Some(d) = self.live(device) else { return };
         let (removed, declared) = (d.removed, d.declared);
-        let Some(p) = d.port(port) else { return };
-        let previous = p.last_query.replace(t);
         let state = match answer {
             Ok(s) => s,
             // The simulator answers ENODEV itself while removed.
@@ -383,31 +548,54 @@ impl Recorder {
                 p.state = Some(state);
                 p.first.state = Some(state);
             }
+            Some(PortState::Active) if state == PortState::Active && err_at.is_some() => {
+                self.down_and_up(device, port, seen, err_at.unwrap_or(t), t);
+            }
             Some(known) if known == state => {}
             _ => {
                 p.state = Some(state);
                 // A port read not ACTIVE after a PORT_ERR for it went down
                 // by the time the event was read: the replay's port goes
                 // down with it, whatever the replay asks in between (no
-                // query followed the event live).
+                // query followed the event live). Not before a query that
+                // read it still up, though: one in the event's own instant
+                // (an earlier event's, read before the PORT_ERR) would see
+                // it in the replay, which applies an instant's steps first.
                 let change = Change::PortState(PortStateChange { port, state });
                 match err_at {
                     Some(e) if state != PortState::Active => {
-                        self.push_seen_at(device, previous, e.max(self.timeline.floor()), change)
+                        let at = self.timeline.placed_after(seen.previous, e, t);
+                        self.push_seen_at(device, seen, at, change)
                     }
-                    _ => self.push_seen(device, previous, t, change),
+                    _ => self.push_seen(device, seen, t, change),
                 }
             }
+        }
+    }
+
+    /// A `PORT_ERR` for `port` was read at `err`, and the port's next query
+    /// (at `t`) reads it ACTIVE as before: it went down and came back,
+    /// with no query between. The replay's port does too (down at the
+    /// `PORT_ERR`, up where the query that saw it goes), so a query the
+    /// replay makes between (a tick the live run made late, after the
+    /// `PORT_ACTIVE` it found) does not find the port up early.
+    fn down_and_up(&mut self, device: u32, port: u8, seen: Seen, err: u64, t: u64) {
+        let down = self.timeline.placed_after(seen.previous, err, t);
+        let up = self.placed_for(device, Seen { previous: Some(down), ..seen }, t);
+        if down < up {
+            let change = |state| Change::PortState(PortStateChange { port, state });
+            self.push_seen_at(device, seen, down, change(PortState::Down));
+            self.push_seen_at(device, Seen { previous: Some(down), ..seen }, up, change(PortState::Active));
         }
     }
 
     /// A counter read: the first declares the port's counters, a change
     /// after is a step placed where the replay's next read finds it.
     pub(super) fn counters(&mut self, t: u64, device: u32, port: u8, answer: Result<PortCounters, Errno>) {
+        let Some(seen) = self.ask(device, port, t, |p| &mut p.last_counters) else { return };
         let Some(d) = self.live(device) else { return };
         let declared = d.declared;
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_counters.replace(t);
         // Unreadable: the replay's port reads none either (it is declared
         // without counters, or keeps the last it had).
         let Ok(counters) = answer else { return };
@@ -419,7 +607,7 @@ impl Recorder {
             Some(known) if known == counters => {}
             _ => {
                 p.counters = Some(counters);
-                self.push_seen(device, previous, t, Change::counters(CountersChange { port, counters }));
+                self.push_seen(device, seen, t, Change::counters(CountersChange { port, counters }));
             }
         }
     }
@@ -434,13 +622,15 @@ impl Recorder {
         for &report in reports.iter().filter(|r| r.count > 0) {
             self.push_step(at, device, Change::Transfers(TransferStep { port, report }));
         }
+        // The replay reads the devices before a transfer report.
+        self.wakes.read_here();
     }
 
     pub(super) fn link(&mut self, t: u64, device: u32, port: u8, answer: Result<LinkAttrs, Errno>) {
+        let Some(seen) = self.ask(device, port, t, |p| &mut p.last_link) else { return };
         let Some(d) = self.live(device) else { return };
         let declared = d.declared;
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_link.replace(t);
         let Ok(link) = answer else { return };
         let same = |a: &LinkAttrs, b: &LinkAttrs| {
             a.speed_code() == b.speed_code()
@@ -455,13 +645,16 @@ impl Recorder {
             Some(known) if same(known, &link) => {}
             _ => {
                 p.link = Some(link);
-                self.push_seen(device, previous, t, Change::Link(LinkChange { port, link }));
+                self.push_seen(device, seen, t, Change::Link(LinkChange { port, link }));
             }
         }
     }
 
     pub(super) fn address(&mut self, t: u64, device: u32, port: u8, answer: Result<&PortAddress, Errno>) {
         let anonymize = self.anonymize;
+        self.wakes.saw(t);
+        let (late, event) = (self.wakes.timers_asking(), self.wakes.answering());
+        let (wake, events) = (self.wakes.current(), self.wakes.events());
         let Some(d) = self.live(device) else { return };
         let address = match answer {
             Ok(a) => a,
@@ -479,11 +672,12 @@ impl Recorder {
             return;
         }
         d.reads_addresses = Some(true);
-        let declared = d.declared;
+        let (declared, back) = (d.declared, d.back());
+        let now = Asked { at: Some(t), opening: d.opening, wake, events };
         let rest = PortAddress { gids: Vec::new(), ..address.clone() }.fingerprint();
         let mut table: BTreeMap<u32, [u8; 16]> = address.gids.iter().map(|g| (g.index, g.raw)).collect();
         let Some(p) = d.port(port) else { return };
-        let previous = p.last_address.replace(t);
+        let seen = Seen { late, event, ..p.last_address.again(now, back) };
         let other = match p.others.iter().position(|&o| o == rest) {
             Some(i) => i,
             None => {
@@ -524,7 +718,7 @@ impl Recorder {
         }
         p.gids = Some(table);
         for g in changes {
-            self.push_seen(device, previous, t, Change::Gid(g));
+            self.push_seen(device, seen, t, Change::Gid(g));
         }
     }
 }

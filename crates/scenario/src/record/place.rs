@@ -7,14 +7,18 @@
 //!
 //! - **A query's change.** A query saw a change at `t`; the port was last
 //!   asked at `p`. The change happened in between, and the replay must see
-//!   it at its own query. So the step is placed at `max(p + 1, t -
-//!   SLACK_MS)`: after the replay's previous query, no later than its next.
-//!   On a virtual clock (`simulate --record`) queries are never late, and
-//!   which ticks run depends on when steps come (idle ticks are skipped):
-//!   the step goes at `t` itself, where the replay asks too.
+//!   it at its own query. A query of the timers (the tick, the audit) may
+//!   run late, so its change is placed at `max(p + 1, t - SLACK_MS)`: after
+//!   the replay's previous query, no later than its next. An event's query
+//!   is at the event's time, where the replay reads the event and asks
+//!   too: its change goes at `t`. On a virtual clock (`simulate --record`)
+//!   queries are never late, and which ticks run depends on when steps
+//!   come (idle ticks are skipped): every step goes at `t` itself.
 //! - **After a re-open.** The first query of a port after its device was
-//!   opened again following a `DEVICE_FATAL` saw what changed while the
-//!   device was closed: the step goes at the close, after it, since the
+//!   opened again (after a `DEVICE_FATAL`, a hang-up, a removal, or
+//!   leaving the host's list) saw what changed while the device was
+//!   closed: the step goes at the close, after it (or just after the
+//!   port's last query, when that was in the close's instant), since the
 //!   replay re-opens at its own time (the backoff's jitter is drawn anew),
 //!   maybe earlier than the live one, and must see it too.
 //! - **A fault after the events of its drain.** A read error or a hang-up
@@ -31,7 +35,9 @@
 use railwatch_core::{AsyncEvent, Element, PortCounters};
 
 use super::WAKE_EVENT_CODE;
-use crate::scenario::{CountersChange, Fault, GidChange, LinkChange, PortStateChange, Step, StepEvent, TransferStep};
+use crate::scenario::{
+    CountersChange, Fault, GidChange, LinkChange, MAX_REPEAT, PortStateChange, Step, StepEvent, TransferStep,
+};
 
 /// How far before a query's time its change may be placed (see the module
 /// docs): more than a live wake-up is ever late, less than a tick.
@@ -59,6 +65,8 @@ pub(super) enum Change {
         values: [u64; 3],
     },
     Transfers(TransferStep),
+    /// The monitor reads what was queued before (`drain = true`).
+    Drain,
 }
 
 /// A counter a port has not, in [`Change::Counters`].
@@ -96,6 +104,7 @@ impl Change {
             gid: None,
             counters: None,
             transfers: None,
+            drain: false,
         };
         match self {
             Change::PortState(c) => step.port_state = Some(c),
@@ -118,6 +127,7 @@ impl Change {
                 step.counters = Some(CountersChange { port, counters });
             }
             Change::Transfers(t) => step.transfers = Some(t),
+            Change::Drain => step.drain = true,
         }
         step
     }
@@ -133,6 +143,12 @@ pub(super) struct Timeline {
     /// The monitor's queries are on time (a virtual clock): a change is
     /// placed at the query that saw it, no slack.
     on_time: bool,
+    /// Where the current wake-up's changes begin in `pending` (unknown
+    /// after a write).
+    wake_start: Option<usize>,
+    /// Where the last event placed is in `pending` (its step, or the burst
+    /// it was counted in; unknown after a write).
+    last_event: Option<usize>,
 }
 
 impl Timeline {
@@ -158,34 +174,33 @@ impl Timeline {
 
     /// `max(previous + 1, earliest)`, at most `t`, never before what is
     /// written.
-    fn placed_after(&self, previous: Option<u64>, earliest: u64, t: u64) -> u64 {
+    pub(super) fn placed_after(&self, previous: Option<u64>, earliest: u64, t: u64) -> u64 {
         previous.map_or(0, |p| p.saturating_add(1)).max(earliest).min(t).max(self.floor)
     }
 
     /// Where a change a query saw at `t` goes, the port asked last at
-    /// `previous`, its device last closed (a `DEVICE_FATAL`, or it left
-    /// the host's list) and opened again at `reopen` (`(closed, reopened)`): as
-    /// [`placed`](Self::placed), unless this is the port's first query since
-    /// that re-open; then at the close, after it.
-    pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64) -> u64 {
+    /// `previous`: as [`placed`](Self::placed), unless this is the port's
+    /// first query since its device came back (`reopen`: when it closed,
+    /// after a `DEVICE_FATAL`, a hang-up, or leaving the host's list, and
+    /// when it was opened again); then at the close, after it, or just
+    /// after the port's last query when that was in the close's instant
+    /// (the replay applies an instant's steps before its queries).
+    /// A change a query of the timers saw (`late`: the tick, the audit,
+    /// which a busy host runs late) goes as [`placed`](Self::placed); one
+    /// an event's query (or an attach's, a read error's) saw goes at `t`,
+    /// where the replay reads that event and asks too.
+    pub(super) fn placed_for(&self, reopen: Option<(u64, u64)>, previous: Option<u64>, t: u64, late: bool) -> u64 {
         match reopen {
-            // At the close itself, after its step: a device plugged in
-            // again a millisecond later leaves no room between.
-            Some((closed, reopened)) if closed < reopened && previous.is_none_or(|p| p < reopened) => {
-                self.placed_after(previous.filter(|p| *p < closed), closed, t)
-            }
-            _ => self.placed(previous, t),
+            // Left the host's list and back in one instant: at the close,
+            // before the plug (the driver handles each list change before
+            // the next step, so a query before the close does not see it).
+            Some((closed, reopened)) if closed == reopened => closed.max(self.floor),
+            // A device plugged in again a millisecond later leaves no room
+            // after the close: at the close itself, after its step.
+            Some((closed, _)) => self.placed_after(previous, closed, t),
+            None if late => self.placed(previous, t),
+            None => self.placed_after(previous, t, t),
         }
-    }
-
-    /// Whether a change a query saw, the port asked last at `previous`, is
-    /// the first since the device's re-open (`(closed, reopened)`): it
-    /// happened while the device was away, so it goes before the re-open's
-    /// step ([`push_before_reopen`](Self::push_before_reopen)), even when
-    /// both are placed in the same instant (the close in that very instant,
-    /// or long enough ago to be written already).
-    pub(super) fn first_seen_since_reopen(reopen: Option<(u64, u64)>, previous: Option<u64>) -> bool {
-        reopen.is_some_and(|(closed, reopened)| closed <= reopened && previous.is_none_or(|p| p < reopened))
     }
 
     /// Places a change of `device` just before its last `plug` or `restore`
@@ -200,7 +215,7 @@ impl Timeline {
         });
         let at = at.max(self.floor);
         match reopen {
-            Some(i) => self.pending.insert(i, (at, Entry::Step { device, change })),
+            Some(i) => self.insert(i, (at, Entry::Step { device, change })),
             None => self.push(at, device, change),
         }
     }
@@ -211,6 +226,64 @@ impl Timeline {
     /// before what is written.
     pub(super) fn fault_time(&self, t: u64) -> u64 {
         t.max(self.floor)
+    }
+
+    /// The monitor woke: what is placed from now on is its wake-up's.
+    pub(super) fn woke(&mut self) {
+        self.wake_start = Some(self.pending.len());
+    }
+
+    /// Places a `drain` step for `device` at `at`, before what the current
+    /// wake-up placed. Says whether it could (not when a write came in the
+    /// wake-up, which a caller never does).
+    pub(super) fn drain_before_wake(&mut self, at: u64, device: u32) -> bool {
+        let Some(i) = self.wake_start else { return false };
+        self.insert(i, (at.max(self.floor), Entry::Step { device, change: Change::Drain }));
+        self.wake_start = Some(i + 1);
+        true
+    }
+
+    /// The event just placed (or counted in a burst) is the last one
+    /// ([`drain_before_last_event`](Self::drain_before_last_event)).
+    pub(super) fn placed_event(&mut self) {
+        self.last_event = self.pending.len().checked_sub(1);
+    }
+
+    /// Places a `drain` step just before the last event placed, which must
+    /// be `device`'s at `at` (a change its query saw had been read the old
+    /// way by a query before it in the instant: the replay reads what came
+    /// before first). A burst is split: its last event goes after the
+    /// drain. Says whether it could.
+    pub(super) fn drain_before_last_event(&mut self, at: u64, device: u32) -> bool {
+        let Some(i) = self.last_event else { return false };
+        let Some((t, Entry::Step { device: d, change: Change::Event(ev) })) = self.pending.get_mut(i) else {
+            return false;
+        };
+        if *t != at || *d != device {
+            return false;
+        }
+        let mut last = i;
+        if ev.repeat > 1 {
+            ev.repeat -= 1;
+            let one = Change::Event(StepEvent { event: ev.event, repeat: 1 });
+            last = i + 1;
+            self.insert(last, (at, Entry::Step { device, change: one }));
+        }
+        self.insert(last, (at, Entry::Step { device, change: Change::Drain }));
+        self.last_event = Some(last + 1);
+        true
+    }
+
+    /// Inserts `entry` at `i` in `pending`, keeping where the wake-up's
+    /// changes begin and where the last event is.
+    fn insert(&mut self, i: usize, entry: (u64, Entry)) {
+        self.pending.insert(i, entry);
+        if let Some(start) = self.wake_start.as_mut().filter(|s| i < **s) {
+            *start += 1;
+        }
+        if let Some(last) = self.last_event.as_mut().filter(|l| i <= **l) {
+            *last += 1;
+        }
     }
 
     /// Places a step at `at`.
@@ -233,6 +306,22 @@ impl Timeline {
             && ev.event == event
         {
             ev.repeat += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Adds `count` to the last change placed when it is an `eintr` on
+    /// `device` at `t` with room for them (a scenario's `count` is at most
+    /// [`MAX_REPEAT`]). Says whether it did.
+    pub(super) fn more_interrupts(&mut self, t: u64, device: u32, count: u64) -> bool {
+        if let Some((at, Entry::Step { device: d, change: Change::Fault { fault: Fault::Eintr { count: n }, .. } })) =
+            self.pending.last_mut()
+            && *at == t
+            && *d == device
+            && *n + count <= MAX_REPEAT
+        {
+            *n += count;
             return true;
         }
         false
@@ -264,6 +353,8 @@ impl Timeline {
         self.pending.sort_by_key(|(at, _)| *at);
         let due = self.pending.partition_point(|(at, _)| *at < cutoff);
         self.floor = self.floor.max(cutoff);
+        self.wake_start = None;
+        self.last_event = None;
         self.pending.drain(..due)
     }
 }
@@ -295,9 +386,12 @@ mod tests {
         assert_eq!(tl.placed(None, 10), 0);
         assert_eq!(tl.placed(Some(1000), 1000), 1000, "never after the query that saw it");
         // The first query after a re-open: at the close.
-        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000), 200);
-        assert_eq!(tl.placed_for(Some((200, 800)), Some(850), 1000), 1000 - SLACK_MS);
-        assert_eq!(tl.placed_for(Some((900, 800)), Some(100), 1000), 1000 - SLACK_MS);
+        assert_eq!(tl.placed_for(Some((200, 800)), Some(100), 1000, true), 200);
+        let asked_then = tl.placed_for(Some((200, 800)), Some(200), 1000, true);
+        assert_eq!(asked_then, 201, "asked in the close's instant, before it");
+        assert_eq!(tl.placed_for(Some((200, 200)), Some(200), 1000, true), 200, "back in the close's instant");
+        assert_eq!(tl.placed_for(None, Some(850), 1000, true), 1000 - SLACK_MS);
+        assert_eq!(tl.placed_for(None, Some(850), 1000, false), 1000, "an event's query is on time");
     }
 
     /// What the first queries after a re-open saw goes before the
@@ -308,9 +402,6 @@ mod tests {
         tl.push(100, 0, Change::Fault { fault: Fault::Unplug, wake: false });
         tl.push(100, 0, Change::Fault { fault: Fault::Plug, wake: false });
         tl.push(100, 1, Change::Fault { fault: Fault::Plug, wake: false });
-        assert!(Timeline::first_seen_since_reopen(Some((100, 100)), Some(50)));
-        assert!(Timeline::first_seen_since_reopen(Some((0, 100)), None));
-        assert!(!Timeline::first_seen_since_reopen(Some((0, 100)), Some(100)), "asked since");
         tl.push_before_reopen(100, 0, down(1));
         tl.push_before_reopen(100, 0, down(2));
         tl.push_before_reopen(200, 0, down(3));

@@ -94,9 +94,10 @@ impl DeviceDecl {
 
 /// One `[[step]]`: what happens to one device at one virtual time.
 ///
-/// Applied in this order: `port_state` and `link` first, then `fault`, then
-/// `event` — so an event always sees the port state set in its own step,
-/// and an event in a `remove` step is dropped with the device.
+/// Applied in this order (after the `drain`, which is the driver's):
+/// `port_state` and `link` first, then `fault`, then `event` — so an event
+/// always sees the port state set in its own step, and an event in a
+/// `remove` step is dropped with the device.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// 1-based position among the steps, in file order.
@@ -125,6 +126,11 @@ pub struct Step {
     /// `transfers`: outcomes the engine reports on one of the device's
     /// rails (the driver hands them to the monitor).
     pub transfers: Option<TransferStep>,
+    /// `drain = true`: before the step is applied, the monitor reads what
+    /// the devices queued so far in the instant (and runs its timers due),
+    /// as it does before a transfer report. Recordings write it where the
+    /// live monitor read an instant in several wake-ups.
+    pub drain: bool,
 }
 
 /// A step's `gid = { port, index, address }`.
@@ -442,6 +448,9 @@ impl fmt::Display for Step {
     /// `mlx5_0: port 1 -> down, fault eio, event port_err port 1 x3`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
+        if self.drain {
+            parts.push("drain".to_owned());
+        }
         if let Some(ps) = self.port_state {
             parts.push(format!("port {} -> {}", ps.port, ps.state));
         }

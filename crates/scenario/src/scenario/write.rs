@@ -158,6 +158,9 @@ pub(crate) fn step(s: &Step) -> String {
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(w, "\n[[step]]\nat_ms = {}\ndevice = {}", s.at_ms, quoted(&s.device));
+    if s.drain {
+        let _ = writeln!(w, "drain = true");
+    }
     if let Some(ps) = s.port_state {
         let _ = writeln!(w, "port_state = {{ port = {}, state = {} }}", ps.port, state(ps.state));
     }

@@ -67,6 +67,34 @@ fn options(sc: &Scenario) -> RecordOptions {
     }
 }
 
+/// What `simulate --record` does with each record: collects the
+/// transitions, flushes the recording as virtual time moves, and tells it
+/// before the first instant that the start is over.
+struct RecordingSink {
+    live: Collector,
+    recorder: Arc<Mutex<Recorder>>,
+    last_flush: Option<Millis>,
+    started: bool,
+}
+
+impl driver::Sink for RecordingSink {
+    fn record(&mut self, names: &Names, record: Record<'_>) {
+        self.live.take(names, &record);
+        if let Record::Note(n) = record {
+            if self.last_flush != Some(n.t) {
+                self.last_flush = Some(n.t);
+                self.recorder.lock().unwrap().flush(n.t).unwrap();
+            }
+        }
+    }
+
+    fn before_instant(&mut self, _t: u64, _monitor: &driver::SimMonitor) {
+        if !std::mem::replace(&mut self.started, true) {
+            self.recorder.lock().unwrap().started();
+        }
+    }
+}
+
 /// Runs `sc` with a recorder flushing as time moves; its transitions and
 /// the recording's path.
 pub fn record(sc: &Scenario, dir: &Path) -> (Vec<Transition>, PathBuf) {
@@ -85,18 +113,10 @@ pub fn record(sc: &Scenario, dir: &Path) -> (Vec<Transition>, PathBuf) {
             r.lock().unwrap().observe(now, what)
         })
     };
-    let mut live = Collector::default();
-    let mut last_flush = None;
-    let summary = driver::run_observed(sc, &RunOptions::default(), Some(observer), |names, record| {
-        live.take(names, &record);
-        if let Record::Note(n) = record {
-            if last_flush != Some(n.t) {
-                last_flush = Some(n.t);
-                recorder.lock().unwrap().flush(n.t).unwrap();
-            }
-        }
-    })
-    .unwrap();
+    let mut sink =
+        RecordingSink { live: Collector::default(), recorder: recorder.clone(), last_flush: None, started: false };
+    let summary = driver::run_with(sc, &RunOptions::default(), Some(observer), &mut sink).unwrap();
+    let live = sink.live;
     let mut r = recorder.lock().unwrap();
     r.flush(summary.snapshot.t).unwrap();
     r.finish(summary.snapshot.t, &summary.snapshot).unwrap();

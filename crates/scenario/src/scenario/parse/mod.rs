@@ -86,6 +86,7 @@ struct RawStep {
     gid: Option<Spanned<RawGid>>,
     counters: Option<Spanned<RawCounters>>,
     transfers: Option<Spanned<RawTransfers>>,
+    drain: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -561,10 +562,13 @@ fn parse_steps(
         let fault = parse_fault(cx, s, &pre)?;
         let event = parse_event(cx, s, dev, &pre)?;
         let nothing = [port_state.is_none(), link.is_none(), fault.is_none(), event.is_none(), gid.is_none()];
-        if nothing.iter().all(|&n| n) && counters.is_none() && transfers.is_none() {
+        let drain = s.drain.as_ref().is_some_and(|d| *d.get_ref());
+        if nothing.iter().all(|&n| n) && counters.is_none() && transfers.is_none() && !drain {
             return Err(cx.err(
                 spanned.span(),
-                format!("step {n} does nothing: give port_state, link, gid, counters, transfers, event or fault"),
+                format!(
+                    "step {n} does nothing: give port_state, link, gid, counters, transfers, event, fault or drain"
+                ),
             ));
         }
         steps.push(Step {
@@ -580,6 +584,7 @@ fn parse_steps(
             gid,
             counters,
             transfers,
+            drain,
         });
     }
     Ok(steps)
