@@ -9,7 +9,7 @@
 #![cfg(feature = "verbs")]
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -197,12 +197,12 @@ fn an_anonymized_recording_names_no_device_and_replays_the_same() {
     assert_eq!(transitions(&replayed), renamed, "recording:\n{text}");
 }
 
-#[test]
-fn a_killed_recording_is_still_a_valid_scenario() {
-    let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("control");
+/// `watch --json --record DIR/NAME` under the fake with one device,
+/// driven through the control FIFO: (the FIFO, the recording, the child).
+fn record_one_device(dir: &Path, name: &str, stderr: Stdio) -> (PathBuf, PathBuf, Killed) {
+    let fifo = dir.join("control");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let file = dir.path().join("killed.toml");
+    let file = dir.join(name);
     let mut watch = Command::new(env!("CARGO_BIN_EXE_railwatch"));
     command_under_fake(&mut watch, FakeLib::Basic)
         .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2")
@@ -211,12 +211,24 @@ fn a_killed_recording_is_still_a_valid_scenario() {
         .args(["watch", "--json", "--record"])
         .arg(&file)
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut guard = Killed(Some(watch.spawn().unwrap()));
-    wait_for("the device in the recording", || std::fs::read_to_string(&file).is_ok_and(|t| t.contains("[[device]]")));
+        .stderr(stderr);
+    let guard = Killed(Some(watch.spawn().unwrap()));
+    (fifo, file, guard)
+}
+
+/// Whether the file at `path` holds `what` now (a condition for [`wait_for`]).
+fn holds<'a>(path: &'a Path, what: &'a str) -> impl FnMut() -> bool + 'a {
+    move || std::fs::read_to_string(path).is_ok_and(|t| t.contains(what))
+}
+
+#[test]
+fn a_killed_recording_is_still_a_valid_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fifo, file, mut guard) = record_one_device(dir.path(), "killed.toml", Stdio::null());
+    wait_for("the device in the recording", holds(&file, "[[device]]"));
     control(&fifo, "port 0 1 1\nevent 0 10 1\n");
     // Within a second and a half the PORT_ERR is on disk.
-    wait_for("the event in the recording", || std::fs::read_to_string(&file).is_ok_and(|t| t.contains("port_err")));
+    wait_for("the event in the recording", holds(&file, "port_err"));
     let mut child = guard.0.take().unwrap();
     child.kill().unwrap(); // SIGKILL: nothing is finished.
     child.wait().unwrap();
@@ -264,32 +276,15 @@ fn a_killed_recording_is_still_a_valid_scenario() {
 #[test]
 fn a_recording_moved_or_replaced_mid_run_is_written_anew_under_its_name() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("control");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let file = dir.path().join("rec.toml");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_railwatch"));
-    command_under_fake(&mut watch, FakeLib::Basic)
-        .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2")
-        .env("FAKE_IBVERBS_CONTROL", &fifo)
-        .env_remove("FAKE_IBVERBS_EVENTS")
-        .args(["watch", "--json", "--record"])
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut guard = Killed(Some(watch.spawn().unwrap()));
-    let path = file.clone();
-    let holds = move |what: &'static str| {
-        let path = path.clone();
-        move || std::fs::read_to_string(&path).is_ok_and(|t| t.contains(what))
-    };
-    wait_for("the device in the recording", holds("[[device]]"));
+    let (fifo, file, mut guard) = record_one_device(dir.path(), "rec.toml", Stdio::piped());
+    wait_for("the device in the recording", holds(&file, "[[device]]"));
     control(&fifo, "port 0 1 1\nevent 0 10 1\n");
-    wait_for("the PORT_ERR in the recording", holds("port_err"));
+    wait_for("the PORT_ERR in the recording", holds(&file, "port_err"));
 
     let moved = dir.path().join("moved.toml");
     std::fs::rename(&file, &moved).unwrap();
     control(&fifo, "port 0 1 4\nevent 0 9 1\n");
-    wait_for("the recording back under its name", holds("port_active"));
+    wait_for("the recording back under its name", holds(&file, "port_active"));
     let first = std::fs::read_to_string(&file).unwrap();
     assert!(first.contains("[[device]]") && first.contains("port_err"), "written whole: {first}");
 
