@@ -41,19 +41,11 @@ fn random_scenarios_replay_from_their_recordings() {
                 }
             }
         }
-        if let Some(diff) = common::differ(&live, &replayed) {
-            let recording = std::fs::read_to_string(&path).unwrap();
-            failures.push(format!("seed {seed}: {diff}\n--- scenario\n{text}\n--- recording\n{recording}"));
+        if let Some(diff) = common::differ_shown(&live, &replayed, &path) {
+            failures.push(format!("seed {seed}: {diff}\n--- scenario\n{text}"));
         }
     }
-    let heads: Vec<&str> = failures.iter().take(20).filter_map(|f| f.lines().next()).collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {n} cases differ:\n{}\nthe first:\n{}",
-        failures.len(),
-        heads.join("\n"),
-        failures[0]
-    );
+    common::assert_none_differ(&failures, n as usize, 20);
 }
 
 /// `RAILWATCH_REPLAY_WRITE=DIR`: writes the scenario of each seed in

@@ -23,20 +23,11 @@ fn every_mismatch_class_replays_exactly() {
         let sc = Scenario::load(file).unwrap_or_else(|e| panic!("{e}"));
         let (live, path) = common::record(&sc, out.path());
         let replayed = common::replay(&path);
-        if let Some(diff) = common::differ(&live, &replayed) {
-            let recording = std::fs::read_to_string(&path).unwrap();
-            failures.push(format!("{}: {diff}\n--- recording\n{recording}", file.display()));
+        if let Some(diff) = common::differ_shown(&live, &replayed, &path) {
+            failures.push(format!("{}: {diff}", file.display()));
         } else if live.is_empty() {
             failures.push(format!("{}: no transition at all", file.display()));
         }
     }
-    let names: Vec<String> = failures.iter().map(|f| f.lines().next().unwrap_or("").to_owned()).collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} differ:\n{}\nthe first:\n{}",
-        failures.len(),
-        files.len(),
-        names.join("\n"),
-        failures[0]
-    );
+    common::assert_none_differ(&failures, files.len(), files.len());
 }

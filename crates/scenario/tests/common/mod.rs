@@ -175,6 +175,26 @@ pub fn differ(live: &[Transition], replayed: &[Transition]) -> Option<String> {
     None
 }
 
+/// [`differ`], with the recording at `path` after it: what a failing case
+/// prints.
+pub fn differ_shown(live: &[Transition], replayed: &[Transition], path: &Path) -> Option<String> {
+    let diff = differ(live, replayed)?;
+    Some(format!("{diff}\n--- recording\n{}", std::fs::read_to_string(path).unwrap()))
+}
+
+/// Fails unless `failures` is empty: how many of `cases` differ, the first
+/// line of up to `listed` of them, and the first whole.
+pub fn assert_none_differ(failures: &[String], cases: usize, listed: usize) {
+    let heads: Vec<&str> = failures.iter().take(listed).filter_map(|f| f.lines().next()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} cases differ:\n{}\nthe first:\n{}",
+        failures.len(),
+        heads.join("\n"),
+        failures[0]
+    );
+}
+
 /// A small seeded generator (xorshift64*).
 pub struct Gen {
     state: u64,
