@@ -262,8 +262,16 @@ fn parse_args() -> Result<Cli, ExitCode> {
     use clap::error::ErrorKind;
     match Cli::try_parse() {
         Ok(cli) => Ok(cli),
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
-        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
         Err(e) => {
             for line in shortened_args(e.render().to_string()).lines() {
                 eprintln!("{}", railwatch_core::error_line(line));
