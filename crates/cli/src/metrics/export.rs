@@ -1,14 +1,15 @@
-//! Encoding the registry for a scrape or the text file: the two text
-//! formats, the choice between them from an `Accept` header, and reads
-//! that never see half a batch of the watch loop's updates.
+//! Encoding the metrics for a scrape or the text file: the record the
+//! watch loop published, in either text format, chosen from an `Accept`
+//! header.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::registry::Registry;
+
+use super::collect::Collected;
+use super::values::Values;
 
 /// The `Content-Type` of the OpenMetrics text format.
 pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -95,139 +96,112 @@ impl Wanted {
     }
 }
 
-/// Batches of updates begun plus ended: odd while one is under way. The
-/// watch loop counts its batches here ([`crate::metrics::Metrics::batch`]);
-/// an encoding that overlapped one is made again.
-#[derive(Debug, Default)]
-pub(super) struct Batches(AtomicU64);
+/// The record scrapes read: replaced whole by the watch loop at the end
+/// of each turn, taken whole by an encoding (a lock held for a pointer's
+/// copy, never while encoding, so the loop never waits on a scrape).
+#[derive(Debug)]
+pub(super) struct Published(Mutex<Arc<Values>>);
 
-impl Batches {
-    /// A batch begins (the count goes odd).
-    pub(super) fn begin(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
+impl Published {
+    pub(super) fn new(values: Values) -> Published {
+        Published(Mutex::new(Arc::new(values)))
     }
 
-    /// It ended (even again).
-    pub(super) fn end(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
+    /// `values` is what scrapes read from now on.
+    pub(super) fn replace(&self, values: Values) {
+        let values = Arc::new(values);
+        // The old record is dropped outside the lock.
+        let _old = std::mem::replace(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner), values);
     }
 
-    fn count(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
+    fn current(&self) -> Arc<Values> {
+        Arc::clone(&self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
-/// The registry, shared with the threads that encode it.
+/// The published metrics, for the threads that encode them.
 #[derive(Clone)]
 pub struct Exporter {
-    registry: Arc<Registry>,
-    batches: Arc<Batches>,
+    published: Arc<Published>,
     recent: Arc<Mutex<[Option<Recent>; 2]>>,
 }
 
 /// An encoding lately made, per format: a flood of requests is answered
 /// from it, not encoded anew each time.
 struct Recent {
-    batches: u64,
+    version: u64,
     at: Instant,
     text: String,
 }
 
-/// How long an encoding is reused while no batch of updates began (an
-/// update outside a batch, such as a reload's, shows within this).
+/// How long an encoding is reused while nothing new was published.
 pub const REUSE_FOR: Duration = Duration::from_millis(250);
 
-/// How many times an encoding that overlapped a batch of updates is tried
-/// (batches take microseconds and come at most a few thousand times a
-/// second, so a scrape is answered within milliseconds whatever happens).
-const ENCODE_TRIES: usize = 50;
-
 impl Exporter {
-    /// A handle on `registry`, whose updates are counted in `batches`.
-    pub(super) fn new(registry: Arc<Registry>, batches: Arc<Batches>) -> Exporter {
-        Exporter { registry, batches, recent: Arc::default() }
+    /// A handle on what the watch loop publishes in `published`.
+    pub(super) fn new(published: Arc<Published>) -> Exporter {
+        Exporter { published, recent: Arc::default() }
     }
 
-    /// The metrics as text in `format`: one that no batch of updates
-    /// overlapped (the watch loop's updates are counted, odd while one is
-    /// under way), so a rail's series agree with each other; tried up to
-    /// 50 times if one did, and the last try returned if they
-    /// keep overlapping. The watch loop never waits on it. An encoding
-    /// made less than [`REUSE_FOR`] ago with no batch since is reused.
+    /// The metrics as text in `format`: one published record, whole (a
+    /// rail's series agree with each other by construction). The watch
+    /// loop never waits on it. An encoding of the same record made less
+    /// than [`REUSE_FOR`] ago is reused.
     pub fn encode(&self, format: Format) -> String {
         let slot = usize::from(format == Format::OpenMetrics);
-        let before = self.batches.count();
-        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(r) = &recent[slot] {
-            if r.batches == before && r.at.elapsed() < REUSE_FOR {
-                return r.text.clone();
+        let values = self.published.current();
+        {
+            let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(r) = recent[slot].as_ref().filter(|r| r.version == values.version) {
+                if r.at.elapsed() < REUSE_FOR {
+                    return r.text.clone();
+                }
             }
         }
-        drop(recent);
         let at = Instant::now();
-        let (text, batches) = self.encode_whole(format);
-        if let Some(batches) = batches {
-            let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-            recent[slot] = Some(Recent { batches, at, text: text.clone() });
-        }
+        let version = values.version;
+        let text = encode_values(values, format);
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent[slot] = Some(Recent { version, at, text: text.clone() });
         text
     }
+}
 
-    /// An encoding no batch overlapped, and the batch count it saw (none
-    /// if every try overlapped one).
-    fn encode_whole(&self, format: Format) -> (String, Option<u64>) {
-        let mut out = String::new();
-        for _ in 0..ENCODE_TRIES {
-            let before = self.batches.count();
-            if before % 2 == 1 {
-                thread::sleep(Duration::from_micros(200));
-                continue;
-            }
-            out = self.encode_once(format);
-            if self.batches.count() == before {
-                return (out, Some(before));
-            }
-            thread::yield_now();
-        }
-        if out.is_empty() { (self.encode_once(format), None) } else { (out, None) }
+/// `values` as text in `format`.
+fn encode_values(values: Arc<Values>, format: Format) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Collected(values)));
+    let mut out = String::with_capacity(8192);
+    let done = match format {
+        Format::Prometheus => prometheus_text::encode(&mut out, &registry),
+        Format::OpenMetrics => text::encode(&mut out, &registry),
+    };
+    // Writing to a String cannot fail; the encoder's own errors are
+    // bugs, and the text so far is still the best answer.
+    if let Err(e) = done {
+        log::error!("encoding the metrics failed: {e}");
     }
-
-    fn encode_once(&self, format: Format) -> String {
-        let mut out = String::with_capacity(4096);
-        let done = match format {
-            Format::Prometheus => prometheus_text::encode(&mut out, &self.registry),
-            Format::OpenMetrics => text::encode(&mut out, &self.registry),
-        };
-        // Writing to a String cannot fail; the encoder's own errors are
-        // bugs, and the text so far is still the best answer.
-        if let Err(e) = done {
-            log::error!("encoding the metrics failed: {e}");
-        }
-        out
-    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A flood is answered from one encoding; a batch of updates makes
-    /// the next one anew.
+    /// A flood is answered from one encoding; a record published anew
+    /// makes the next one anew.
     #[test]
-    fn an_encoding_is_reused_until_a_batch() {
-        use prometheus_client::metrics::counter::Counter;
-        let mut registry = Registry::default();
-        let counter: Counter = Counter::default();
-        registry.register("things", "Things", counter.clone());
-        let batches = Arc::new(Batches::default());
-        let exporter = Exporter::new(Arc::new(registry), Arc::clone(&batches));
+    fn an_encoding_is_reused_until_a_record_is_published() {
+        let published = Arc::new(Published::new(Values { output_dropped: Some([0, 0]), ..Values::default() }));
+        let exporter = Exporter::new(Arc::clone(&published));
         let first = exporter.encode(Format::Prometheus);
-        assert!(first.contains("things_total 0"), "{first}");
-        counter.inc(); // outside a batch: the recent encoding still stands
+        assert!(first.contains("railwatch_output_lines_dropped_total{stream=\"stdout\"} 0"), "{first}");
+        // Other values under the same version: the recent encoding stands
+        // (the version is what says a record is new).
+        published.replace(Values { version: 0, output_dropped: Some([5, 0]), ..Values::default() });
         assert_eq!(exporter.encode(Format::Prometheus), first);
-        batches.begin();
-        batches.end();
-        assert!(exporter.encode(Format::Prometheus).contains("things_total 1"));
+        published.replace(Values { version: 1, output_dropped: Some([5, 0]), ..Values::default() });
+        assert!(exporter.encode(Format::Prometheus).contains("{stream=\"stdout\"} 5"));
         assert!(exporter.encode(Format::OpenMetrics).ends_with("# EOF\n"), "one cache per format");
     }
 

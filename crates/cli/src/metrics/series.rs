@@ -346,7 +346,7 @@ impl Series {
     /// Virtual time moves to `t`; `snapshot` is the monitor as it stands
     /// until then: every scrape before `t` sees it.
     pub fn sample_before(&mut self, t: u64, snapshot: &Snapshot) -> Result<(), SeriesError> {
-        self.metrics.batch(|m| m.update(snapshot));
+        self.metrics.update(snapshot);
         self.changed = true;
         self.scrape_until(t)
     }
@@ -354,7 +354,7 @@ impl Series {
     /// The run is over at `snapshot`: the scrapes left are taken (through
     /// the end), and the file is returned.
     pub fn finish(mut self, snapshot: &Snapshot) -> Result<String, SeriesError> {
-        self.metrics.batch(|m| m.update(snapshot));
+        self.metrics.update(snapshot);
         self.changed = true;
         self.scrape_until(self.end_ms.saturating_add(1))?;
         Ok(self.render())

@@ -119,8 +119,8 @@ impl Outputs {
     }
 
     /// Hands out one turn's notifications (and `snapshot`, if
-    /// [`wants_snapshot`](Self::wants_snapshot)): the metrics as one batch
-    /// (a scrape sees all of it or none of it), a line each, then READY
+    /// [`wants_snapshot`](Self::wants_snapshot)): the metrics published
+    /// with the snapshot (a scrape sees all of the turn or none of it), a line each, then READY
     /// (the first time: every device attached and its first notifications
     /// out) and the status line. `address` reads a rail's new address for
     /// an address line. A line that cannot be written ends the turn with
@@ -134,15 +134,14 @@ impl Outputs {
     ) -> io::Result<()> {
         if let Some(m) = &mut self.metrics {
             let dropped = (self.printer.dropped(), railwatch_cli::lineout::stderr_dropped());
-            m.registry.batch(|m| {
-                for note in notes {
-                    m.note(names, note);
-                }
-                if let Some(snapshot) = snapshot {
-                    m.update(snapshot);
-                }
-                m.output_dropped(dropped.0, dropped.1);
-            });
+            let m = &mut m.registry;
+            for note in notes {
+                m.note(names, note);
+            }
+            m.output_dropped(dropped.0, dropped.1);
+            if let Some(snapshot) = snapshot {
+                m.update(snapshot);
+            }
         }
         for note in notes {
             let new = match note.what {
@@ -179,7 +178,7 @@ impl Outputs {
     pub fn finish(&mut self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
         let finished = self.recording.as_ref().map_or(Ok(()), |r| r.finish(now, snapshot));
         if let Some(m) = &mut self.metrics {
-            m.registry.batch(|m| m.update(snapshot));
+            m.registry.update(snapshot);
             m.stop_textfile();
         }
         finished

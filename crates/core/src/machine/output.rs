@@ -170,6 +170,24 @@ pub enum Happening {
     },
 }
 
+impl Happening {
+    /// The index of the device it is about.
+    pub fn device(&self) -> u32 {
+        match *self {
+            Happening::Event { device, .. }
+            | Happening::Drain { device, .. }
+            | Happening::ObjectError { device, .. } => device,
+            Happening::Transition { rail, .. }
+            | Happening::Available { rail, .. }
+            | Happening::AddressChanged { rail, .. }
+            | Happening::Reseed { rail, .. }
+            | Happening::PeerFailing { rail, .. }
+            | Happening::Probation { rail, .. }
+            | Happening::GidIndex { rail, .. } => rail.device,
+        }
+    }
+}
+
 /// A happening and when it happened.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Notification {
