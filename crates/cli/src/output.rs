@@ -144,12 +144,15 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
                         "transfers through peer {peer} fail against the local path, through no other: kept in service"
                     ),
                 ),
-                Happening::Probation { rail, on } => (
+                Happening::HalfOpen { rail } => {
+                    (names.rail(*rail).to_string(), "half-open: one probe may test the path".into())
+                }
+                Happening::ProbeFailed { rail, timed_out } => (
                     names.rail(*rail).to_string(),
-                    if *on {
-                        "on probation (re-admitted by trial)".into()
+                    if *timed_out {
+                        "the probe was not reported in time: open again".into()
                     } else {
-                        "off probation: a transfer succeeded".into()
+                        "the probe failed: open again".into()
                     },
                 ),
                 Happening::GidIndex { rail, index } => {

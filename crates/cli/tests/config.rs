@@ -146,7 +146,7 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
         json!({
             "tick_ms": 250, "audit_ms": 60000, "settle_ms": 500, "drain_budget": 64, "notify_capacity": 4096,
             "data_path": {"failures": 8, "window_ms": 10000, "min_peers": 2, "backoff_initial_ms": 1000,
-                "backoff_max_ms": 60000},
+                "backoff_max_ms": 60000, "probe_timeout_ms": 40000},
             "silent_flaps": true, "require_address": "none",
             "explain_every_ms": 10000, "reopen_initial_ms": 2000, "reopen_max_ms": 120000,
             "reopen_jitter_pct": 10, "include": ["mlx5_0", "mlx5_1"], "exclude": ["mlx5_1"],

@@ -113,9 +113,12 @@ fn check_schema(v: &Value) {
             str_field("rail");
             assert!(obj["peer"].is_u64());
         }
-        "probation" => {
+        "half_open" => {
             str_field("rail");
-            assert!(obj["on"].is_boolean());
+        }
+        "probe_failed" => {
+            str_field("rail");
+            assert!(obj["timed_out"].is_boolean());
         }
         "gid_index" => {
             str_field("rail");

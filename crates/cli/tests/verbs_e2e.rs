@@ -273,7 +273,7 @@ mod with_verbs {
                 "recovered_by",
                 "since_ms",
                 "address",
-                "probation",
+                "half_open",
                 "breaker_until_ms",
                 "gid_index",
                 "link_downed",

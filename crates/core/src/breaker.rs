@@ -1,6 +1,7 @@
 //! The data-path breaker: transfer failures that point at the local path,
 //! seen through enough distinct peers within a window, take a rail out of
-//! service; a trial after a backoff brings it back on probation.
+//! service; after a backoff one probe at a time may test the path, and only
+//! a probe's success brings the rail back.
 //!
 //! Why distinct peers: a failure through one peer says the peer may be
 //! down (Mooncake #3559: a remote NIC's outage latched local NICs down);
@@ -27,11 +28,15 @@ pub struct DataPathConfig {
     /// failures through fewer are notified per peer and leave the rail in
     /// service.
     pub min_peers: u64,
-    /// The first backoff before a trial (default 1 s).
+    /// The first backoff before a probe (default 1 s).
     pub backoff_initial_ms: u64,
     /// The longest backoff (default 60 s): it doubles after each failed
-    /// trial.
+    /// probe; the jitter is taken within it.
     pub backoff_max_ms: u64,
+    /// How long a granted probe may go unreported before it counts as
+    /// failed (default 40 s: longer than an RC transport's retry budget at
+    /// NCCL's defaults, about 34 s).
+    pub probe_timeout_ms: u64,
 }
 
 impl Default for DataPathConfig {
@@ -42,6 +47,7 @@ impl Default for DataPathConfig {
             min_peers: 2,
             backoff_initial_ms: 1000,
             backoff_max_ms: 60_000,
+            probe_timeout_ms: 40_000,
         }
     }
 }
@@ -103,7 +109,7 @@ impl FailureWindow {
     }
 }
 
-/// The backoff before trial `n` (0-based): `initial × 2^n`, capped.
+/// The backoff after `n` failed probes: `initial × 2^n`, capped.
 pub fn backoff(cfg: &DataPathConfig, trial: u32) -> u64 {
     cfg.backoff_initial_ms
         .saturating_mul(1u64.checked_shl(trial.min(63)).unwrap_or(u64::MAX))

@@ -90,19 +90,23 @@ pub enum PauseReason {
     /// Waiting out the settle delay after the port read ACTIVE.
     Settling,
     /// The data-path breaker is open: transfers failed against the local
-    /// path through enough distinct peers; a trial after a backoff.
+    /// path through enough distinct peers; a probe after a backoff.
     DataPath,
     /// The port reads ACTIVE but has no address of the kind
     /// `require_address` asks for.
     NoAddress,
-    /// An *active* rail re-admitted by trial after the data-path breaker:
-    /// on probation until a transfer succeeds (the gate admits it).
-    Probation,
+    /// The data-path breaker's backoff is over and the port reads ACTIVE:
+    /// the gate refuses ordinary work and grants one probe
+    /// ([`Gate::probe`]).
+    HalfOpen,
+    /// A probe was granted; its outcome is awaited. Every admission is
+    /// refused, probes too.
+    Probing,
 }
 
 impl PauseReason {
     /// Every reason, in code order.
-    pub const ALL: [PauseReason; 11] = [
+    pub const ALL: [PauseReason; 12] = [
         PauseReason::None,
         PauseReason::PortErr,
         PauseReason::PortNotActive,
@@ -113,7 +117,8 @@ impl PauseReason {
         PauseReason::Settling,
         PauseReason::DataPath,
         PauseReason::NoAddress,
-        PauseReason::Probation,
+        PauseReason::HalfOpen,
+        PauseReason::Probing,
     ];
 
     const fn bits(self) -> u64 {
@@ -128,15 +133,29 @@ impl PauseReason {
             PauseReason::Settling => 7,
             PauseReason::DataPath => 8,
             PauseReason::NoAddress => 9,
-            PauseReason::Probation => 10,
+            PauseReason::HalfOpen => 10,
+            PauseReason::Probing => 11,
         }
     }
 
     /// A reason that holds a rail whose port reads ACTIVE (settling,
-    /// damped, the data-path breaker, no address): the port going down
-    /// replaces it with what the port says.
+    /// damped, the data-path breaker in any stage, no address): the port
+    /// going down replaces it with what the port says.
     pub const fn is_hold(self) -> bool {
-        matches!(self, PauseReason::Settling | PauseReason::Damped | PauseReason::DataPath | PauseReason::NoAddress)
+        matches!(
+            self,
+            PauseReason::Settling
+                | PauseReason::Damped
+                | PauseReason::DataPath
+                | PauseReason::NoAddress
+                | PauseReason::HalfOpen
+                | PauseReason::Probing
+        )
+    }
+
+    /// The data-path breaker's half-open stages: `half_open`, `probing`.
+    pub const fn is_probe_stage(self) -> bool {
+        matches!(self, PauseReason::HalfOpen | PauseReason::Probing)
     }
 
     /// The reason's code in the word (see [`layout`]).
@@ -161,7 +180,8 @@ impl PauseReason {
             PauseReason::Settling => "settling",
             PauseReason::DataPath => "data_path",
             PauseReason::NoAddress => "no_address",
-            PauseReason::Probation => "probation",
+            PauseReason::HalfOpen => "half_open",
+            PauseReason::Probing => "probing",
         }
     }
 }
@@ -396,16 +416,22 @@ impl RailCell {
         })
     }
 
-    /// Puts an active rail on probation (`on`) or takes it off: the reason
-    /// of an active word is `probation` or `none`. Refused unless active;
-    /// `AlreadyThere` if it already is so.
-    pub fn set_probation(&self, on: bool) -> Outcome {
-        let reason = if on { PauseReason::Probation } else { PauseReason::None };
-        self.transition(None, |w| match w.state {
-            RailState::Active if w.reason == reason => Err(Outcome::AlreadyThere),
-            RailState::Active => Ok(RailWord { reason, ..w }),
-            from => Err(Outcome::Refused { from }),
-        })
+    /// Takes the half-open breaker's one probe: `half_open` → `probing`,
+    /// the only transition a worker makes. Of workers racing for it exactly
+    /// one gets the word it changed; every other sees it refused.
+    fn take_probe(&self) -> Result<RailWord, u64> {
+        let half_open = RailState::Paused.bits() | (PauseReason::HalfOpen.bits() << REASON_SHIFT);
+        let probing = RailState::Paused.bits() | (PauseReason::Probing.bits() << REASON_SHIFT);
+        let low = STATE_MASK | (REASON_MASK << REASON_SHIFT);
+        let raw = self.word.load(Ordering::Acquire);
+        if raw & low != half_open {
+            return Err(raw);
+        }
+        let taken = (raw & !low) | probing;
+        match self.word.compare_exchange(raw, taken, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Ok(RailWord::decode(taken)),
+            Err(actual) => Err(actual),
+        }
     }
 
     /// Changes the reason of a paused rail (e.g. `port_err` → `damped`).
@@ -440,9 +466,15 @@ impl RailCell {
 pub struct Ticket {
     /// The rail's generation at admission.
     pub generation: u64,
-    /// Admitted on probation: re-admitted by trial after the data-path
-    /// breaker, until a transfer on it succeeds.
-    pub probation: bool,
+}
+
+/// The half-open breaker's one probe, granted by [`Gate::probe`]: send one
+/// transfer under it and report its outcome
+/// ([`Machine::handle_probe`](crate::Machine::handle_probe)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeTicket {
+    /// The generation the probe's endpoint must have been built for.
+    pub generation: u64,
 }
 
 /// Why the gate refused.
@@ -482,10 +514,23 @@ impl Gate {
         // the full decode is for a refusal (decoding first cost ~6x a bare
         // load, docs/PERFORMANCE.md).
         if raw & STATE_MASK == RailState::Active.bits() {
-            let probation = (raw >> REASON_SHIFT) & REASON_MASK == PauseReason::Probation.bits();
-            Ok(Ticket { generation: (raw >> GEN_SHIFT) & GEN_MASK, probation })
+            Ok(Ticket { generation: (raw >> GEN_SHIFT) & GEN_MASK })
         } else {
             Err(self.reject(raw))
+        }
+    }
+
+    /// The half-open breaker's one probe: granted (one compare-and-swap,
+    /// `half_open` → `probing`) only while the rail is half-open and no
+    /// other probe is out; refused otherwise, with the rail's state as
+    /// [`check`](Self::check) refuses. Of any number of workers racing,
+    /// exactly one is granted. The outcome goes to the machine
+    /// ([`Machine::handle_probe`](crate::Machine::handle_probe)), which
+    /// closes or re-opens the breaker; an unreported probe times out.
+    pub fn probe(&self) -> Result<ProbeTicket, Rejection> {
+        match self.cell.take_probe() {
+            Ok(w) => Ok(ProbeTicket { generation: w.generation }),
+            Err(raw) => Err(self.reject(raw)),
         }
     }
 
@@ -625,7 +670,7 @@ mod tests {
         assert_eq!((r.state, r.reason, r.last_port_state), (RailState::Inert, PauseReason::NotOpened, None));
         assert_eq!(r.to_string(), "rail inert (not_opened) since 0ms, port last seen never");
         let _ = cell.attach(PortState::Active, Millis(1));
-        assert_eq!(gate.check(), Ok(Ticket { generation: 1, probation: false }));
+        assert_eq!(gate.check(), Ok(Ticket { generation: 1 }));
         let _ = cell.pause(PauseReason::PortErr, Millis(7));
         cell.observe_port(PortState::Down);
         let r = gate.clone().check().unwrap_err();
@@ -634,7 +679,33 @@ mod tests {
             (RailState::Paused, PauseReason::PortErr, Millis(7), Some(PortState::Down))
         );
         let _ = cell.resume(Millis(9));
-        assert_eq!(gate.check(), Ok(Ticket { generation: 2, probation: false }));
+        assert_eq!(gate.check(), Ok(Ticket { generation: 2 }));
+    }
+
+    /// The probe is granted only on a half-open word, once, with the
+    /// generation; ordinary admissions stay refused throughout.
+    #[test]
+    fn one_probe_is_granted_only_while_half_open() {
+        let cell = Arc::new(active_cell());
+        let gate = Gate::new(cell.clone());
+        assert_eq!(gate.probe().unwrap_err().state, RailState::Active, "closed: no probe");
+        let _ = cell.pause(PauseReason::DataPath, Millis(2));
+        assert_eq!(gate.probe().unwrap_err().reason, PauseReason::DataPath, "open: no probe");
+        cell.set_reason(PauseReason::HalfOpen).ok_changed();
+        assert_eq!(gate.check().unwrap_err().reason, PauseReason::HalfOpen, "half-open refuses ordinary work");
+        assert_eq!(gate.probe(), Ok(ProbeTicket { generation: 1 }));
+        let refused = gate.probe().unwrap_err();
+        assert_eq!((refused.state, refused.reason), (RailState::Paused, PauseReason::Probing), "one at a time");
+        assert_eq!(gate.check().unwrap_err().reason, PauseReason::Probing);
+        // Racing workers: exactly one wins each half-open.
+        for _ in 0..50 {
+            cell.set_reason(PauseReason::HalfOpen).ok_changed();
+            let granted: usize = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4).map(|_| s.spawn(|| gate.probe().is_ok())).collect();
+                handles.into_iter().map(|h| usize::from(h.join().unwrap())).sum()
+            });
+            assert_eq!(granted, 1);
+        }
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub struct MachineConfig {
     pub damping: Option<DampingConfig>,
     /// The data-path breaker (default on): transfer failures against the
     /// local path, reported by the engine through enough distinct peers,
-    /// take a rail out (`data_path`) until a trial after a backoff.
+    /// take a rail out (`data_path`) until a probe after a backoff succeeds.
     /// `None`: reports are counted, never acted on.
     pub data_path: Option<DataPathConfig>,
     /// A rise of the port's `link_downed` or the netdev's carrier counters
@@ -371,8 +371,13 @@ impl MachineConfig {
             SettingKind::Count { min: 1, max: MAX_MIN_PEERS as u64 },
             "the distinct peers they must come through",
         ),
-        setting("data_path.backoff_initial_ms", SettingKind::Millis { min: 1 }, "the first wait before a trial"),
-        setting("data_path.backoff_max_ms", SettingKind::Millis { min: 1 }, "the longest wait before a trial"),
+        setting("data_path.backoff_initial_ms", SettingKind::Millis { min: 1 }, "the first wait before a probe"),
+        setting("data_path.backoff_max_ms", SettingKind::Millis { min: 1 }, "the longest wait before a probe"),
+        setting(
+            "data_path.probe_timeout_ms",
+            SettingKind::Millis { min: 1 },
+            "a granted probe unreported this long counts as failed",
+        ),
         setting("silent_flaps", SettingKind::Flag, "a counter rise with no PORT_ERR bumps the generation"),
         setting("require_address", SettingKind::Choice(&ADDRESS_NAMES), "a GID a rail needs before it is used"),
     ];
@@ -533,6 +538,7 @@ fn section_slot<'a>(
         "min_peers" => Slot::Count(&mut d.min_peers),
         "backoff_initial_ms" => Slot::Millis(&mut d.backoff_initial_ms),
         "backoff_max_ms" => Slot::Millis(&mut d.backoff_max_ms),
+        "probe_timeout_ms" => Slot::Millis(&mut d.probe_timeout_ms),
         _ => return None,
     })
 }

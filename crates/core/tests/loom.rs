@@ -264,3 +264,40 @@ fn inert_is_absorbing_under_races() {
         assert_eq!(cell.resume(Millis(6)), Outcome::Refused { from: RailState::Inert });
     });
 }
+
+/// The half-open breaker's one probe: two workers ask for it while the
+/// monitor may open the breaker again (a port lost, a failed probe). At
+/// most one worker is granted, and none is once the monitor's change came
+/// first; a worker's ordinary check is refused throughout.
+#[test]
+fn one_probe_at_a_time() {
+    model(|| {
+        let cell = active_cell();
+        assert_eq!(cell.pause(PauseReason::DataPath, Millis(1)), Outcome::Changed);
+        assert_eq!(cell.set_reason(PauseReason::HalfOpen), Outcome::Changed);
+        let granted = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let gate = Gate::new(cell.clone());
+                let granted = granted.clone();
+                thread::spawn(move || {
+                    assert!(gate.check().is_err(), "ordinary work admitted while half-open");
+                    if let Ok(t) = gate.probe() {
+                        assert_eq!(t.generation, 1);
+                        granted.fetch_add(1, Ordering::AcqRel);
+                    }
+                })
+            })
+            .collect();
+        thread::yield_now();
+        // The monitor re-opens it (a failed probe): a later ask is refused.
+        let reopened = cell.set_reason(PauseReason::DataPath) == Outcome::Changed;
+        for w in workers {
+            w.join().unwrap();
+        }
+        let n = granted.load(Ordering::Acquire);
+        assert!(n <= 1, "{n} probes granted at once");
+        assert!(reopened, "the monitor's change is never lost to a worker's CAS");
+        assert_eq!(cell.load().reason, PauseReason::DataPath);
+    });
+}

@@ -144,6 +144,7 @@ enum Input {
     Reopen,
     Timeout,
     Transfers { device: u32, port: u8, peer: u64, wc_status: u32 },
+    Probe { device: u32, port: u8, succeeded: bool },
     Counters { device: u32, port: u8, moved: bool },
 }
 
@@ -184,8 +185,9 @@ struct Track {
     /// rail last paused or tripped (a superset of any breaker window).
     local_failures: u64,
     failing_peers: Vec<u64>,
-    /// Re-admitted by trial, until a success.
-    probation: bool,
+    /// The breaker tripped and no probe's success has closed it since: the
+    /// rail may activate only by a probe's success (or a re-attach).
+    tripped: bool,
 }
 
 impl Default for Track {
@@ -205,7 +207,7 @@ impl Default for Track {
             down_since: None,
             local_failures: 0,
             failing_peers: Vec::new(),
-            probation: false,
+            tripped: false,
         }
     }
 }
@@ -438,6 +440,23 @@ impl Harness {
         self.input(Input::Transfers { device, port, peer, wc_status }, |m| {
             m.handle_transfers(device, port, &report, now)
         });
+        self.settle();
+    }
+
+    /// A worker asks the gate for the probe: granted at most once per
+    /// half-open (a second ask, and every ordinary admission, is refused
+    /// while it is out), then the outcome is reported, or never. With
+    /// `unasked`, a report comes with no grant asked for.
+    fn probe(&mut self, device: u32, port: u8, outcome: Option<bool>, unasked: bool) {
+        let Some(r) = self.rail_index(RailId { device, port }) else { return };
+        let granted = !unasked && self.gates[r].probe().is_ok();
+        if granted {
+            assert!(self.gates[r].probe().is_err(), "{device}/{port}: a second probe granted while one is out");
+            assert!(self.gates[r].check().is_err(), "{device}/{port}: ordinary work admitted while probing");
+        }
+        let Some(succeeded) = outcome.filter(|_| granted || unasked) else { return };
+        let now = self.now;
+        self.input(Input::Probe { device, port, succeeded }, |m| m.handle_probe(device, port, succeeded, now));
         self.settle();
     }
 
@@ -775,10 +794,6 @@ impl Harness {
             Action::Notify(Notification { t, what: Happening::Transition { rail, from, to, cause, generation } }) => {
                 self.on_transition(t, rail, from, to, cause, generation)
             }
-            Action::Notify(Notification { what: Happening::Probation { rail, on }, .. }) => {
-                let r = self.rail_index(rail).expect("a rail");
-                self.tracks[r].probation = on;
-            }
             _ => {}
         }
     }
@@ -838,7 +853,17 @@ impl Harness {
                 let by_port = matches!(input, Input::Port { device, port, answer: Ok(PortState::Active) }
                         if device == rail.device && port == rail.port);
                 let by_address = self.cfg.require_address != AddressRequirement::None && input == Input::Address;
-                assert!(by_port || by_address, "activated without a port answer reading ACTIVE: {what}");
+                let by_probe = matches!(input, Input::Probe { device, port, succeeded: true }
+                        if device == rail.device && port == rail.port);
+                if tr.tripped {
+                    // Elapsed time is not evidence: only a probe's success
+                    // closes a tripped breaker.
+                    assert!(by_probe, "a tripped rail activated without a probe's success: {what}");
+                    assert_eq!(cause, Cause::By(RecoveredBy::Probe), "{what}");
+                    tr.tripped = false;
+                } else {
+                    assert!(by_port || by_address, "activated without a port answer reading ACTIVE: {what}");
+                }
                 assert_eq!(generation, tr.generation + 1, "a resume bumps once: {what}");
                 assert!(matches!(cause, Cause::By(_)), "{what}");
                 if settle_ms > 0 {
@@ -849,7 +874,7 @@ impl Harness {
             }
             (RailState::Active, RailState::Paused) if cause == Cause::Reason(PauseReason::DataPath) => {
                 // The breaker: local-path failures on this rail, enough of
-                // them through enough peers (or one on probation).
+                // them through enough peers; one outage, one trip.
                 let cfg = self.cfg.data_path.unwrap_or_else(|| panic!("the breaker is off: {what}"));
                 assert!(
                     matches!(input, Input::Transfers { device, port, wc_status, .. }
@@ -857,13 +882,10 @@ impl Harness {
                     "tripped without a local-path failure on the rail: {what}"
                 );
                 let enough = tr.local_failures >= cfg.failures && tr.failing_peers.len() as u64 >= cfg.min_peers;
-                assert!(
-                    tr.probation || enough,
-                    "tripped on {} failure(s) through {:?}: {what}",
-                    tr.local_failures,
-                    tr.failing_peers
-                );
-                (tr.local_failures, tr.probation) = (0, false);
+                assert!(enough, "tripped on {} failure(s) through {:?}: {what}", tr.local_failures, tr.failing_peers);
+                assert!(!tr.tripped, "tripped twice in one outage: {what}");
+                tr.local_failures = 0;
+                tr.tripped = true;
                 tr.failing_peers.clear();
             }
             (RailState::Active, RailState::Paused) if cause == Cause::Reason(PauseReason::NoAddress) => {
@@ -873,7 +895,7 @@ impl Harness {
                 );
             }
             (RailState::Active, RailState::Paused) => {
-                (tr.local_failures, tr.probation) = (0, false);
+                tr.local_failures = 0;
                 tr.failing_peers.clear();
                 let why = match input {
                     Input::Event { device, event } => {
@@ -907,14 +929,16 @@ impl Harness {
             }
         }
         if to == RailState::Inert {
-            (tr.local_failures, tr.probation) = (0, false);
+            // A re-attach is a new device context: its breaker is reset.
+            (tr.local_failures, tr.tripped) = (0, false);
             tr.failing_peers.clear();
         }
         tr.settling_since = match (to, cause) {
             (RailState::Paused, Cause::Reason(PauseReason::Settling)) => Some(t),
-            (RailState::Paused, Cause::Bump(_) | Cause::Reason(PauseReason::NoAddress | PauseReason::DataPath)) => {
-                tr.settling_since
-            }
+            (
+                RailState::Paused,
+                Cause::Bump(_) | Cause::Reason(PauseReason::NoAddress | PauseReason::DataPath | PauseReason::HalfOpen),
+            ) => tr.settling_since,
             _ => None,
         };
         tr.state = to;
@@ -950,8 +974,12 @@ impl Harness {
             if let Some(u) = v.damped_until {
                 self.tracks[r].hold_floor = self.tracks[r].hold_floor.max(u);
             }
-            // No rail is available while its breaker is open.
+            // No rail is available while its breaker is open, and no
+            // ordinary work is admitted while it is open or half-open.
             assert!(v.breaker_until.is_none() || !v.available, "{id}: available while its breaker is open");
+            if self.tracks[r].tripped {
+                assert!(self.gates[r].check().is_err() && !v.available, "{id}: admits while its breaker is tripped");
+            }
         }
         // 4
         if let Some(d) = self.m.poll_timeout() {
@@ -1015,7 +1043,8 @@ impl Harness {
             let need = self.cfg.require_address;
             let address_ok = need == AddressRequirement::None
                 || (!wp.attr_fails && need.gid_index(&world_address(wp.lid, wp.v4)).is_some());
-            let up = base && port_up && address_ok && v.breaker_until.is_none() && self.cfg.damping.is_none();
+            // A tripped breaker waits for a probe, not the clock.
+            let up = base && port_up && address_ok && !self.tracks[r].tripped && self.cfg.damping.is_none();
             let down = base
                 && !port_up
                 && (mode == DeviceMode::PollOnly || (mode == DeviceMode::Events && self.cfg.audit_ms.is_some()));
@@ -1183,6 +1212,15 @@ enum Op {
         wc_status: u32,
         count: u32,
     },
+    /// A worker asks for the half-open breaker's probe; if granted, the
+    /// outcome is reported (`Some`) or never (`None`: it times out). A
+    /// report may also come with no grant (a stray).
+    Probe {
+        dev: u8,
+        port: u8,
+        outcome: Option<bool>,
+        unasked: bool,
+    },
     /// The port's `link_downed` counter moves (a flap nobody said).
     CountersMove {
         dev: u8,
@@ -1271,6 +1309,7 @@ fn evidence() -> impl Strategy<Value = (Option<DataPathConfig>, bool, AddressReq
             min_peers,
             backoff_initial_ms,
             backoff_max_ms: backoff_initial_ms * mult,
+            probe_timeout_ms: backoff_initial_ms * mult,
         },
     );
     (proptest::option::weighted(0.8, breaker), any::<bool>(), prop::sample::select(AddressRequirement::ALL.to_vec()))
@@ -1375,10 +1414,48 @@ fn op() -> impl Strategy<Value = Op> {
         3 => any::<u8>().prop_map(|mask| Op::List { mask }),
         10 => (0u8..3, small_port(), 0u8..4, prop::sample::select(vec![0u32, 0, 12, 12, 2, 5, 10, 13, 99]), 1u32..=6)
             .prop_map(|(dev, port, peer, wc_status, count)| Op::Transfers { dev, port, peer, wc_status, count }),
+        6 => (0u8..3, small_port(), proptest::option::of(any::<bool>()), proptest::bool::weighted(0.1))
+            .prop_map(|(dev, port, outcome, unasked)| Op::Probe { dev, port, outcome, unasked }),
         2 => (0u8..3, small_port()).prop_map(|(dev, port)| Op::CountersMove { dev, port }),
         1 => (0u8..3, small_port()).prop_map(|(dev, port)| Op::ToggleV4 { dev, port }),
         1 => (dev(), any::<bool>()).prop_map(|(dev, ok)| Op::StrayOpen { dev, ok }),
     ]
+}
+
+/// The data-path breaker under pressure: a breaker that trips on a failure
+/// or two through one peer, short backoffs and probe timeouts, and steps
+/// that are mostly failing transfers, probes (granted or not, reported,
+/// failed or lost) and time passing, with some port flaps among them.
+fn breaker_case() -> impl Strategy<Value = Case> {
+    let small_port = || 0u8..2;
+    let ops = prop_oneof![
+        10 => (0u8..2, small_port(), 0u8..3, prop::sample::select(vec![0u32, 12, 12, 10, 5]), 1u32..=3)
+            .prop_map(|(dev, port, peer, wc_status, count)| Op::Transfers { dev, port, peer, wc_status, count }),
+        10 => (0u8..2, small_port(), proptest::option::of(any::<bool>()), proptest::bool::weighted(0.1))
+            .prop_map(|(dev, port, outcome, unasked)| Op::Probe { dev, port, outcome, unasked }),
+        10 => prop_oneof![0u64..3000, Just(1u64)].prop_map(Op::Advance),
+        2 => (0u8..2, small_port(), port_state(), any::<bool>())
+            .prop_map(|(dev, port, state, with_event)| Op::SetPort { dev, port, state, with_event }),
+        1 => (0u8..2).prop_map(|dev| Op::Remove { dev }),
+        1 => (0u8..2).prop_map(|dev| Op::Readd { dev }),
+        1 => Just(Op::Immediate),
+    ];
+    let breaker = (1u64..=3, 1u64..=2, 1u64..=500, 1u64..=4, 1u64..=2000).prop_map(
+        |(failures, min_peers, backoff_initial_ms, mult, probe_timeout_ms)| DataPathConfig {
+            failures,
+            window_ms: 10_000,
+            min_peers,
+            backoff_initial_ms,
+            backoff_max_ms: backoff_initial_ms * mult,
+            probe_timeout_ms,
+        },
+    );
+    (config(), breaker, prop::collection::vec(prop::collection::vec((Just(PortState::Active), link()), 1..=2), 1..=2))
+        .prop_flat_map(move |(cfg, data_path, devices)| {
+            let cfg = MachineConfig { data_path: Some(data_path), damping: None, ..cfg };
+            (Just(cfg), Just(devices), prop::collection::vec(ops.clone(), 1..150))
+        })
+        .prop_map(|(cfg, devices, ops)| Case { cfg, devices, ops })
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -1479,6 +1556,10 @@ impl Harness {
                 let (d, p) = world_port(self, dev, port);
                 self.transfers(d, p, u64::from(peer), wc_status, count);
             }
+            Op::Probe { dev, port, outcome, unasked } => {
+                let (d, p) = world_port(self, dev, port);
+                self.probe(d, p, outcome, unasked);
+            }
             Op::CountersMove { dev, port } => {
                 let (d, p) = world_port(self, dev, port);
                 let wp = self.world_port(d, p);
@@ -1526,14 +1607,31 @@ fn run_case(case: &Case) {
         h.readd(d as u32);
     }
     let cfg = &case.cfg;
-    // An open breaker lets the rail through at its next trial: at most the
-    // longest backoff, jittered as the re-open is.
-    let trial = cfg.data_path.map_or(0, |d| d.backoff_max_ms * (100 + u64::from(cfg.reopen_jitter_pct)) / 100);
-    let bound = 2 * cfg.reopen_max_ms + cfg.settle_ms + 2 * cfg.tick_ms + trial + 10;
+    // A tripped breaker lets the rail through once the engine's probe
+    // succeeds: a probe left out times out (a tick late at most), then the
+    // longest backoff (its jitter within the cap), then half-open, where
+    // the engine probes at once.
+    let trial = cfg.data_path.map_or(0, |d| d.probe_timeout_ms + cfg.tick_ms + d.backoff_max_ms);
+    let bound = 2 * cfg.reopen_max_ms + cfg.settle_ms + 3 * cfg.tick_ms + trial + 10;
     let limit = h.now.plus(bound);
-    let healed = h.advance_until_within(limit, bound as usize + 2, |h| {
-        h.ids.iter().all(|&id| h.m.rail(id).is_some_and(|v| v.available))
-    });
+    let all_back = |h: &Harness| h.ids.iter().all(|&id| h.m.rail(id).is_some_and(|v| v.available));
+    let half_open = |h: &Harness| -> Vec<RailId> {
+        h.ids
+            .iter()
+            .copied()
+            .filter(|&id| h.m.rail(id).is_some_and(|v| v.word.reason == PauseReason::HalfOpen))
+            .collect()
+    };
+    let healed = loop {
+        let stopped = h.advance_until_within(limit, bound as usize + 2, |h| all_back(h) || !half_open(h).is_empty());
+        let probes = half_open(&h);
+        if !stopped || probes.is_empty() {
+            break all_back(&h);
+        }
+        for id in probes {
+            h.probe(id.device, id.port, Some(true), false);
+        }
+    };
     assert!(
         healed,
         "not every rail came back by {limit}: {:?}",
@@ -1550,6 +1648,13 @@ proptest! {
 
     #[test]
     fn the_machine_keeps_its_invariants(case in case()) {
+        run_case(&case);
+    }
+
+    /// At most one probe at a time, no ordinary admission while open or
+    /// half-open, and only a probe's success closes the breaker.
+    #[test]
+    fn the_breaker_grants_one_probe_and_only_a_probe_closes_it(case in breaker_case()) {
         run_case(&case);
     }
 }

@@ -173,12 +173,17 @@ typedef enum rw_happening {
   // Transfers through one peer failed against the local path, through
   // no other peer: the rail stays in service: `device`, `port`, `peer`.
   RW_HAPPENING_PEER_FAILING = 7,
-  // A rail went on (`probation` true) or off probation: `device`, `port`,
-  // `probation`.
-  RW_HAPPENING_PROBATION = 8,
+  // The data-path breaker is half-open: one probe may be taken
+  // (`rw_gate_probe`): `device`, `port`. (Before 0.2 this code was
+  // `probation`.)
+  RW_HAPPENING_HALF_OPEN = 8,
   // The GID index endpoints of the rail are built on
   // (`require_address`): `device`, `port`, `gid_index`.
   RW_HAPPENING_GID_INDEX = 9,
+  // The probe failed, or was not reported within `probe_timeout_ms`
+  // (`timed_out`): the breaker is open again: `device`, `port`,
+  // `timed_out`.
+  RW_HAPPENING_PROBE_FAILED = 10,
 } rw_happening;
 
 // Why a transition happened (`rw_notification.cause`).
@@ -205,8 +210,9 @@ typedef enum rw_recovered_by {
   RW_BY_POLL = 1,
   // The device was (re)opened with the port ACTIVE.
   RW_BY_ATTACH = 2,
-  // A trial after the data-path breaker's backoff (on probation).
-  RW_BY_TRIAL = 3,
+  // The data-path breaker's probe succeeded. (Before 0.2 this code was
+  // `trial`.)
+  RW_BY_PROBE = 3,
 } rw_recovered_by;
 
 // What a log request is about (`rw_log.kind`); the machine decided that
@@ -335,13 +341,17 @@ typedef enum rw_pause_reason {
   // Waiting out the settle delay.
   RW_REASON_SETTLING = 7,
   // The data-path breaker is open: transfers failed against the local
-  // path through enough peers; a trial after a backoff.
+  // path through enough peers; half-open after a backoff.
   RW_REASON_DATA_PATH = 8,
   // The port is ACTIVE without the address `require_address` asks for.
   RW_REASON_NO_ADDRESS = 9,
-  // An *active* rail on probation (re-admitted by trial after the
-  // data-path breaker, until a transfer succeeds): the gate admits it.
-  RW_REASON_PROBATION = 10,
+  // The data-path breaker's backoff is over and the port reads ACTIVE:
+  // ordinary work is refused, one probe is granted (`rw_gate_probe`).
+  // (Before 0.2 this code was `probation`, on an active word.)
+  RW_REASON_HALF_OPEN = 10,
+  // A probe was granted; its outcome is awaited
+  // (`rw_machine_report_probe`). Everything is refused, probes too.
+  RW_REASON_PROBING = 11,
 } rw_pause_reason;
 
 // One rail's gate: keeps its state word alive. Made by `rw_machine_gate`
@@ -405,10 +415,13 @@ typedef struct rw_data_path {
   // The distinct peers the failures must come through (default 2, at
   // most 16).
   uint64_t min_peers;
-  // The first wait before a trial, ms (default 1000).
+  // The first wait before a probe, ms (default 1000).
   uint64_t backoff_initial_ms;
-  // The longest wait before a trial, ms (default 60000).
+  // The longest wait before a probe, ms (default 60000).
   uint64_t backoff_max_ms;
+  // A granted probe unreported this long counts as failed, ms (default
+  // 40000).
+  uint64_t probe_timeout_ms;
 } rw_data_path;
 
 // Every setting. Start from `rw_config_default` and change what you need.
@@ -556,8 +569,8 @@ typedef struct rw_notification {
   uint64_t peer;
   // The GID index, for `RW_HAPPENING_GID_INDEX`.
   uint32_t gid_index;
-  // On probation, for `RW_HAPPENING_PROBATION`.
-  bool probation;
+  // No report came in time, for `RW_HAPPENING_PROBE_FAILED`.
+  bool timed_out;
 } rw_notification;
 
 // A log request. Which fields mean something depends on `kind`.
@@ -747,14 +760,27 @@ enum rw_status rw_config_default(struct rw_config *config);
 // `IBV_WC_LOC_QP_OP_ERR`, ...) through enough distinct peers within the
 // window open the data-path breaker (the rail pauses, reason
 // `RW_REASON_DATA_PATH`); through one peer only they are notified
-// (`RW_HAPPENING_PEER_FAILING`) and the rail stays. A success ends
-// probation. Flush errors are never counted. No allocation.
+// (`RW_HAPPENING_PEER_FAILING`) and the rail stays. Successes close
+// nothing: only a probe does (`rw_machine_report_probe`). Flush errors are
+// never counted. No allocation.
 enum rw_status rw_machine_report_transfers(struct rw_machine *machine,
                                            uint32_t device,
                                            uint32_t port,
                                            const struct rw_transfer_report *reports,
                                            size_t n,
                                            uint64_t now_ms);
+
+// The outcome of the probe `rw_gate_probe` granted on the rail of
+// `device`'s `port` (`succeeded` true: its transfer completed with
+// success). Success closes the data-path breaker: the rail activates
+// (`RW_BY_PROBE`, the generation moves once). Failure opens it again with
+// the next backoff (`RW_HAPPENING_PROBE_FAILED`). A report with no probe
+// out is ignored. No allocation.
+enum rw_status rw_machine_report_probe(struct rw_machine *machine,
+                                       uint32_t device,
+                                       uint32_t port,
+                                       bool succeeded,
+                                       uint64_t now_ms);
 
 // The answer to `RW_ACTION_READ_COUNTERS`: `error` 0 and the port's
 // counters (`RW_COUNTER_NONE` for one the driver does not have), or the
@@ -787,6 +813,15 @@ const uint64_t *rw_gate_word(const struct rw_gate *gate);
 // The gate check as a call (the header's inline one needs no call):
 // writes the decoded word to `*ticket`.
 enum rw_status rw_gate_check(const struct rw_gate *gate, struct rw_ticket *ticket);
+
+// Asks for the half-open data-path breaker's one probe: `*granted` true
+// (and `*ticket` the word after the grant, its generation the one the
+// probe's endpoint must have) when this call took it, a compare-and-swap
+// only a half-open rail allows; false, with the word as it stands, when
+// the rail is not half-open or another probe is out. Send one transfer
+// under it and report the outcome (`rw_machine_report_probe`); one not
+// reported within `probe_timeout_ms` counts as failed. Any thread.
+enum rw_status rw_gate_probe(const struct rw_gate *gate, bool *granted, struct rw_ticket *ticket);
 
 // Destroys the gate at `*gate` and sets `*gate` to NULL; NULL (either)
 // is ignored. Its word (`rw_gate_word`) is not valid after it.

@@ -230,7 +230,7 @@ inline const char *state_name(uint32_t state) noexcept {
 inline const char *reason_name(uint32_t reason) noexcept {
     static const char *const names[] = {"none",       "port_err",  "port_not_active", "device_fatal",
                                         "device_removed", "not_opened", "damped",        "settling",
-                                        "data_path",  "no_address", "probation"};
+                                        "data_path",  "no_address", "half_open",     "probing"};
     return reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "?";
 }
 inline const char *recovered_by_name(int32_t by) noexcept {
@@ -238,7 +238,7 @@ inline const char *recovered_by_name(int32_t by) noexcept {
     case RW_BY_EVENT: return "event";
     case RW_BY_POLL: return "poll";
     case RW_BY_ATTACH: return "attach";
-    case RW_BY_TRIAL: return "trial";
+    case RW_BY_PROBE: return "probe";
     default: return "-";
     }
 }
@@ -318,6 +318,17 @@ public:
         word w = load();
         if (!w.admits()) return std::nullopt;
         return w.generation();
+    }
+    /** The half-open breaker's one probe: the generation the probe's
+     *  endpoint must have when this call took it, else nullopt (the rail
+     *  is not half-open, or another probe is out). Report the outcome with
+     *  machine::report_probe; an unreported one times out. */
+    std::optional<uint64_t> probe() const {
+        bool granted = false;
+        rw_ticket t{};
+        detail::check(rw_gate_probe(g_, &granted, &t), "rw_gate_probe");
+        if (!granted) return std::nullopt;
+        return t.generation;
     }
     /** The same check as a library call (rw_gate_check), for comparison. */
     rw_ticket check_call() const {
@@ -515,6 +526,10 @@ public:
                           uint64_t now_ms) {
         detail::check(rw_machine_report_transfers(m_, device, port, lines.data(), lines.size(), now_ms),
                       "rw_machine_report_transfers");
+    }
+    /** The outcome of the probe gate::probe() granted on the rail. */
+    void report_probe(uint32_t device, uint32_t port, bool succeeded, uint64_t now_ms) {
+        detail::check(rw_machine_report_probe(m_, device, port, succeeded, now_ms), "rw_machine_report_probe");
     }
     /** Answer to RW_ACTION_READ_COUNTERS (RW_COUNTER_NONE for a counter
      *  the driver lacks; `error` ENOENT where it has none). */

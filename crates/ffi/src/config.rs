@@ -40,10 +40,13 @@ pub struct rw_data_path {
     /// The distinct peers the failures must come through (default 2, at
     /// most 16).
     pub min_peers: u64,
-    /// The first wait before a trial, ms (default 1000).
+    /// The first wait before a probe, ms (default 1000).
     pub backoff_initial_ms: u64,
-    /// The longest wait before a trial, ms (default 60000).
+    /// The longest wait before a probe, ms (default 60000).
     pub backoff_max_ms: u64,
+    /// A granted probe unreported this long counts as failed, ms (default
+    /// 40000).
+    pub probe_timeout_ms: u64,
 }
 
 /// What a rail needs in its GID table before it is used
@@ -188,6 +191,7 @@ impl From<&Config> for rw_config {
                 min_peers: p.min_peers,
                 backoff_initial_ms: p.backoff_initial_ms,
                 backoff_max_ms: p.backoff_max_ms,
+                probe_timeout_ms: p.probe_timeout_ms,
             },
             silent_flaps: u8::from(*silent_flaps),
             require_address: address,
@@ -221,6 +225,7 @@ impl rw_config {
                 min_peers: self.data_path.min_peers,
                 backoff_initial_ms: self.data_path.backoff_initial_ms,
                 backoff_max_ms: self.data_path.backoff_max_ms,
+                probe_timeout_ms: self.data_path.probe_timeout_ms,
             }),
             silent_flaps: self.silent_flaps != 0,
             require_address: ADDRESS

@@ -1,6 +1,6 @@
 //! Evidence beyond the port state, from C: the engine reports its transfer
-//! outcomes (the data-path breaker and its trials) and answers the
-//! machine's flap-counter reads (silent flaps).
+//! outcomes (the data-path breaker) and its probes' (the breaker's way
+//! back), and answers the machine's flap-counter reads (silent flaps).
 
 use railwatch_core::{Errno, PortCounters, RailId, TransferReport};
 
@@ -32,8 +32,9 @@ pub struct rw_transfer_report {
 /// `IBV_WC_LOC_QP_OP_ERR`, ...) through enough distinct peers within the
 /// window open the data-path breaker (the rail pauses, reason
 /// `RW_REASON_DATA_PATH`); through one peer only they are notified
-/// (`RW_HAPPENING_PEER_FAILING`) and the rail stays. A success ends
-/// probation. Flush errors are never counted. No allocation.
+/// (`RW_HAPPENING_PEER_FAILING`) and the rail stays. Successes close
+/// nothing: only a probe does (`rw_machine_report_probe`). Flush errors are
+/// never counted. No allocation.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_report_transfers(
     machine: *mut rw_machine,
@@ -57,6 +58,27 @@ pub extern "C" fn rw_machine_report_transfers(
             }
             m.handle_transfers(device, port, &batch[..chunk.len()], now);
         }
+        Ok(())
+    })
+}
+
+/// The outcome of the probe `rw_gate_probe` granted on the rail of
+/// `device`'s `port` (`succeeded` true: its transfer completed with
+/// success). Success closes the data-path breaker: the rail activates
+/// (`RW_BY_PROBE`, the generation moves once). Failure opens it again with
+/// the next backoff (`RW_HAPPENING_PROBE_FAILED`). A report with no probe
+/// out is ignored. No allocation.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_report_probe(
+    machine: *mut rw_machine,
+    device: u32,
+    port: u32,
+    succeeded: bool,
+    now_ms: u64,
+) -> rw_status {
+    with_at(machine, now_ms, |m, now| {
+        let port = port_in(m, device, port)?;
+        m.handle_probe(device, port, succeeded, now);
         Ok(())
     })
 }

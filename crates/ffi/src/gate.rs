@@ -77,13 +77,17 @@ pub enum rw_pause_reason {
     /// Waiting out the settle delay.
     RW_REASON_SETTLING = 7,
     /// The data-path breaker is open: transfers failed against the local
-    /// path through enough peers; a trial after a backoff.
+    /// path through enough peers; half-open after a backoff.
     RW_REASON_DATA_PATH = 8,
     /// The port is ACTIVE without the address `require_address` asks for.
     RW_REASON_NO_ADDRESS = 9,
-    /// An *active* rail on probation (re-admitted by trial after the
-    /// data-path breaker, until a transfer succeeds): the gate admits it.
-    RW_REASON_PROBATION = 10,
+    /// The data-path breaker's backoff is over and the port reads ACTIVE:
+    /// ordinary work is refused, one probe is granted (`rw_gate_probe`).
+    /// (Before 0.2 this code was `probation`, on an active word.)
+    RW_REASON_HALF_OPEN = 10,
+    /// A probe was granted; its outcome is awaited
+    /// (`rw_machine_report_probe`). Everything is refused, probes too.
+    RW_REASON_PROBING = 11,
 }
 
 const _: () = {
@@ -100,7 +104,8 @@ const _: () = {
     assert!(rw_pause_reason::RW_REASON_SETTLING as u32 == PauseReason::Settling.code());
     assert!(rw_pause_reason::RW_REASON_DATA_PATH as u32 == PauseReason::DataPath.code());
     assert!(rw_pause_reason::RW_REASON_NO_ADDRESS as u32 == PauseReason::NoAddress.code());
-    assert!(rw_pause_reason::RW_REASON_PROBATION as u32 == PauseReason::Probation.code());
+    assert!(rw_pause_reason::RW_REASON_HALF_OPEN as u32 == PauseReason::HalfOpen.code());
+    assert!(rw_pause_reason::RW_REASON_PROBING as u32 == PauseReason::Probing.code());
 };
 
 pub(crate) fn state_of(s: RailState) -> rw_rail_state {
@@ -123,7 +128,8 @@ pub(crate) fn reason_of(r: PauseReason) -> rw_pause_reason {
         PauseReason::Settling => rw_pause_reason::RW_REASON_SETTLING,
         PauseReason::DataPath => rw_pause_reason::RW_REASON_DATA_PATH,
         PauseReason::NoAddress => rw_pause_reason::RW_REASON_NO_ADDRESS,
-        PauseReason::Probation => rw_pause_reason::RW_REASON_PROBATION,
+        PauseReason::HalfOpen => rw_pause_reason::RW_REASON_HALF_OPEN,
+        PauseReason::Probing => rw_pause_reason::RW_REASON_PROBING,
     }
 }
 
@@ -187,6 +193,35 @@ pub extern "C" fn rw_gate_check(gate: *const rw_gate, ticket: *mut rw_ticket) ->
         let g = unsafe { handle(gate, "gate") }?;
         let t = ticket_of(g.gate.word());
         // SAFETY: the caller passes a writable ticket or NULL.
+        unsafe { put(ticket, t, "ticket") }
+    })
+}
+
+/// Asks for the half-open data-path breaker's one probe: `*granted` true
+/// (and `*ticket` the word after the grant, its generation the one the
+/// probe's endpoint must have) when this call took it, a compare-and-swap
+/// only a half-open rail allows; false, with the word as it stands, when
+/// the rail is not half-open or another probe is out. Send one transfer
+/// under it and report the outcome (`rw_machine_report_probe`); one not
+/// reported within `probe_timeout_ms` counts as failed. Any thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_gate_probe(gate: *const rw_gate, granted: *mut bool, ticket: *mut rw_ticket) -> rw_status {
+    guard(|| {
+        // SAFETY: a live gate or NULL, by the API's contract.
+        let g = unsafe { handle(gate, "gate") }?;
+        // Checked before the probe is taken: a call that cannot say it won
+        // must not use up the one probe.
+        if granted.is_null() {
+            return Err(crate::status::null("granted"));
+        }
+        if ticket.is_null() {
+            return Err(crate::status::null("ticket"));
+        }
+        let won = g.gate.probe().is_ok();
+        let t = ticket_of(g.gate.word());
+        // SAFETY: the caller passes writable pointers or NULL.
+        unsafe { put(granted, won, "granted") }?;
+        // SAFETY: as above.
         unsafe { put(ticket, t, "ticket") }
     })
 }

@@ -39,12 +39,17 @@ pub enum rw_happening {
     /// Transfers through one peer failed against the local path, through
     /// no other peer: the rail stays in service: `device`, `port`, `peer`.
     RW_HAPPENING_PEER_FAILING = 7,
-    /// A rail went on (`probation` true) or off probation: `device`, `port`,
-    /// `probation`.
-    RW_HAPPENING_PROBATION = 8,
+    /// The data-path breaker is half-open: one probe may be taken
+    /// (`rw_gate_probe`): `device`, `port`. (Before 0.2 this code was
+    /// `probation`.)
+    RW_HAPPENING_HALF_OPEN = 8,
     /// The GID index endpoints of the rail are built on
     /// (`require_address`): `device`, `port`, `gid_index`.
     RW_HAPPENING_GID_INDEX = 9,
+    /// The probe failed, or was not reported within `probe_timeout_ms`
+    /// (`timed_out`): the breaker is open again: `device`, `port`,
+    /// `timed_out`.
+    RW_HAPPENING_PROBE_FAILED = 10,
 }
 
 /// Why a transition happened (`rw_notification.cause`).
@@ -75,8 +80,9 @@ pub enum rw_recovered_by {
     RW_BY_POLL = 1,
     /// The device was (re)opened with the port ACTIVE.
     RW_BY_ATTACH = 2,
-    /// A trial after the data-path breaker's backoff (on probation).
-    RW_BY_TRIAL = 3,
+    /// The data-path breaker's probe succeeded. (Before 0.2 this code was
+    /// `trial`.)
+    RW_BY_PROBE = 3,
 }
 
 /// One thing that happened, for the engine. Which fields mean something
@@ -120,8 +126,8 @@ pub struct rw_notification {
     pub peer: u64,
     /// The GID index, for `RW_HAPPENING_GID_INDEX`.
     pub gid_index: u32,
-    /// On probation, for `RW_HAPPENING_PROBATION`.
-    pub probation: bool,
+    /// No report came in time, for `RW_HAPPENING_PROBE_FAILED`.
+    pub timed_out: bool,
 }
 
 pub(crate) fn mbps(rate: Option<LinkRate>) -> u64 {
@@ -136,7 +142,7 @@ pub(crate) fn by_code(by: RecoveredBy) -> u32 {
         RecoveredBy::Event => rw_recovered_by::RW_BY_EVENT,
         RecoveredBy::Poll => rw_recovered_by::RW_BY_POLL,
         RecoveredBy::Attach => rw_recovered_by::RW_BY_ATTACH,
-        RecoveredBy::Trial => rw_recovered_by::RW_BY_TRIAL,
+        RecoveredBy::Probe => rw_recovered_by::RW_BY_PROBE,
     }) as u32
 }
 
@@ -161,7 +167,7 @@ impl rw_notification {
         error: 0,
         peer: 0,
         gid_index: 0,
-        probation: false,
+        timed_out: false,
     };
 }
 
@@ -230,9 +236,13 @@ fn fill_notification(n: &Notification, c: &mut rw_notification) {
             (c.device, c.port, c.peer) = (rail.device, u32::from(rail.port), peer);
             rw_happening::RW_HAPPENING_PEER_FAILING
         }
-        Happening::Probation { rail, on } => {
-            (c.device, c.port, c.probation) = (rail.device, u32::from(rail.port), on);
-            rw_happening::RW_HAPPENING_PROBATION
+        Happening::HalfOpen { rail } => {
+            (c.device, c.port) = (rail.device, u32::from(rail.port));
+            rw_happening::RW_HAPPENING_HALF_OPEN
+        }
+        Happening::ProbeFailed { rail, timed_out } => {
+            (c.device, c.port, c.timed_out) = (rail.device, u32::from(rail.port), timed_out);
+            rw_happening::RW_HAPPENING_PROBE_FAILED
         }
         Happening::GidIndex { rail, index } => {
             (c.device, c.port, c.gid_index) = (rail.device, u32::from(rail.port), index);

@@ -120,7 +120,6 @@ fn class_word(word: &str) -> &str {
 
 fn band_class(state: State) -> String {
     match (state.kind, state.reason) {
-        (Kind::Active, Some("probation")) => "band band-active band-probation".to_string(),
         (Kind::Active, _) => "band band-active".to_string(),
         (kind, reason) => format!("band band-{} reason-{}", kind.name(), class_word(reason.unwrap_or("unknown"))),
     }

@@ -10,7 +10,7 @@ use crate::{Line, Timeline};
 
 /// The reasons a rail can be paused (or inert) for, as the JSON lines name
 /// them; each has its own colour. Anything else is drawn as `other`.
-pub const PAUSE_REASONS: [&str; 9] = [
+pub const PAUSE_REASONS: [&str; 10] = [
     "port_err",
     "port_not_active",
     "device_fatal",
@@ -20,6 +20,7 @@ pub const PAUSE_REASONS: [&str; 9] = [
     "settling",
     "data_path",
     "no_address",
+    "half_open",
 ];
 
 /// A rail's state as a band shows it.
@@ -59,14 +60,12 @@ pub struct State {
     /// Active, paused or inert.
     pub kind: Kind,
     /// For paused and inert: one of [`PAUSE_REASONS`], `"other"` for a name
-    /// outside them, `"unknown"` when no line said. For active: `None`, or
-    /// `"probation"` on probation.
+    /// outside them, `"unknown"` when no line said. For active: `None`.
     pub reason: Option<&'static str>,
 }
 
 impl State {
     const ACTIVE: State = State { kind: Kind::Active, reason: None };
-    const PROBATION: State = State { kind: Kind::Active, reason: Some("probation") };
 
     /// The state after a transition line to `to` with `reason` (absent for
     /// activations), from `prev`. A reason that is not a pause reason
@@ -74,9 +73,7 @@ impl State {
     /// previous reason.
     fn after(prev: State, to: Kind, reason: Option<&str>) -> State {
         if to == Kind::Active {
-            // A generation bump keeps probation; an activation starts
-            // without it (a `probation` line follows).
-            return if prev == State::PROBATION && reason.is_some() { prev } else { State::ACTIVE };
+            return State::ACTIVE;
         }
         let named = reason.and_then(|r| PAUSE_REASONS.iter().copied().find(|p| *p == r));
         let reason = match (named, reason) {
@@ -333,12 +330,6 @@ fn read_lines(lines: &[Line], index: &HashMap<String, usize>, lanes: &mut [Lane]
                     }
                     last_gen[l] = Some(g);
                 }
-                lanes[l].marks.push(Mark { t, kind: MarkKind::Note, line: Some(i) });
-            }
-            "probation" => {
-                let Some(l) = rail else { continue };
-                let state = if line.get("on") == Some(&Value::Bool(true)) { State::PROBATION } else { State::ACTIVE };
-                changes[l].points.push((t, state, i));
                 lanes[l].marks.push(Mark { t, kind: MarkKind::Note, line: Some(i) });
             }
             "summary" => {}

@@ -23,7 +23,7 @@ const CSS: &str = r#"
   --port_err: #cf222e; --port_not_active: #e16f24; --device_fatal: #8e1537;
   --device_removed: #8250df; --not_opened: #57606a; --damped: #bf8700;
   --settling: #1b8ca0; --data_path: #953800; --no_address: #0550ae; --unknown: #b7bec6;
-  --probation: #a0d9a8; --silent: #9a6700;
+  --half_open: #a0d9a8; --silent: #9a6700;
   --event: #1f2328; --note: #8c959f; --poll: #ffffff;
   --held: #1a7f37; --failed: #cf222e; --recovery: #1a7f37;
 }
@@ -35,7 +35,7 @@ const CSS: &str = r#"
     --port_err: #f85149; --port_not_active: #f0883e; --device_fatal: #db61a2;
     --device_removed: #a371f7; --not_opened: #8b949e; --damped: #d29922;
     --settling: #39c5cf; --data_path: #ffa657; --no_address: #79c0ff; --unknown: #545d68;
-    --probation: #1f6f2e; --silent: #e3b341;
+    --half_open: #1f6f2e; --silent: #e3b341;
     --event: #e6edf3; --note: #7d8590; --poll: #0d1117;
     --held: #3fb950; --failed: #f85149; --recovery: #3fb950;
   }
@@ -54,7 +54,7 @@ ul.legend li { display: flex; align-items: center; gap: 5px; }
 .sw-event { background: var(--event); } .sw-note { background: var(--note); }
 .sw-poll { background: linear-gradient(90deg, var(--port_err) 0 6px, var(--poll) 6px 8px, var(--port_err) 8px); }
 .sw-held { background: var(--held); }
-.sw-probation { background: var(--probation); } .sw-silent { background: var(--silent); }
+.sw-silent { background: var(--silent); }
 .sw-failed { background: var(--failed); } .sw-recovery { background: var(--recovery); }
 .picture { overflow-x: auto; }
 svg.timeline { display: block; max-width: 100%; height: auto;
@@ -64,7 +64,7 @@ svg.timeline text { fill: var(--fg); }
 .lane-label { text-anchor: end; }
 .grid { stroke: var(--grid); stroke-width: 1; }
 svg.timeline .tick-label { fill: var(--muted); text-anchor: middle; font-size: 10px; }
-.band-active { fill: var(--active); } .band-active.band-probation { fill: var(--probation); }
+.band-active { fill: var(--active); }
 .band-inert { fill: var(--inert); }
 .band-paused { fill: var(--other); }
 .band-flapping { fill-opacity: .5; }
@@ -123,6 +123,7 @@ fn reason_label(reason: &str) -> &str {
         "damped" => "held by damping",
         "data_path" => "data-path breaker",
         "no_address" => "no address",
+        "half_open" => "breaker half-open (one probe at a time)",
         other => other,
     }
 }
@@ -201,7 +202,6 @@ fn legend() -> Markup {
     html! {
         ul.legend {
             li { span.sw.sw-active {} "active" }
-            li { span.sw.sw-probation {} "active on probation (after a trial)" }
             @for r in PAUSE_REASONS {
                 li { span class={ "sw sw-" (r) } {} "paused: " (reason_label(r)) }
             }

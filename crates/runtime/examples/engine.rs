@@ -408,8 +408,9 @@ impl Timeline {
             Happening::PeerFailing { rail, peer } => {
                 format!("{}: transfers through peer {peer} fail, through no other: kept", name(rail))
             }
-            Happening::Probation { rail, on } => {
-                format!("{}: probation {}", name(rail), if *on { "on" } else { "off" })
+            Happening::HalfOpen { rail } => format!("{}: half-open, one probe may go", name(rail)),
+            Happening::ProbeFailed { rail, timed_out } => {
+                format!("{}: probe failed{}", name(rail), if *timed_out { " (timed out)" } else { "" })
             }
             Happening::GidIndex { rail, index } => format!("{}: endpoints use GID index {index}", name(rail)),
         };

@@ -190,13 +190,19 @@ pub enum Body<'a> {
         /// The engine's id of the peer.
         peer: u64,
     },
-    /// `probation`: a rail went on probation (re-admitted by trial after
-    /// the data-path breaker) or came off it (a transfer succeeded).
-    Probation {
+    /// `half_open`: the data-path breaker's backoff is over and the port
+    /// reads ACTIVE: the gate grants one probe; the rail stays unavailable.
+    HalfOpen {
         /// The rail.
         rail: &'a str,
-        /// On or off.
-        on: bool,
+    },
+    /// `probe_failed`: the probe failed, or was not reported within
+    /// `probe_timeout_ms`: the breaker is open again, with the next backoff.
+    ProbeFailed {
+        /// The rail.
+        rail: &'a str,
+        /// No report came in time.
+        timed_out: bool,
     },
     /// `gid_index`: the GID index endpoints of the rail are built on
     /// (`require_address`), at an activation or when it moved.
@@ -261,7 +267,8 @@ impl Body<'_> {
             Body::Drain { .. } => "drain",
             Body::Address { .. } => "address",
             Body::PeerFailing { .. } => "peer_failing",
-            Body::Probation { .. } => "probation",
+            Body::HalfOpen { .. } => "half_open",
+            Body::ProbeFailed { .. } => "probe_failed",
             Body::GidIndex { .. } => "gid_index",
             Body::OutputDropped { .. } => "output_dropped",
             Body::Expect { .. } => "expect",
@@ -319,7 +326,8 @@ impl<'a> Line<'a> {
                 Body::Address { rail: names.rail(rail), generation, address: None }
             }
             Happening::PeerFailing { rail, peer } => Body::PeerFailing { rail: names.rail(rail), peer },
-            Happening::Probation { rail, on } => Body::Probation { rail: names.rail(rail), on },
+            Happening::HalfOpen { rail } => Body::HalfOpen { rail: names.rail(rail) },
+            Happening::ProbeFailed { rail, timed_out } => Body::ProbeFailed { rail: names.rail(rail), timed_out },
             Happening::GidIndex { rail, index } => Body::GidIndex { rail: names.rail(rail), index },
             Happening::ObjectError { .. } => return None,
         };

@@ -117,6 +117,24 @@ pub enum Observed<'a> {
         /// The report.
         reports: &'a [TransferReport],
     },
+    /// A worker took the half-open breaker's probe on a rail (its word
+    /// reads `probing`), seen as the machine's timers run. Not a call into
+    /// the machine: the word is its input.
+    ProbeTaken {
+        /// The rail's device.
+        device: u32,
+        /// The rail's port.
+        port: u8,
+    },
+    /// The outcome of a probe the engine reported on a rail.
+    Probe {
+        /// The rail's device.
+        device: u32,
+        /// The rail's port.
+        port: u8,
+        /// Whether it succeeded.
+        succeeded: bool,
+    },
     /// The result of re-opening a device that had gone away.
     Reopened {
         /// The device.

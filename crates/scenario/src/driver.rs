@@ -23,13 +23,13 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use railwatch_core::{DeviceMode, LinkRate, Millis, RailId};
+use railwatch_core::{DeviceMode, LinkRate, Millis, PauseReason, RailId};
 use railwatch_runtime::lines::{Body, ExpectResult, Line, Names, Record, Verdicts};
 use railwatch_runtime::{BandwidthSelector, Config, Monitor, Notification, Observer, RailSnapshot, Snapshot, json};
 
 use railwatch_sim_backend::{SimClock, SimDevice, SimHandle, SimHost};
 
-use crate::scenario::{Expect, Fault, Scenario, TransferStep};
+use crate::scenario::{Expect, Fault, ProbeOutcome, ProbeStep, Scenario, TransferStep};
 
 /// How to run a scenario.
 #[derive(Debug, Clone, Default)]
@@ -280,6 +280,30 @@ impl<'s> Run<'s> {
         Ok(notes)
     }
 
+    /// The engine asks the rail's gate for the probe and reports
+    /// `probe.outcome` for it, or for the one it took earlier (`taken`
+    /// reports nothing); what the devices queued before is read first. With
+    /// no probe out, nothing is sent. Returns how many notifications the
+    /// drain made.
+    fn probe(
+        &mut self,
+        device: &str,
+        probe: ProbeStep,
+        sink: &mut impl FnMut(&Names, Record<'_>),
+    ) -> io::Result<usize> {
+        let Some(device) = self.monitor.device_index(device) else { return Ok(0) };
+        let notes = self.drain_notes(sink)?;
+        let rail = RailId { device, port: probe.port };
+        let Some(gate) = self.monitor.gate(rail) else { return Ok(notes) };
+        let out = gate.probe().is_ok() || gate.word().reason == PauseReason::Probing;
+        match probe.outcome {
+            ProbeOutcome::Success if out => self.monitor.report_probe(rail, true),
+            ProbeOutcome::Failure if out => self.monitor.report_probe(rail, false),
+            _ => {}
+        }
+        Ok(notes)
+    }
+
     /// Whether the monitor reads the async fd of the device called `name`
     /// (open, not poll-only).
     fn is_read(&self, name: &str) -> bool {
@@ -331,6 +355,9 @@ impl<'s> Run<'s> {
             if let Some(transfers) = step.transfers {
                 notes += self.report_transfers(&step.device, transfers, sink)?;
             }
+            if let Some(probe) = step.probe {
+                notes += self.probe(&step.device, probe, sink)?;
+            }
             // The monitor sees each change of the device list, as it sees
             // each uevent: an unplug and a plug in one instant are a
             // device leaving and a new one coming, not nothing. One that
@@ -361,7 +388,9 @@ impl<'s> Run<'s> {
         // instant without a tick (an audit, a timer) that changed nothing
         // keeps what the last tick said, and says nothing itself (the ticks
         // after a change must read the ports before any is skipped).
-        self.at_rest = match (!applied && notes == 0 && results.is_empty(), ticked) {
+        // A probe out is timed by the ticks: none of them is idle.
+        let probe_out = self.monitor.machine().rails().any(|r| r.word.reason == PauseReason::Probing);
+        self.at_rest = match (!applied && notes == 0 && results.is_empty() && !probe_out, ticked) {
             (false, _) => false,
             (true, true) => true,
             (true, false) => self.at_rest,
@@ -474,8 +503,8 @@ pub fn check(expect: &Expect, snapshot: &Snapshot) -> ExpectResult {
     if let Some(r) = expect.reason {
         field(format!("reason {r}"), *reason == r, reason.to_string());
     }
-    if let Some(p) = expect.probation {
-        field(format!("probation {p}"), rail.probation() == p, rail.probation().to_string());
+    if let Some(h) = expect.half_open {
+        field(format!("half_open {h}"), rail.half_open() == h, rail.half_open().to_string());
     }
     if let Some(g) = expect.generation {
         field(format!("generation {g}"), *generation == g, generation.to_string());

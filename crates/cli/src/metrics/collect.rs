@@ -102,16 +102,16 @@ impl Collector for Collected {
     }
 }
 
-/// The evidence beyond the port state: probation, silent flaps, breaker
+/// The evidence beyond the port state: the breaker half-open, silent flaps, breaker
 /// trips, peers failing, transfers by status.
 fn encode_evidence(e: &mut DescriptorEncoder, v: &Values) -> fmt::Result {
     family(
         e,
-        "railwatch_rail_probation",
-        "Whether the rail is on probation: re-admitted by trial after the data-path breaker, until a transfer succeeds",
+        "railwatch_rail_half_open",
+        "Whether the data-path breaker is half-open on the rail: its backoff is over and one probe at a time may test the path (the rail stays unavailable until a probe succeeds)",
         None,
         MetricType::Gauge,
-        |f| f.per_rail(v, |g| Some(i64::from(g.probation))),
+        |f| f.per_rail(v, |g| Some(i64::from(g.half_open))),
     )?;
     family(
         e,

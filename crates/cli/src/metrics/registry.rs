@@ -495,13 +495,8 @@ mod tests {
             ticks: 0,
             notifications_dropped: 0,
         };
-        let mut failed = Evidence {
-            transfers_ok: 7,
-            failed_unknown: 1,
-            breaker_trips: 1,
-            silent_flaps: 2,
-            ..Evidence::default()
-        };
+        let mut failed =
+            Evidence { transfers_ok: 7, failed_unknown: 1, breaker_trips: 1, silent_flaps: 2, ..Evidence::default() };
         failed.failed_by_status[12] = 2;
         failed.failed_by_status[5] = 1;
         let ok = Evidence { transfers_ok: 3, ..Evidence::default() };
@@ -543,7 +538,7 @@ mod tests {
             note(2500, Happening::Available { rail: r01, available: true }),
             note(2500, Happening::Reseed { rail: r01, from: None, to: LinkRate::gbps(400) }),
             note(2500, Happening::PeerFailing { rail: r02, peer: 9 }),
-            note(2500, Happening::Probation { rail: r11, on: true }),
+            note(2500, Happening::HalfOpen { rail: r11 }),
         ];
         back.push(note(2500, Happening::AddressChanged { rail: r11, generation: 2 }));
         vec![

@@ -66,7 +66,7 @@ pub(super) struct RailGauges {
     pub(super) generation: i64,
     /// Bytes per second, if the rate is known.
     pub(super) rate: Option<i64>,
-    pub(super) probation: bool,
+    pub(super) half_open: bool,
     /// `railwatch_rail_info`'s labels after `device` and `port`.
     pub(super) info: Vec<(&'static str, String)>,
 }
@@ -136,7 +136,7 @@ impl RailGauges {
             // Saturating; a generation never gets near `i64::MAX`.
             generation: i64::try_from(r.generation).unwrap_or(i64::MAX),
             rate: r.rate.and_then(bytes_per_second),
-            probation: r.probation(),
+            half_open: r.half_open(),
             info: info_labels(r),
         }
     }

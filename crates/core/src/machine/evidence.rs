@@ -1,5 +1,5 @@
 //! Evidence beyond the port state: transfer outcomes the engine reports
-//! (the data-path breaker and its trials), flap counters (silent flaps) and
+//! (the data-path breaker and its probes), flap counters (silent flaps) and
 //! the address a rail needs (`require_address`).
 //!
 //! docs/STATE-MACHINE.md, "Evidence beyond the port state", states each rule
@@ -63,22 +63,21 @@ impl Machine {
     /// completions with one status through one peer. Failures against the
     /// local path through enough distinct peers within the window open the
     /// breaker (the rail pauses, `data_path`); through one peer only they
-    /// are notified ([`Happening::PeerFailing`]) and the rail stays. A
-    /// success ends probation; a local-path failure on probation opens the
-    /// breaker again with the next backoff (in one report, a local-path
-    /// failure wins over successes). Makes no heap allocation, except
-    /// once per rail: the first failed line creates its record of failures.
+    /// are notified ([`Happening::PeerFailing`]) and the rail stays.
+    /// Successes close nothing: only a probe does
+    /// ([`handle_probe`](Self::handle_probe)). Makes no heap allocation,
+    /// except once per rail: the first failed line creates its record of
+    /// failures.
     pub fn handle_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
         let now = self.at(now);
         // The common report, successes through one peer, on a rail found at
-        // its guess and not on probation: nothing but the count can change.
-        // Everything else is out of line, so this path saves no registers.
+        // its guess: nothing but the count can change. Everything else is
+        // out of line, so this path saves no registers.
         if let [r] = reports
             && r.wc_status == SUCCESS
             && let Some(ri) = self.guess_rail(device, port)
-            && let rail = &mut self.rails[ri]
-            && rail.trouble.as_deref().is_none_or(|t| !matches!(t.breaker, Some(Breaker::Probation { .. })))
         {
+            let rail = &mut self.rails[ri];
             rail.transfers_ok = rail.transfers_ok.wrapping_add(u64::from(r.count));
             return;
         }
@@ -86,27 +85,20 @@ impl Machine {
     }
 
     /// Any other report: counted line by line, then judged if a line
-    /// failed against the local path or a success ends probation.
+    /// failed against the local path.
     #[inline(never)]
     fn count_transfers(&mut self, device: u32, port: u8, reports: &[TransferReport], now: Millis) {
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
-        let rail = &mut self.rails[ri];
-        let (succeeded, failed_locally) = count_reports(rail, reports);
-        let on_probation = matches!(rail.breaker(), Some(Breaker::Probation { .. }));
-        if failed_locally || (succeeded && on_probation) {
-            self.judge(ri, reports, failed_locally, now);
+        let (_, failed_locally) = count_reports(&mut self.rails[ri], reports);
+        if failed_locally {
+            self.judge(ri, reports, now);
         }
     }
 
-    /// The rare part of a report: local-path failures, judged line by line,
-    /// or the success that ends probation. In one report a local-path
-    /// failure wins over successes: probation ends only on a report without.
+    /// The rare part of a report: local-path failures, judged line by line.
     #[cold]
     #[inline(never)]
-    fn judge(&mut self, ri: usize, reports: &[TransferReport], failed_locally: bool, now: Millis) {
-        if !failed_locally {
-            return self.end_probation(ri, now);
-        }
+    fn judge(&mut self, ri: usize, reports: &[TransferReport], now: Millis) {
         for r in reports.iter().filter(|r| r.count > 0 && classify_wc(r.wc_status) == WcClass::LocalPath) {
             self.local_failure(ri, r, now);
         }
@@ -115,12 +107,10 @@ impl Machine {
     fn local_failure(&mut self, ri: usize, r: &TransferReport, now: Millis) {
         let Some(cfg) = self.config.data_path else { return };
         // Only an active rail is taken out: a paused one is out already,
-        // and its failures are what its pause explains.
+        // and its failures are what its pause explains (work posted before
+        // the breaker opened, completing late, is the same outage).
         if self.rails[ri].cell.load().state != RailState::Active {
             return;
-        }
-        if let Some(Breaker::Probation { trials }) = self.rails[ri].breaker() {
-            return self.trip(ri, trials.saturating_add(1), now);
         }
         match self.rails[ri].trouble_mut().window.fail(&cfg, r.peer, u64::from(r.count), now) {
             Verdict::Counting => {}
@@ -132,19 +122,29 @@ impl Machine {
         }
     }
 
-    /// Opens the breaker: the rail pauses (`data_path`; the port did not
-    /// flap, so damping is not charged) until a trial after the backoff.
+    /// Opens the breaker (an outage begins: one trip): the rail pauses
+    /// (`data_path`; the port did not flap, so damping is not charged)
+    /// until its backoff ends.
     fn trip(&mut self, ri: usize, trials: u32, now: Millis) {
-        let Some(cfg) = self.config.data_path else { return };
-        let until = now.plus(self.with_jitter(backoff(&cfg, trials)));
+        if self.open_breaker(ri, trials, now) {
+            self.rails[ri].trouble_mut().breaker_trips += 1;
+            self.take_out(ri, PauseReason::DataPath, now);
+        }
+    }
+
+    /// Sets rail `ri`'s breaker open for the backoff after `trials` failed
+    /// probes (jittered within the cap), and says so. False when the
+    /// breaker is off.
+    fn open_breaker(&mut self, ri: usize, trials: u32, now: Millis) -> bool {
+        let Some(cfg) = self.config.data_path else { return false };
+        let until = now.plus(self.with_jitter(backoff(&cfg, trials), cfg.backoff_max_ms));
         let rail = &mut self.rails[ri];
         let id = rail.id;
         let trouble = rail.trouble_mut();
         trouble.breaker = Some(Breaker::Open { until, trials });
         trouble.window.clear();
-        trouble.breaker_trips += 1;
         self.push(Action::Log(Log::BreakerOpen { rail: id, trials, until }));
-        self.take_out(ri, PauseReason::DataPath, now);
+        true
     }
 
     /// Pauses an active rail whose port did not go down (the breaker, a
@@ -162,45 +162,93 @@ impl Machine {
         self.arm_tick(now);
     }
 
-    #[cold]
-    fn end_probation(&mut self, ri: usize, now: Millis) {
-        self.rails[ri].set_breaker(None);
-        if self.rails[ri].cell.set_probation(false) == Outcome::Changed {
-            let rail = self.rails[ri].id;
-            self.notify(now, Happening::Probation { rail, on: false });
-        }
-    }
-
-    /// The breaker holds rail `ri` now (open, its trial not due yet).
+    /// The breaker holds rail `ri` now (open, its backoff not over).
     pub(super) fn breaker_holds(&self, ri: usize, now: Millis) -> bool {
         matches!(self.rails[ri].breaker(), Some(Breaker::Open { until, .. }) if now < until)
     }
 
-    /// After an activation: a rail the breaker tripped is on probation
-    /// (again, if a pause came between).
-    pub(super) fn begin_probation(&mut self, ri: usize, now: Millis) {
-        let trials = match self.rails[ri].breaker() {
-            Some(Breaker::Open { trials, .. } | Breaker::Trial { trials } | Breaker::Probation { trials }) => trials,
-            None => return,
-        };
-        self.rails[ri].set_breaker(Some(Breaker::Probation { trials }));
-        if self.rails[ri].cell.set_probation(true) == Outcome::Changed {
-            let rail = self.rails[ri].id;
-            self.notify(now, Happening::Probation { rail, on: true });
-        }
+    /// The breaker tripped and has not closed since: an activation makes
+    /// the rail half-open instead.
+    pub(super) fn breaker_tripped(&self, ri: usize) -> bool {
+        self.rails[ri].breaker().is_some()
     }
 
-    /// A due trial: one query; ACTIVE re-admits on probation (through the
-    /// one activation path). A port that is not ACTIVE then is re-admitted
-    /// on probation when it is.
+    /// The port reads ACTIVE and every hold is past, on a rail whose
+    /// breaker tripped: half-open (unless it already is, with its probe
+    /// slot as it stands). The rail stays paused and unavailable.
+    pub(super) fn half_open(&mut self, ri: usize, now: Millis) {
+        let trials = match self.rails[ri].breaker() {
+            Some(Breaker::HalfOpen { .. }) if self.rails[ri].cell.load().reason.is_probe_stage() => return,
+            Some(Breaker::Open { trials, .. } | Breaker::Due { trials } | Breaker::HalfOpen { trials, .. }) => trials,
+            None => return,
+        };
+        self.rails[ri].set_breaker(Some(Breaker::HalfOpen { trials, taken: None }));
+        self.set_reason(ri, PauseReason::HalfOpen, now);
+        let rail = self.rails[ri].id;
+        self.notify(now, Happening::HalfOpen { rail });
+    }
+
+    /// The backoff is over: one query; ACTIVE makes the rail half-open
+    /// (through the activation path's holds). A port that is not ACTIVE
+    /// then goes half-open when it is.
     pub(super) fn run_trial(&mut self, ri: usize) {
         let Some(Breaker::Open { trials, .. }) = self.rails[ri].breaker() else { return };
-        self.rails[ri].set_breaker(Some(Breaker::Trial { trials }));
-        self.rails[ri].wake_by = Some(super::RecoveredBy::Trial);
+        self.rails[ri].set_breaker(Some(Breaker::Due { trials }));
+        self.rails[ri].wake_by = Some(super::RecoveredBy::Probe);
         self.query(ri);
     }
 
-    /// When rail `ri`'s trial is due, if its breaker is open.
+    /// The outcome of the probe [`Gate::probe`](crate::Gate::probe)
+    /// granted on the rail of `device`'s `port`: success closes the
+    /// breaker (the rail activates through the one activation path, the
+    /// generation moves once, the backoff starts again from its first
+    /// step); failure opens it again with the next backoff. A report with
+    /// no probe out (none was granted, it timed out, the port went down
+    /// meanwhile) is a stray and changes nothing. No allocation.
+    pub fn handle_probe(&mut self, device: u32, port: u8, succeeded: bool, now: Millis) {
+        let now = self.at(now);
+        let Some(ri) = self.rail_index(device, port) else { return self.stray() };
+        let Some(Breaker::HalfOpen { trials, .. }) = self.rails[ri].breaker() else { return self.stray() };
+        if self.rails[ri].cell.load().reason != PauseReason::Probing {
+            return self.stray();
+        }
+        if succeeded {
+            self.rails[ri].set_breaker(None);
+            self.activate(ri, super::RecoveredBy::Probe, now);
+        } else {
+            self.probe_failed(ri, trials, false, now);
+        }
+    }
+
+    /// The probe failed (or timed out): open again, the next backoff.
+    fn probe_failed(&mut self, ri: usize, trials: u32, timed_out: bool, now: Millis) {
+        if self.open_breaker(ri, trials.saturating_add(1), now) {
+            self.set_reason(ri, PauseReason::DataPath, now);
+            let rail = self.rails[ri].id;
+            self.notify(now, Happening::ProbeFailed { rail, timed_out });
+        }
+    }
+
+    /// At each tick, for a half-open rail: a probe first seen out starts
+    /// its timeout; one out longer than `probe_timeout_ms` counts as
+    /// failed. A rail that left half-open (its port went down) waits for
+    /// the port again.
+    pub(super) fn watch_probe(&mut self, ri: usize, now: Millis) {
+        let Some(Breaker::HalfOpen { trials, taken }) = self.rails[ri].breaker() else { return };
+        let Some(cfg) = self.config.data_path else { return };
+        match (self.rails[ri].cell.load().reason, taken) {
+            (PauseReason::Probing, None) => {
+                self.rails[ri].set_breaker(Some(Breaker::HalfOpen { trials, taken: Some(now) }));
+            }
+            (PauseReason::Probing, Some(t)) if now.since(t) >= cfg.probe_timeout_ms => {
+                self.probe_failed(ri, trials, true, now);
+            }
+            (PauseReason::HalfOpen | PauseReason::Probing, _) => {}
+            _ => self.rails[ri].set_breaker(Some(Breaker::Due { trials })),
+        }
+    }
+
+    /// When rail `ri`'s backoff ends, if its breaker is open.
     pub(super) fn trial_at(&self, ri: usize) -> Option<Millis> {
         match self.rails[ri].breaker() {
             Some(Breaker::Open { until, .. }) => Some(until),

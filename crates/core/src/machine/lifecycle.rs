@@ -124,7 +124,7 @@ impl Machine {
                 self.open_succeeded(idx, now);
             }
             (DeviceMode::Opening { backoff_ms, .. }, Err(errno)) => {
-                let retry_at = now.plus(self.with_jitter(backoff_ms));
+                let retry_at = now.plus(self.with_jitter(backoff_ms, self.config.reopen_max_ms));
                 let next = self.next_backoff(backoff_ms);
                 self.devices[idx].mode = DeviceMode::Opening { next_open: retry_at, backoff_ms: next };
                 self.watch(idx);
@@ -314,7 +314,7 @@ impl Machine {
     /// Marks the device gone with a re-open due after `backoff_ms` plus
     /// jitter; returns when.
     pub(super) fn schedule_reopen(&mut self, idx: usize, backoff_ms: u64, now: Millis) -> Millis {
-        let next_reopen = now.plus(self.with_jitter(backoff_ms));
+        let next_reopen = now.plus(self.with_jitter(backoff_ms, self.config.reopen_max_ms));
         let dev = &mut self.devices[idx];
         dev.mode = DeviceMode::Gone { next_reopen, backoff_ms };
         dev.backoff_ms = backoff_ms;

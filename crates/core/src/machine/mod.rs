@@ -213,12 +213,14 @@ struct Rail {
 /// The data-path breaker of one rail, once it has tripped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Breaker {
-    /// Out of service until a trial at `until`.
+    /// Out of service until its backoff ends at `until`; `trials` probes
+    /// failed before.
     Open { until: Millis, trials: u32 },
-    /// The trial was asked for: the next activation is on probation.
-    Trial { trials: u32 },
-    /// Re-admitted by trial; the first success ends it.
-    Probation { trials: u32 },
+    /// The backoff is over: the next activation makes the rail half-open.
+    Due { trials: u32 },
+    /// Half-open (or probing: the word says which): one probe at a time.
+    /// `taken` is when a tick first saw a probe out, for its timeout.
+    HalfOpen { trials: u32, taken: Option<Millis> },
 }
 
 /// What a rail's transfer reports and counters said, for snapshots and
@@ -321,7 +323,7 @@ pub struct RailView<'a> {
     pub damped_until: Option<Millis>,
     /// Waiting out the settle delay until then.
     pub settling_until: Option<Millis>,
-    /// Out by the data-path breaker until a trial then.
+    /// Out by the data-path breaker until its backoff ends then.
     pub breaker_until: Option<Millis>,
     /// The GID index `require_address` chose, if it names one.
     pub gid_index: Option<u32>,
@@ -332,9 +334,10 @@ pub struct RailView<'a> {
 }
 
 impl RailView<'_> {
-    /// On probation: re-admitted by trial after the data-path breaker.
-    pub fn probation(&self) -> bool {
-        self.word.state == RailState::Active && self.word.reason == PauseReason::Probation
+    /// The data-path breaker is half-open (a probe may be granted) or
+    /// probing (one is out).
+    pub fn half_open(&self) -> bool {
+        self.word.reason.is_probe_stage()
     }
 }
 

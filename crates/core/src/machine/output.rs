@@ -22,8 +22,8 @@ pub enum RecoveredBy {
     Poll,
     /// The device was (re)opened with the port ACTIVE.
     Attach,
-    /// A trial after the data-path breaker's backoff: back on probation.
-    Trial,
+    /// The data-path breaker's probe succeeded (the breaker closed).
+    Probe,
 }
 
 impl RecoveredBy {
@@ -33,7 +33,7 @@ impl RecoveredBy {
             RecoveredBy::Event => "event",
             RecoveredBy::Poll => "poll",
             RecoveredBy::Attach => "attach",
-            RecoveredBy::Trial => "trial",
+            RecoveredBy::Probe => "probe",
         }
     }
 }
@@ -133,13 +133,21 @@ pub enum Happening {
         /// The engine's id of the peer.
         peer: u64,
     },
-    /// A rail went on probation (re-admitted by trial after the data-path
-    /// breaker) or came off it (a transfer succeeded).
-    Probation {
+    /// The data-path breaker's backoff is over and the port reads ACTIVE:
+    /// the rail is half-open, and the gate grants one probe
+    /// ([`Gate::probe`](crate::Gate::probe)) whose outcome the engine
+    /// reports ([`Machine::handle_probe`](super::Machine::handle_probe)).
+    HalfOpen {
         /// The rail.
         rail: RailId,
-        /// On (`true`) or off.
-        on: bool,
+    },
+    /// The probe failed, or was not reported within `probe_timeout_ms`:
+    /// the breaker is open again, with the next backoff.
+    ProbeFailed {
+        /// The rail.
+        rail: RailId,
+        /// No report came in time.
+        timed_out: bool,
     },
     /// The rail's address meets `require_address`: endpoints are built on
     /// this GID index (said at each activation, and when it moves).
@@ -182,7 +190,8 @@ impl Happening {
             | Happening::AddressChanged { rail, .. }
             | Happening::Reseed { rail, .. }
             | Happening::PeerFailing { rail, .. }
-            | Happening::Probation { rail, .. }
+            | Happening::HalfOpen { rail }
+            | Happening::ProbeFailed { rail, .. }
             | Happening::GidIndex { rail, .. } => rail.device,
         }
     }
@@ -328,14 +337,15 @@ pub enum Log {
         /// The rail.
         rail: RailId,
     },
-    /// The data-path breaker opened: the rail is out until a trial at
-    /// `until`.
+    /// The data-path breaker opened (or opened again after a failed
+    /// probe): the rail is out until its backoff ends at `until`, then
+    /// half-open.
     BreakerOpen {
         /// The rail.
         rail: RailId,
-        /// Failed trials so far (0: the first opening).
+        /// Failed probes so far (0: the first opening).
         trials: u32,
-        /// When the trial is.
+        /// When the backoff ends.
         until: Millis,
     },
     /// The port reads ACTIVE but has no address `require_address` accepts.

@@ -159,7 +159,8 @@ impl Machine {
 
     /// The port reads ACTIVE: activate, unless the data-path breaker or
     /// flap damping holds the rail, a settle delay must pass first, or the
-    /// address `require_address` asks for is not there yet.
+    /// address `require_address` asks for is not there yet; a rail whose
+    /// breaker tripped becomes half-open instead (only a probe closes it).
     pub(super) fn request_activation(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
         if self.rails[ri].cell.load().state != RailState::Paused {
             return;
@@ -180,7 +181,12 @@ impl Machine {
                 Some(s) => by = s.by,
             }
         }
-        if self.address_ready(ri, by, now) {
+        if !self.address_ready(ri, by, now) {
+            return;
+        }
+        if self.breaker_tripped(ri) {
+            self.half_open(ri, now);
+        } else {
             self.activate(ri, by, now);
         }
     }
@@ -220,7 +226,7 @@ impl Machine {
     /// hold: resume → read the link → re-seed if changed or never seeded →
     /// available last (in [`link_answer`](Self::link_answer)), so no worker
     /// scores the rail on the old rate.
-    fn activate(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
+    pub(super) fn activate(&mut self, ri: usize, by: RecoveredBy, now: Millis) {
         let rail = &mut self.rails[ri];
         rail.take_settle();
         rail.clear_damped();
@@ -232,7 +238,6 @@ impl Machine {
         rail.activating = true;
         rail.wants_address = None;
         self.transition(ri, RailState::Paused, Cause::By(by), now);
-        self.begin_probation(ri, now);
         if let Some(index) = self.rails[ri].gid_index.filter(|_| self.rails[ri].address_ok) {
             let rail = self.rails[ri].id;
             self.notify(now, Happening::GidIndex { rail, index });

@@ -162,7 +162,7 @@ impl Machine {
                     self.rails[ri].clear_damped();
                     self.query(ri);
                 } else if self.trial_at(ri).is_some_and(|t| t <= now) {
-                    // The breaker's backoff is over: a trial.
+                    // The breaker's backoff is over: a trial query (half-open if ACTIVE).
                     self.run_trial(ri);
                 }
             }
@@ -198,6 +198,9 @@ impl Machine {
             }
             for ri in self.devices[idx].rails() {
                 let state = self.rails[ri].cell.load().state;
+                if state == RailState::Paused && !mode.is_closed() {
+                    self.watch_probe(ri, now);
+                }
                 match (mode, state) {
                     (DeviceMode::Gone { .. } | DeviceMode::Opening { .. } | DeviceMode::Removed, _)
                     | (_, RailState::Inert) => {}
@@ -238,10 +241,16 @@ impl Machine {
         self.next_audit = self.config.audit_ms.map(|a| next_period(due, a, now));
     }
 
-    /// The delay before a re-open attempt: `backoff_ms` plus up to
-    /// `reopen_jitter_pct` percent of it, so hosts that lost a device in
-    /// the same fabric event do not all re-open it in the same instant.
-    pub(super) fn with_jitter(&mut self, backoff_ms: u64) -> u64 {
+    /// A backoff's delay: `backoff_ms` plus up to `reopen_jitter_pct`
+    /// percent of it, so hosts that lost a device in the same fabric event
+    /// do not all re-open it in the same instant; never more than `cap_ms`
+    /// (the jitter is taken within the longest backoff, not added after
+    /// it).
+    pub(super) fn with_jitter(&mut self, backoff_ms: u64, cap_ms: u64) -> u64 {
+        self.jittered(backoff_ms).min(cap_ms.max(backoff_ms)).max(1)
+    }
+
+    fn jittered(&mut self, backoff_ms: u64) -> u64 {
         // xorshift64*: tiny, seeded from the config, reproducible.
         let mut x = self.rng;
         x ^= x >> 12;

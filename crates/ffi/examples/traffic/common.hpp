@@ -103,6 +103,9 @@ public:
         if (!w.admits()) return std::nullopt;
         return w.generation();
     }
+    // The half-open breaker's one probe (railwatch's gate only): the
+    // generation the probe's QPs are built under, else nullopt.
+    std::optional<uint64_t> probe() const { return owned_ ? owned_.probe() : std::nullopt; }
     railwatch::word load() const noexcept {
         if (!word_) return railwatch::word{RW_RAIL_INERT};
         return railwatch::word{std::atomic_ref<uint64_t>(*word_).load(std::memory_order_acquire)};

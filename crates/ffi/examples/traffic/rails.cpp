@@ -36,6 +36,20 @@ void completion_tally::count(uint32_t status) {
     }
 }
 
+void completion_tally::probed(bool ok) {
+    probe_.store(ok ? 1 : 2, std::memory_order_release);
+    const uint64_t one = 1;
+    if (wake_ >= 0 && write(wake_, &one, sizeof one) < 0) {
+        // EAGAIN: the counter is full, the loop is awake already.
+    }
+}
+
+std::optional<bool> completion_tally::take_probe() {
+    const int p = probe_.exchange(0, std::memory_order_acq_rel);
+    if (p == 0) return std::nullopt;
+    return p == 1;
+}
+
 completion_tally::counts completion_tally::take() {
     dirty_.store(false, std::memory_order_release);  // a count from now on wakes again
     counts since{};
@@ -160,6 +174,15 @@ void rail::build_loop() {
         if (stop_) return;
         const auto want = admitted();
         auto dl = dev_local_, dp = dev_peer_;
+        const auto peer_gen = peer.gate.check();
+        if (!want && peer_gen && dl && dp && local.gate.load().reason() == RW_REASON_HALF_OPEN) {
+            // The breaker is half-open on our end: the workers stay off it;
+            // one write on QPs of its own tests the path.
+            l.unlock();
+            send_probe(*peer_gen, std::move(dl), std::move(dp));
+            l.lock();
+            continue;
+        }
         if (!want || (current_ && current_->gens() == *want) || !dl || !dp) {
             timeouts = 0;
             continue;
@@ -198,6 +221,64 @@ int rail::rebuild(generations want, std::shared_ptr<verbs_device> l, std::shared
     }
     publish(std::move(fresh), rebuild_grace_ns);
     return 0;
+}
+
+// How long the probe's write may take: longer than the QPs' own retries
+// (4.096 us * 2^timeout, retry_cnt + 1 times: about 0.5 s at the defaults).
+static constexpr uint64_t probe_wait_ns = 5'000'000'000;
+
+// One signaled RDMA write on the set's first QP; whether it completed
+// with success within probe_wait_ns.
+static bool write_once(const qp_set &set) {
+    ibv_sge sge{};
+    sge.addr = set.local().slot_addr(0);
+    sge.length = uint32_t(write_bytes);
+    sge.lkey = set.local().lkey();
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = set.peer().slot_addr(0);
+    wr.wr.rdma.rkey = set.peer().rkey();
+    const qp_set::pair &p = set.pairs().at(0);
+    if (ibv_post_send(p.qp, &wr, &bad) != 0) return false;
+    const uint64_t until = now_ns() + probe_wait_ns;
+    ibv_wc wc{};
+    while (now_ns() < until) {
+        const int n = ibv_poll_cq(p.cq, 1, &wc);
+        if (n < 0) return false;
+        if (n == 1) return wc.status == IBV_WC_SUCCESS;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return false;  // never completed: the machine's probe timeout would say the same, later
+}
+
+// The half-open breaker's probe: taken from the gate (one at a time, of
+// every thread that asks), one write on a QP pair of its own built under
+// the probe's generation, its outcome to the loop (which reports it to the
+// machine: success closes the breaker, failure re-opens it).
+void rail::send_probe(uint64_t peer_generation, std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p) {
+    const auto gen = local.gate.probe();
+    if (!gen) return;  // no longer half-open, or a probe is out
+    const uint64_t t0 = now_ns();
+    bool ok = false;
+    std::string error;
+    set_options one = options;
+    one.pairs = 1;
+    try {
+        std::shared_ptr<qp_set> set = qp_set::build(l, p, one, generations{*gen, peer_generation}, ++serial_);
+        ok = write_once(*set);
+        set->retire(0);
+        reaper_.take(std::move(set), name);
+    } catch (const verbs_error &e) {
+        error = e.what();
+    }
+    line probe("probe");
+    probe.str("rail", name).num("t_ns", now_ns()).boolean("ok", ok).fixed("probe_ms", double(now_ns() - t0) / 1e6);
+    if (!error.empty()) probe.str("error", error);
+    probe.emit();
+    tally.probed(ok);
 }
 
 // Makes `fresh` current (nullptr: none) and hands the old set to the reaper.

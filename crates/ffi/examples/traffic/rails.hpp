@@ -48,6 +48,12 @@ public:
     // Set once, before the workers start.
     void wake_with(int eventfd) { wake_ = eventfd; }
 
+    // The builder: the half-open breaker's probe came back `ok` or not;
+    // wakes the loop, which reports it (take_probe).
+    void probed(bool ok);
+    // The loop: a probe's outcome not reported yet (cleared).
+    std::optional<bool> take_probe();
+
     // The loop: whether a failure came since it last took (cleared).
     bool take_failed() { return failed_.exchange(false, std::memory_order_acq_rel); }
     // The loop: whether anything came since it last took.
@@ -60,6 +66,7 @@ public:
 private:
     std::array<std::atomic<uint64_t>, statuses> by_status_{};
     std::atomic<bool> dirty_{false}, failed_{false};
+    std::atomic<int> probe_{0};  // 0 none, 1 succeeded, 2 failed
     counts taken_{};  // the loop's
     int wake_ = -1;
 };
@@ -118,6 +125,7 @@ public:
 private:
     void build_loop();
     int rebuild(generations want, std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p);
+    void send_probe(uint64_t peer_generation, std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p);
     void publish(std::shared_ptr<qp_set> fresh, uint64_t grace_ns);
 
     reaper &reaper_;

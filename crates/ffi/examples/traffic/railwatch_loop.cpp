@@ -242,6 +242,7 @@ private:
         }
         bool failed = false;
         for (rail *r : rails_) failed |= r->tally.take_failed();
+        for (rail *r : rails_) failed |= report_probe(*r);
         if (failed) return report();
         if (!report_due_) report_due_ = now_ms() + report_every_ms;
     }
@@ -266,6 +267,22 @@ private:
         notice_gates();
         carry_out();
         // Completions counted while reporting wake the loop again.
+    }
+
+    // A probe's outcome the builder left (rails.cpp), to the machine at
+    // once: whether there was one.
+    bool report_probe(rail &r) {
+        const auto ok = r.tally.take_probe();
+        const device_slot *local = slot_of_end(&r.local);
+        if (!ok || local->index == ~0u) return false;
+        try {
+            machine_.report_probe(local->index, r.options.port, *ok, now_ms());
+        } catch (const railwatch::error &e) {
+            note("rail %s: the probe's report was refused: %s", r.name.c_str(), e.what());
+        }
+        notice_gates();
+        carry_out();
+        return true;
     }
 
     const device_slot *slot_of_end(const rail_end *end) const {
@@ -380,7 +397,8 @@ private:
         case RW_HAPPENING_TRANSITION: kind = "transition"; break;
         case RW_HAPPENING_ADDRESS_CHANGED: kind = "address_changed"; break;
         case RW_HAPPENING_PEER_FAILING: kind = "peer_failing"; break;
-        case RW_HAPPENING_PROBATION: kind = "probation"; break;
+        case RW_HAPPENING_HALF_OPEN: kind = "half_open"; break;
+        case RW_HAPPENING_PROBE_FAILED: kind = "probe_failed"; break;
         case RW_HAPPENING_GID_INDEX: kind = "gid_index"; break;
         default: return;
         }
@@ -394,7 +412,7 @@ private:
             if (n.cause == RW_CAUSE_SILENT_FLAP) l.str("reason", "silent_flap");
         }
         if (n.kind == RW_HAPPENING_PEER_FAILING && n.peer < slots_.size()) l.str("peer", slots_[n.peer].name);
-        if (n.kind == RW_HAPPENING_PROBATION) l.boolean("on", n.probation);
+        if (n.kind == RW_HAPPENING_PROBE_FAILED) l.boolean("timed_out", n.timed_out);
         if (n.kind == RW_HAPPENING_GID_INDEX) l.num("gid_index", n.gid_index);
         l.emit();
     }
@@ -413,8 +431,8 @@ private:
         case RW_LOG_COUNTERS_UNAVAILABLE: note("%s/%u: no flap counters (%s)", dev, l.port, std::strerror(l.error)); break;
         case RW_LOG_SILENT_FLAP: note("%s/%u: a flap no event said (its counters rose)", dev, l.port); break;
         case RW_LOG_BREAKER_OPEN:
-            line("breaker_open").num("t_ns", now_ns()).str("device", dev).num("trials", l.code)
-                .num("trial_at_ms", l.until_ms).emit();
+            line("breaker_open").num("t_ns", now_ns()).str("device", dev).num("probes_failed", l.code)
+                .num("half_open_at_ms", l.until_ms).emit();
             break;
         default: break;
         }

@@ -1,7 +1,7 @@
 /*
  * evidence.c: evidence beyond the port state, through the C API. The
  * engine's transfer outcomes (one peer failing, the data-path breaker
- * through two, its trial and probation), the flap counters (a silent
+ * through two, half-open and its probes), the flap counters (a silent
  * flap, counters a driver lacks), require_address (a rail held for want
  * of an address, the GID index chosen), and the settings behind them,
  * including a config from 0.1.0's smaller header.
@@ -71,34 +71,56 @@ static void transfers(void)
 	      "until %llu", (unsigned long long)log.until_ms);
 	CHECK_EQ("breaker_selector_told", rig_count(&r, mark, RW_ACTION_SET_AVAILABLE, 0, 1, NULL), 1);
 
-	/* The trial after the backoff: back, by trial, on probation (the gate
-	 * admits it, its word says why). */
+	/* After the backoff the port reads ACTIVE: half-open. Ordinary work is
+	 * still refused; one probe is granted, a second is not. */
 	mark = r.nactions;
 	rig_advance(&r, log.until_ms + 5);
-	check(rw_word_admits(rig_word(&r, 0, 1)), "trial_admits", "word %#llx", (unsigned long long)rig_word(&r, 0, 1));
-	CHECK_EQ("trial_reason_probation", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_PROBATION);
-	check(rig_notified(&r, mark, RW_HAPPENING_PROBATION, &n) >= 1 && n.probation, "probation_on_notified", "no");
+	check(!rw_word_admits(rig_word(&r, 0, 1)), "half_open_refuses", "word %#llx",
+	      (unsigned long long)rig_word(&r, 0, 1));
+	CHECK_EQ("half_open_reason", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_HALF_OPEN);
+	check(rig_notified(&r, mark, RW_HAPPENING_HALF_OPEN, &n) >= 1 && n.port == 1, "half_open_notified", "no");
 	{
-		rw_notification t;
+		rw_gate *g = NULL;
+		rw_ticket t;
+		bool granted = false;
 		unsigned k = 0;
 
+		CHECK_OK("probe_gate", rw_machine_gate(r.m, 0, 1, &g));
+		CHECK_STATUS("probe_null_granted", rw_gate_probe(g, NULL, &t), RW_ERR_NULL);
+		CHECK_OK("probe_first", rw_gate_probe(g, &granted, &t));
+		check(granted && t.reason == RW_REASON_PROBING && !t.admitted, "probe_granted_once", "granted %d reason %u",
+		      granted, t.reason);
+		CHECK_OK("probe_second", rw_gate_probe(g, &granted, &t));
+		check(!granted, "probe_second_refused", "granted twice");
+		/* Its transfer fails: open again, the next backoff. */
+		mark = r.nactions;
+		CHECK_OK("report_probe_failed", rw_machine_report_probe(r.m, 0, 1, false, r.now));
+		rig_run(&r);
+		check(rig_notified(&r, mark, RW_HAPPENING_PROBE_FAILED, &n) == 1 && !n.timed_out, "probe_failed_notified",
+		      "no");
+		CHECK_EQ("probe_failed_reason", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_DATA_PATH);
+		check(rig_logged(&r, mark, RW_LOG_BREAKER_OPEN, &log) == 1 && log.until_ms > r.now, "reopen_logged", "no");
+		/* Half-open again; this probe succeeds: closed, the rail back. */
+		rig_advance(&r, log.until_ms + 5);
+		CHECK_OK("probe_again", rw_gate_probe(g, &granted, &t));
+		check(granted, "probe_again_granted", "refused, reason %u", t.reason);
+		mark = r.nactions;
+		CHECK_OK("report_probe_ok", rw_machine_report_probe(r.m, 0, 1, true, r.now));
+		rig_run(&r);
+		check(rw_word_admits(rig_word(&r, 0, 1)), "probe_success_admits", "refuses");
+		CHECK_EQ("probe_success_reason_none", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_NONE);
 		for (size_t i = mark; i < r.nactions; i++)
-			if (r.actions[i].kind == RW_ACTION_NOTIFY && r.actions[i].notification.kind == RW_HAPPENING_TRANSITION &&
-			    r.actions[i].notification.cause == RW_CAUSE_BY) {
-				t = r.actions[i].notification;
+			if (r.actions[i].kind == RW_ACTION_NOTIFY &&
+			    r.actions[i].notification.kind == RW_HAPPENING_TRANSITION &&
+			    r.actions[i].notification.cause == RW_CAUSE_BY && r.actions[i].notification.cause_code == RW_BY_PROBE)
 				k++;
-			}
-		check(k >= 1 && t.cause_code == RW_BY_TRIAL, "trial_recovered_by_trial", "%u transitions, by %u", k,
-		      k ? t.cause_code : 99);
+		CHECK_EQ("probe_recovered_by_probe", k, 1u);
+		/* A report with no probe out changes nothing. */
+		CHECK_OK("report_stray_probe", rw_machine_report_probe(r.m, 0, 1, false, r.now));
+		rig_run(&r);
+		check(rw_word_admits(rig_word(&r, 0, 1)), "stray_probe_ignored", "refuses");
+		rw_gate_free(&g);
 	}
-
-	/* A success ends probation. */
-	lines[0] = (rw_transfer_report){ .peer = 7, .wc_status = WC_SUCCESS, .count = 1 };
-	mark = r.nactions;
-	CHECK_OK("report_a_success", rw_machine_report_transfers(r.m, 0, 1, lines, 1, r.now));
-	rig_run(&r);
-	check(rig_notified(&r, mark, RW_HAPPENING_PROBATION, &n) == 1 && !n.probation, "probation_off_notified", "no");
-	CHECK_EQ("off_probation_reason_none", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_NONE);
 	rw_machine_free(&r.m);
 }
 

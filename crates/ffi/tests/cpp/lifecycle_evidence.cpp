@@ -1,7 +1,7 @@
 // The C++ wrapper's device lifecycle and evidence calls on a machine the
 // test drives itself: machine::handle_device_list, handle_opened and
-// device_name; report_transfers (the data-path breaker, its trial and
-// probation; failures through one peer only); handle_counters (a silent
+// device_name; report_transfers (the data-path breaker, half-open and its
+// probe; failures through one peer only); handle_counters (a silent
 // flap; counters that cannot be read); gid_index (require_address); and
 // railwatch::uevents.
 //
@@ -177,7 +177,7 @@ static void lifecycle() {
     check(!f.since(before, RW_ACTION_OPEN).empty(), "lifecycle: an open that failed is asked for again");
 }
 
-static void breaker_and_probation() {
+static void breaker_and_probe() {
     rw::config c = test_config();
     c.data_path.min_peers = 1;
     c.data_path.failures = 2;
@@ -195,24 +195,28 @@ static void breaker_and_probation() {
           "breaker: local-path failures through min_peers peers pause the rail (data_path)");
     from = r.mark();
     r.advance_to(r.now + 5000);
+    auto half_open = r.happened(from, RW_HAPPENING_HALF_OPEN);
+    check(half_open.size() == 1 && !g.check() && g.load().reason() == RW_REASON_HALF_OPEN,
+          "breaker: after the backoff it is half-open, and still refuses ordinary work");
+    check(r.happened(from, RW_HAPPENING_TRANSITION).size() == 1,
+          "breaker: half-open is a reason change, not an activation");
+    auto probe = g.probe();
+    check(probe && *probe == before && !g.probe(), "breaker: one probe is granted, a second is not");
+    from = r.mark();
+    r.m.report_probe(d, 1, true, r.now);
+    r.run();
     tr = r.happened(from, RW_HAPPENING_TRANSITION);
-    auto probation = r.happened(from, RW_HAPPENING_PROBATION);
     auto gen = g.check();
-    check(tr.size() == 1 && tr[0].cause == RW_CAUSE_BY && tr[0].cause_code == RW_BY_TRIAL && gen &&
+    check(tr.size() == 1 && tr[0].cause == RW_CAUSE_BY && tr[0].cause_code == RW_BY_PROBE && gen &&
               *gen == before + 1,
-          "breaker: the trial re-admits the rail with the next generation");
-    check(std::strcmp(rw::recovered_by_name(RW_BY_TRIAL), "trial") == 0 &&
+          "breaker: the probe's success closes it, the rail back with the next generation");
+    check(std::strcmp(rw::recovered_by_name(RW_BY_PROBE), "probe") == 0 &&
               std::strcmp(rw::reason_name(RW_REASON_DATA_PATH), "data_path") == 0 &&
               std::strcmp(rw::reason_name(RW_REASON_NO_ADDRESS), "no_address") == 0 &&
-              std::strcmp(rw::reason_name(RW_REASON_PROBATION), "probation") == 0,
-          "names: the breaker's and the address's reasons, and the trial, are named as in JSON");
-    check(probation.size() == 1 && probation[0].probation, "breaker: re-admitted on probation");
-    from = r.mark();
+              std::strcmp(rw::reason_name(RW_REASON_HALF_OPEN), "half_open") == 0 &&
+              std::strcmp(rw::reason_name(RW_REASON_PROBING), "probing") == 0,
+          "names: the breaker's and the address's reasons, and the probe, are named as in JSON");
     const rw_transfer_report ok[] = {{7, 0, 5}};
-    r.m.report_transfers(d, 1, ok, r.now);
-    r.run();
-    probation = r.happened(from, RW_HAPPENING_PROBATION);
-    check(probation.size() == 1 && !probation[0].probation, "breaker: the first success ends probation");
     // Reported lines the machine does not take are errors, not crashes.
     try {
         r.m.report_transfers(d, 9, ok, r.now);
@@ -298,7 +302,7 @@ static void uevents() {
 int main() {
     try {
         lifecycle();
-        breaker_and_probation();
+        breaker_and_probe();
         one_peer_only();
         counters();
         gid_index();

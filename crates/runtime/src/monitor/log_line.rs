@@ -18,7 +18,7 @@ pub(super) fn note(m: &Machine, note: &Notification) {
         Happening::Transition { rail: id, from, to, cause, .. } => match (from, to, cause) {
             (RailState::Active, RailState::Paused, Cause::Reason(PauseReason::DataPath)) => warn!(
                 "{} out: transfers fail against the local path through several peers (data_path); the gate \
-                 refuses until a trial re-admits it",
+                 refuses until a probe succeeds",
                 rail(m, id)
             ),
             (RailState::Active, RailState::Paused, Cause::Reason(PauseReason::NoAddress)) => warn!(
@@ -61,8 +61,15 @@ pub(super) fn note(m: &Machine, note: &Notification) {
              the likely cause; the rail stays in service",
             rail(m, id)
         ),
-        Happening::Probation { rail: id, on: true } => info!("{}: back on probation", rail(m, id)),
-        Happening::Probation { rail: id, on: false } => info!("{}: a transfer succeeded; off probation", rail(m, id)),
+        Happening::HalfOpen { rail: id } => {
+            info!("{}: the breaker is half-open: one probe may test the path", rail(m, id))
+        }
+        Happening::ProbeFailed { rail: id, timed_out: false } => {
+            warn!("{}: the probe failed; the breaker is open again", rail(m, id))
+        }
+        Happening::ProbeFailed { rail: id, timed_out: true } => {
+            warn!("{}: the probe was not reported in time; the breaker is open again", rail(m, id))
+        }
         _ => {}
     }
 }
@@ -125,8 +132,8 @@ pub(super) fn log(m: &Machine, line: &Log) {
             rail(m, id)
         ),
         Log::BreakerOpen { rail: id, trials, until } => warn!(
-            "{}: transfers fail against the local path through several peers: out of service (data_path), \
-             trial {} at {until}",
+            "{}: the data-path breaker is open ({trials} probe(s) failed so far): out of service (data_path), \
+             half-open for probe {} from {until}",
             rail(m, id),
             trials + 1
         ),

@@ -112,6 +112,9 @@ pub struct Monitor<P, S, C> {
     identities: std::collections::HashMap<RailId, RailIdentity>,
     /// Sees every input fed to the machine (a recorder), if set.
     observer: Option<Observer>,
+    /// Rails whose word an observer was told reads `probing` (a worker
+    /// took the half-open breaker's probe), until it no longer does.
+    probes_out: Vec<RailId>,
 }
 
 fn errno_of(e: &io::Error) -> Errno {
@@ -145,6 +148,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             addresses: std::collections::HashMap::new(),
             identities: std::collections::HashMap::new(),
             observer: None,
+            probes_out: Vec::new(),
             config,
         })
     }
@@ -179,12 +183,22 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
 
     /// The engine's transfer outcomes on `rail` since its last report (see
     /// [`Machine::handle_transfers`]): failures against the local path
-    /// through enough distinct peers open the data-path breaker; a success
-    /// ends probation.
+    /// through enough distinct peers open the data-path breaker.
     pub fn report_transfers(&mut self, rail: RailId, reports: &[TransferReport]) {
         let now = self.clock.now();
         self.observe(now, Observed::Transfers { device: rail.device, port: rail.port, reports });
         self.machine.handle_transfers(rail.device, rail.port, reports, now);
+        self.carry_out(now);
+    }
+
+    /// The outcome of the probe `rail`'s gate granted
+    /// ([`Gate::probe`](railwatch_core::Gate::probe), see
+    /// [`Machine::handle_probe`]): success closes the data-path breaker,
+    /// failure opens it again with the next backoff.
+    pub fn report_probe(&mut self, rail: RailId, succeeded: bool) {
+        let now = self.clock.now();
+        self.observe(now, Observed::Probe { device: rail.device, port: rail.port, succeeded });
+        self.machine.handle_probe(rail.device, rail.port, succeeded, now);
         self.carry_out(now);
     }
 
@@ -387,6 +401,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         let now = self.clock.now();
         if self.observer.is_some() && self.machine.poll_timeout().is_some_and(|due| due <= now) {
             self.observe(now, Observed::Timers);
+            self.observe_probes_taken(now);
         }
         self.machine.handle_timeout(now);
         self.carry_out(now);

@@ -1,7 +1,7 @@
 //! Servicing one ready device: the drain, and handing what it read (and how
 //! it ended) to the machine, each input through the observer first.
 
-use railwatch_core::{Clock, Happening, Millis, Notification, Selector, VerbsPort};
+use railwatch_core::{Clock, Happening, Millis, Notification, PauseReason, RailId, Selector, VerbsPort};
 
 use super::{Monitor, errno_of};
 use crate::drain::{DrainEnd, drain};
@@ -75,6 +75,21 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     pub(super) fn observe(&mut self, now: Millis, what: Observed<'_>) {
         if let Some(observer) = self.observer.as_mut() {
             observer(now, what);
+        }
+    }
+
+    /// Tells the observer of each probe a worker took since it last looked
+    /// (the word reads `probing`): the machine reads it in its timers, so a
+    /// replay takes it at the same instant.
+    pub(super) fn observe_probes_taken(&mut self, now: Millis) {
+        let probing: Vec<RailId> =
+            self.machine.rails().filter(|r| r.word.reason == PauseReason::Probing).map(|r| r.id).collect();
+        self.probes_out.retain(|id| probing.contains(id));
+        for id in probing {
+            if !self.probes_out.contains(&id) {
+                self.probes_out.push(id);
+                self.observe(now, Observed::ProbeTaken { device: id.device, port: id.port });
+            }
         }
     }
 

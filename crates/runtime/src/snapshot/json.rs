@@ -110,9 +110,10 @@ pub struct RailDetail<'a> {
     pub since_ms: u64,
     /// Its address as last read (`null` when not read).
     pub address: Option<AddressJson<'a>>,
-    /// On probation (re-admitted by trial after the data-path breaker).
-    pub probation: bool,
-    /// Out by the data-path breaker until a trial then (`null`: not out).
+    /// The data-path breaker is half-open or probing: one probe at a time.
+    pub half_open: bool,
+    /// Out by the data-path breaker until its backoff ends then (`null`:
+    /// not open).
     pub breaker_until_ms: Option<u64>,
     /// The GID index `require_address` chose (`null`: none).
     pub gid_index: Option<u32>,
@@ -193,7 +194,7 @@ impl<'a> RailJson<'a> {
             recovered_by: r.recovered_by.map(|b| b.name()),
             since_ms: r.since.0,
             address: r.address.as_ref().map(AddressJson::of),
-            probation: r.probation(),
+            half_open: r.half_open(),
             breaker_until_ms: r.breaker_until.map(|t| t.0),
             gid_index: r.gid_index,
             link_downed: r.counters.and_then(|c| c.link_downed),
@@ -371,7 +372,7 @@ mod tests {
             concat!(
                 r#"{"t_ms":42,"rails":[{"rail":"mlx5_0/1","state":"paused","available":false,"bandwidth_gbps":200.0,"generation":3,"#,
                 r#""device":"mlx5_0","port":1,"reason":"port_err","port_state":"down","recovered_by":"event","since_ms":40,"address":null,"#,
-                r#""probation":false,"breaker_until_ms":null,"gid_index":null,"link_downed":null,"carrier_changes":null,"#,
+                r#""half_open":false,"breaker_until_ms":null,"gid_index":null,"link_downed":null,"carrier_changes":null,"#,
                 r#""carrier_down":null,"silent_flaps":0,"transfers":{"ok":0,"failed":{},"breaker_trips":0},"#,
                 r#""node_guid":"0002:c903:00f1:c2a0","port_guid":null,"pci_address":"0000:3b:00.0"}],"#,
                 r#""events_read":5,"events_acked":5,"devices":[{"device":"mlx5_0","mode":"events","events":5,"comm_est":0,"#,

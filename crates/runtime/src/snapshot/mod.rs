@@ -40,7 +40,7 @@ pub struct RailSnapshot {
     /// read at its device's last attach (`None` if the backend does not
     /// read it).
     pub identity: Option<RailIdentity>,
-    /// Out by the data-path breaker until a trial then.
+    /// Out by the data-path breaker until its backoff ends then.
     pub breaker_until: Option<Millis>,
     /// The GID index `require_address` chose, if it names one.
     pub gid_index: Option<u32>,
@@ -51,10 +51,10 @@ pub struct RailSnapshot {
 }
 
 impl RailSnapshot {
-    /// On probation: re-admitted by trial after the data-path breaker, until
-    /// a transfer succeeds.
-    pub fn probation(&self) -> bool {
-        self.state == RailState::Active && self.reason == PauseReason::Probation
+    /// The data-path breaker is half-open (one probe may be granted) or
+    /// probing (one is out).
+    pub fn half_open(&self) -> bool {
+        self.reason.is_probe_stage()
     }
 }
 

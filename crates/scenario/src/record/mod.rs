@@ -51,7 +51,7 @@ use railwatch_runtime::{Config, Observed, Snapshot};
 pub use file::FLUSH_EVERY_MS;
 pub use place::SLACK_MS;
 
-use crate::scenario::{Expect, Fault, MAX_DURATION_MS, RailRef, Scenario, write};
+use crate::scenario::{Expect, Fault, MAX_DURATION_MS, ProbeOutcome, RailRef, Scenario, write};
 use file::RecordingFile;
 use observe::DeviceView;
 use place::{Entry, Timeline};
@@ -237,6 +237,11 @@ impl Recorder {
             Observed::OpenFailed { .. } => {}
             Observed::Counters { device, port, answer } => self.counters(t, device, port, answer),
             Observed::Transfers { device, port, reports } => self.transfers(t, device, port, reports),
+            Observed::Probe { device, port, succeeded } => {
+                let outcome = if succeeded { ProbeOutcome::Success } else { ProbeOutcome::Failure };
+                self.probe(t, device, port, outcome);
+            }
+            Observed::ProbeTaken { device, port } => self.probe(t, device, port, ProbeOutcome::Taken),
             Observed::Event { device, event } => self.event(t, device, event),
             Observed::Interrupted { device, count } => self.interrupted(t, device, count),
             Observed::ReadError { device, errno } => {
@@ -307,7 +312,7 @@ impl Recorder {
                     bandwidth: rate,
                     recovered_by: if r.state == RailState::Active { r.recovered_by } else { None },
                     reason: None,
-                    probation: None,
+                    half_open: None,
                     generation: None,
                 }));
             }

@@ -14,8 +14,8 @@ use railwatch_sim_backend::PortSpec;
 use super::place::Change;
 use super::{MAX_NAMED_OBJECTS, OTHER_ADDRESS_INDEX, Recorder};
 use crate::scenario::{
-    CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, StepEvent,
-    TransferStep,
+    CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, ProbeOutcome,
+    ProbeStep, StepEvent, TransferStep,
 };
 
 /// One port as the replay's simulated device will answer it.
@@ -623,6 +623,22 @@ impl Recorder {
             self.push_step(at, device, Change::Transfers(TransferStep { port, report }));
         }
         // The replay reads the devices before a transfer report.
+        self.wakes.read_here();
+    }
+
+    /// A probe taken (seen as the timers ran) or reported, replayed as a
+    /// probe step: `taken` takes the gate's grant; a report takes it too
+    /// unless it is out already, as the live engine's was.
+    pub(super) fn probe(&mut self, t: u64, device: u32, port: u8, outcome: ProbeOutcome) {
+        if self.live(device).and_then(|d| d.port(port)).is_none() {
+            return;
+        }
+        // A probe taken was seen as the timers ran at `t`: the worker took it
+        // before them (the replay's timers of an instant run before its
+        // steps), so it goes a millisecond earlier.
+        let t = if outcome == ProbeOutcome::Taken { t.saturating_sub(1) } else { t };
+        let at = t.max(self.timeline.floor());
+        self.push_step(at, device, Change::Probe(ProbeStep { port, outcome }));
         self.wakes.read_here();
     }
 

@@ -36,7 +36,7 @@ use railwatch_core::{AsyncEvent, Element, PortCounters};
 
 use super::WAKE_EVENT_CODE;
 use crate::scenario::{
-    CountersChange, Fault, GidChange, LinkChange, MAX_REPEAT, PortStateChange, Step, StepEvent, TransferStep,
+    CountersChange, Fault, GidChange, LinkChange, MAX_REPEAT, PortStateChange, ProbeStep, Step, StepEvent, TransferStep,
 };
 
 /// How far before a query's time its change may be placed (see the module
@@ -65,6 +65,8 @@ pub(super) enum Change {
         values: [u64; 3],
     },
     Transfers(TransferStep),
+    /// The engine took the half-open breaker's probe and reported it.
+    Probe(ProbeStep),
     /// The monitor reads what was queued before (`drain = true`).
     Drain,
 }
@@ -104,6 +106,7 @@ impl Change {
             gid: None,
             counters: None,
             transfers: None,
+            probe: None,
             drain: false,
         };
         match self {
@@ -127,6 +130,7 @@ impl Change {
                 step.counters = Some(CountersChange { port, counters });
             }
             Change::Transfers(t) => step.transfers = Some(t),
+            Change::Probe(p) => step.probe = Some(p),
             Change::Drain => step.drain = true,
         }
         step

@@ -1,5 +1,6 @@
 //! The scenario keys for evidence beyond the port state: a step's
-//! `transfers` (outcomes the engine reports) and `counters` (a port's flap
+//! `transfers` (outcomes the engine reports), `probe` (the engine takes the
+//! half-open breaker's probe and reports it) and `counters` (a port's flap
 //! counters, read with the next port query), and a port's initial
 //! `counters`. Parsed, checked and written here; applied by the driver.
 
@@ -15,6 +16,59 @@ pub struct TransferStep {
     pub port: u8,
     /// The report line.
     pub report: TransferReport,
+}
+
+/// A step's `probe = { port, outcome }`: the engine asks the rail's gate
+/// for the half-open breaker's probe. `taken`: it takes it and reports
+/// nothing yet (a later step reports it, or it times out). `success`,
+/// `failure`: it reports that outcome for the probe it was just granted,
+/// or for the one it took earlier (still out); otherwise (refused, none
+/// out) it sends nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeStep {
+    /// The rail's port (declared on the device).
+    pub port: u8,
+    /// What the engine reports.
+    pub outcome: ProbeOutcome,
+}
+
+/// What became of a probe the gate granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// Reported successful.
+    Success,
+    /// Reported failed.
+    Failure,
+    /// Taken, not reported by this step.
+    Taken,
+}
+
+impl ProbeOutcome {
+    /// Every outcome, by its name in a scenario file.
+    pub const ALL: [(&'static str, ProbeOutcome); 3] =
+        [("success", ProbeOutcome::Success), ("failure", ProbeOutcome::Failure), ("taken", ProbeOutcome::Taken)];
+
+    /// Its name in a scenario file.
+    pub fn name(self) -> &'static str {
+        ProbeOutcome::ALL.iter().find(|(_, o)| *o == self).map_or("taken", |(n, _)| n)
+    }
+
+    /// The outcome called `name`.
+    pub fn named(name: &str) -> Option<ProbeOutcome> {
+        ProbeOutcome::ALL.iter().find(|(n, _)| *n == name).map(|(_, o)| *o)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProbe {
+    pub(super) port: Spanned<i64>,
+    pub(super) outcome: Spanned<String>,
+}
+
+/// The `probe` table as a scenario file writes it.
+pub(super) fn write_probe(p: &ProbeStep) -> String {
+    format!("probe = {{ port = {}, outcome = \"{}\" }}", p.port, p.outcome.name())
 }
 
 /// A step's (or a port's) `counters = { port, link_downed, carrier_changes,

@@ -38,7 +38,7 @@ pub const MAX_RAILS: usize = 65_536;
 
 /// Largest scenario file `Scenario::load` reads: 16 MiB.
 pub use crate::toml_input::MAX_FILE_BYTES;
-pub use evidence::{CountersChange, TransferStep};
+pub use evidence::{CountersChange, ProbeOutcome, ProbeStep, TransferStep};
 
 /// A parsed, validated scenario file.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +126,9 @@ pub struct Step {
     /// `transfers`: outcomes the engine reports on one of the device's
     /// rails (the driver hands them to the monitor).
     pub transfers: Option<TransferStep>,
+    /// `probe`: the engine takes the half-open breaker's probe on one of
+    /// the device's rails and reports its outcome.
+    pub probe: Option<ProbeStep>,
     /// `drain = true`: before the step is applied, the monitor reads what
     /// the devices queued so far in the instant (and runs its timers due),
     /// as it does before a transfer report. Recordings write it where the
@@ -275,11 +278,11 @@ pub struct Expect {
     pub bandwidth: Option<LinkRate>,
     /// `recovered_by`.
     pub recovered_by: Option<RecoveredBy>,
-    /// `reason`: why it is not active (`none` when active, `probation` on
-    /// probation).
+    /// `reason`: why it is not active (`none` when active; `half_open` and
+    /// `probing` are the breaker's probe stages).
     pub reason: Option<railwatch_core::PauseReason>,
-    /// `probation`.
-    pub probation: Option<bool>,
+    /// `half_open`: the data-path breaker is half-open or probing.
+    pub half_open: Option<bool>,
     /// `generation`.
     pub generation: Option<u64>,
 }

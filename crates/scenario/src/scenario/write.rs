@@ -177,6 +177,9 @@ pub(crate) fn step(s: &Step) -> String {
     if let Some(t) = &s.transfers {
         let _ = writeln!(w, "{}", evidence::write_transfers(t));
     }
+    if let Some(p) = &s.probe {
+        let _ = writeln!(w, "{}", evidence::write_probe(p));
+    }
     if let Some(f) = s.fault {
         let _ = writeln!(w, "fault = {}", quoted(f.name()));
         if let Fault::Eintr { count } = f {
@@ -228,8 +231,8 @@ pub(crate) fn expect(e: &Expect) -> String {
     if let Some(r) = e.reason {
         let _ = writeln!(w, "reason = {}", quoted(r.name()));
     }
-    if let Some(p) = e.probation {
-        let _ = writeln!(w, "probation = {p}");
+    if let Some(h) = e.half_open {
+        let _ = writeln!(w, "half_open = {h}");
     }
     if let Some(g) = e.generation {
         let _ = writeln!(w, "generation = {g}");

@@ -207,8 +207,9 @@ fn check_reported(v: &mut Verdict, e: &Engine, f: &Figures, label: &str) {
 
 /// Two pulls of rail A's far end (p1, rxe1's cable): rxe0's port reads
 /// ACTIVE while its QPs fail, so the data-path breaker opens on rxe0 (one
-/// peer a rail: the engine's min_peers is 1), a trial re-admits it on
-/// probation, and the first success after the plug ends probation.
+/// peer a rail: the engine's min_peers is 1); after its backoff it is
+/// half-open, the engine's probe fails while the far end is out and
+/// succeeds after the plug, which closes it (the rail back by probe).
 fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
     let label = "peer";
     let Some(e) = engine_run(run, v, label) else { return };
@@ -251,8 +252,8 @@ fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
             if failed >= ENGINE_BREAKER_FAILURES {
                 v.require(b.trips >= 1, format!("{label}: the breaker did not open on rxe0: {b:?}"));
                 v.require(
-                    b.probation_on >= 1 && b.probation_off >= 1,
-                    format!("{label}: no trial on probation ended by a success: {b:?}"),
+                    b.half_open >= 1 && b.probes_ok >= 1,
+                    format!("{label}: the breaker was not closed by a probe: {b:?}"),
                 );
             } else {
                 v.require(b.trips == 0, format!("{label}: the breaker opened on too few failures: {b:?}"));

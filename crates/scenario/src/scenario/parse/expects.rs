@@ -19,7 +19,7 @@ pub(super) struct RawExpect {
     bandwidth_gbps: Option<Spanned<Value>>,
     recovered_by: Option<Spanned<String>>,
     reason: Option<Spanned<String>>,
-    probation: Option<bool>,
+    half_open: Option<bool>,
     generation: Option<Spanned<i64>>,
 }
 
@@ -61,11 +61,11 @@ pub(super) fn parse_expects(
                 "event" => RecoveredBy::Event,
                 "poll" => RecoveredBy::Poll,
                 "attach" => RecoveredBy::Attach,
-                "trial" => RecoveredBy::Trial,
+                "probe" => RecoveredBy::Probe,
                 other => {
                     return Err(cx.err(
                         v.span(),
-                        format!("{pre}unknown recovered_by \"{other}\" (expected event, poll, attach or trial)"),
+                        format!("{pre}unknown recovered_by \"{other}\" (expected event, poll, attach or probe)"),
                     ));
                 }
             }),
@@ -79,12 +79,12 @@ pub(super) fn parse_expects(
         };
         let generation = e.generation.as_ref().map(|g| cx.non_negative(g, &format!("{pre}generation"))).transpose()?;
         let checks = [state.is_some(), e.available.is_some(), bandwidth.is_some(), recovered_by.is_some()];
-        if !checks.iter().any(|&c| c) && reason.is_none() && e.probation.is_none() && generation.is_none() {
+        if !checks.iter().any(|&c| c) && reason.is_none() && e.half_open.is_none() && generation.is_none() {
             return Err(cx.err(
                 spanned.span(),
                 format!(
                     "expect {n} checks nothing: give state, available, bandwidth_gbps, recovered_by, reason, \
-                     probation or generation"
+                     half_open or generation"
                 ),
             ));
         }
@@ -98,7 +98,7 @@ pub(super) fn parse_expects(
             bandwidth,
             recovered_by,
             reason,
-            probation: e.probation,
+            half_open: e.half_open,
             generation,
         });
     }

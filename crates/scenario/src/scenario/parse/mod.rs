@@ -13,7 +13,7 @@ use toml::{Spanned, Value};
 
 mod expects;
 
-use super::evidence::{self, RawCounters, RawTransfers};
+use super::evidence::{self, ProbeOutcome, ProbeStep, RawCounters, RawProbe, RawTransfers};
 use super::{
     CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS, MAX_REPEAT,
     MAX_TOTAL_EVENTS, PortStateChange, Scenario, ScenarioError, Step, StepEvent, TransferStep,
@@ -86,6 +86,7 @@ struct RawStep {
     gid: Option<Spanned<RawGid>>,
     counters: Option<Spanned<RawCounters>>,
     transfers: Option<Spanned<RawTransfers>>,
+    probe: Option<Spanned<RawProbe>>,
     drain: Option<Spanned<bool>>,
 }
 
@@ -273,6 +274,16 @@ impl<'a> Ctx<'a> {
             },
         };
         Ok(TransferStep { port, report: TransferReport { peer: peer.unwrap_or(0), wc_status, count } })
+    }
+
+    /// A `probe` table: a declared port and an outcome by name.
+    fn probe(&self, p: &Spanned<RawProbe>, dev: &DeviceDecl, pre: &str) -> Res<ProbeStep> {
+        let r = p.get_ref();
+        let port = self.declared_port(dev, &r.port, pre)?;
+        let outcome = ProbeOutcome::named(r.outcome.get_ref()).ok_or_else(|| {
+            self.err(r.outcome.span(), format!("{pre}probe.outcome: expected success, failure or taken"))
+        })?;
+        Ok(ProbeStep { port, outcome })
     }
 
     fn effective(&self, v: Option<&Spanned<i64>>, prefix: &str) -> Res<Option<u64>> {
@@ -559,15 +570,16 @@ fn parse_steps(
             }
         };
         let transfers = s.transfers.as_ref().map(|t| cx.transfers(t, dev, &pre)).transpose()?;
+        let probe = s.probe.as_ref().map(|p| cx.probe(p, dev, &pre)).transpose()?;
         let fault = parse_fault(cx, s, &pre)?;
         let event = parse_event(cx, s, dev, &pre)?;
         let nothing = [port_state.is_none(), link.is_none(), fault.is_none(), event.is_none(), gid.is_none()];
         let drain = s.drain.as_ref().is_some_and(|d| *d.get_ref());
-        if nothing.iter().all(|&n| n) && counters.is_none() && transfers.is_none() && !drain {
+        if nothing.iter().all(|&n| n) && counters.is_none() && transfers.is_none() && probe.is_none() && !drain {
             return Err(cx.err(
                 spanned.span(),
                 format!(
-                    "step {n} does nothing: give port_state, link, gid, counters, transfers, event, fault or drain"
+                    "step {n} does nothing: give port_state, link, gid, counters, transfers, probe, event, fault or drain"
                 ),
             ));
         }
@@ -584,6 +596,7 @@ fn parse_steps(
             gid,
             counters,
             transfers,
+            probe,
             drain,
         });
     }

@@ -207,9 +207,11 @@ pub struct Breaker {
     pub reported: BTreeMap<String, u64>,
     /// Rails paused by the breaker (transitions with reason `data_path`).
     pub trips: usize,
-    /// Re-admissions on probation, and probations a success ended.
-    pub probation_on: usize,
-    pub probation_off: usize,
+    /// Times the breaker went half-open, probes that closed it (the
+    /// rail back `by` probe) and probes that failed or timed out.
+    pub half_open: usize,
+    pub probes_ok: usize,
+    pub probes_failed: usize,
     /// Failures through one peer only, notified (the rail stayed).
     pub peer_failing: usize,
 }
@@ -228,8 +230,9 @@ impl Breaker {
             }
         }
         b.trips = e.count("transition", &[("to", "paused"), ("reason", "data_path")]);
-        b.probation_on = e.count("probation", &[("on", "true")]);
-        b.probation_off = e.count("probation", &[("on", "false")]);
+        b.half_open = e.of_kind("half_open").len();
+        b.probes_ok = e.count("transition", &[("to", "active"), ("by", "probe")]);
+        b.probes_failed = e.of_kind("probe_failed").len();
         b.peer_failing = e.of_kind("peer_failing").len();
         any.then_some(b)
     }
@@ -357,12 +360,13 @@ impl Figures {
             Some(b) => {
                 let _ = write!(
                     o,
-                    ",\"transfers_reported\":{},\"breaker_trips\":{},\"probation_on\":{},\"probation_off\":{},\
-                     \"peer_failing\":{}",
+                    ",\"transfers_reported\":{},\"breaker_trips\":{},\"half_open\":{},\"probes_ok\":{},\
+                     \"probes_failed\":{},\"peer_failing\":{}",
                     b.reported_json(),
                     b.trips,
-                    b.probation_on,
-                    b.probation_off,
+                    b.half_open,
+                    b.probes_ok,
+                    b.probes_failed,
                     b.peer_failing
                 );
             }
@@ -430,13 +434,14 @@ pub fn table(all: &[Figures]) -> String {
         if let Some(b) = &f.breaker {
             let _ = writeln!(
                 t,
-                "{} / {}: transfers reported {}, breaker trips {}, probation {} on / {} off, peer failing {}",
+                "{} / {}: transfers reported {}, breaker trips {}, half-open {}, probes {} ok / {} failed, peer failing {}",
                 f.case,
                 f.engine,
                 b.reported_json(),
                 b.trips,
-                b.probation_on,
-                b.probation_off,
+                b.half_open,
+                b.probes_ok,
+                b.probes_failed,
                 b.peer_failing
             );
         }
@@ -470,13 +475,15 @@ mod tests {
     fn reads_what_was_reported_and_what_the_breaker_did() {
         let e = engine(&[
             r#"{"kind":"transition","t_ns":5,"device":"rxe0","rail":"A","generation":1,"from":"active","to":"paused","reason":"data_path"}"#,
-            r#"{"kind":"probation","t_ns":6,"device":"rxe0","rail":"A","generation":0,"on":true}"#,
-            r#"{"kind":"probation","t_ns":7,"device":"rxe0","rail":"A","generation":0,"on":false}"#,
+            r#"{"kind":"half_open","t_ns":6,"device":"rxe0","rail":"A","generation":0}"#,
+            r#"{"kind":"probe_failed","t_ns":6,"device":"rxe0","rail":"A","generation":0,"timed_out":false}"#,
+            r#"{"kind":"half_open","t_ns":6,"device":"rxe0","rail":"A","generation":0}"#,
+            r#"{"kind":"transition","t_ns":7,"device":"rxe0","rail":"A","generation":2,"from":"paused","to":"active","by":"probe"}"#,
             r#"{"kind":"summary","writes_ok":9,"rails":[{"rail":"A","local":"rxe0","writes_ok":5,"port_state":"active","last_ok_ns":8,"reported":{"retry_exc_err":2,"success":5}},{"rail":"B","local":"rxe2","writes_ok":4,"port_state":"active","last_ok_ns":8,"reported":{"success":4}}]}"#,
         ]);
         let b = Breaker::of(&e).expect("reported");
         assert_eq!(b.reported_json(), r#"{"retry_exc_err":2,"success":9}"#);
-        assert_eq!((b.trips, b.probation_on, b.probation_off, b.peer_failing), (1, 1, 1, 0));
+        assert_eq!((b.trips, b.half_open, b.probes_ok, b.probes_failed, b.peer_failing), (1, 2, 1, 1, 0));
         // The rail's flat fields before `reported` stay readable.
         assert_eq!(e.end_of("A").and_then(|o| json::raw(o, "last_ok_ns")), Some("8"));
         let old = engine(&[r#"{"kind":"summary","rails":[{"rail":"A","reported":{}},{"rail":"B","reported":{}}]}"#]);
