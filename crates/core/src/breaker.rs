@@ -73,6 +73,8 @@ pub struct FailureWindow {
     start: Millis,
     count: u64,
     peers: [u64; MAX_MIN_PEERS],
+    /// The failures through each of `peers`.
+    through: [u64; MAX_MIN_PEERS],
     distinct: usize,
     /// The one-peer notification was given in this window.
     told: bool,
@@ -86,9 +88,14 @@ impl FailureWindow {
         }
         self.count = self.count.saturating_add(n);
         let want = (cfg.min_peers as usize).clamp(1, MAX_MIN_PEERS);
-        if self.distinct < want && !self.peers[..self.distinct].contains(&peer) {
-            self.peers[self.distinct] = peer;
-            self.distinct += 1;
+        match self.peers[..self.distinct].iter().position(|&p| p == peer) {
+            Some(i) => self.through[i] = self.through[i].saturating_add(n),
+            None if self.distinct < want => {
+                self.peers[self.distinct] = peer;
+                self.through[self.distinct] = n;
+                self.distinct += 1;
+            }
+            None => {}
         }
         if self.count < cfg.failures {
             Verdict::Counting
@@ -96,10 +103,22 @@ impl FailureWindow {
             *self = FailureWindow::default();
             Verdict::Open
         } else if !std::mem::replace(&mut self.told, true) {
-            Verdict::OnePeer { peer: self.peers[0] }
+            Verdict::OnePeer { peer: self.most_failing() }
         } else {
             Verdict::Counting
         }
+    }
+
+    /// The peer most of the window's failures came through (the first seen
+    /// of those tied).
+    fn most_failing(&self) -> u64 {
+        let (mut best, mut most) = (self.peers[0], 0);
+        for (&p, &n) in self.peers[..self.distinct].iter().zip(&self.through) {
+            if n > most {
+                (best, most) = (p, n);
+            }
+        }
+        best
     }
 
     /// Forgets the window (the rail was paused or re-attached: what it
@@ -143,6 +162,15 @@ mod tests {
         }
         // A new window tells again.
         assert_eq!(w.fail(&cfg, 7, 8, Millis(20_000)), Verdict::OnePeer { peer: 7 });
+    }
+
+    /// With three peers needed, two failing: the one failing most is named.
+    #[test]
+    fn the_peer_named_is_the_one_failing_most() {
+        let cfg = DataPathConfig { min_peers: 3, failures: 8, ..DataPathConfig::default() };
+        let mut w = FailureWindow::default();
+        assert_eq!(w.fail(&cfg, 1, 1, Millis(0)), Verdict::Counting);
+        assert_eq!(w.fail(&cfg, 2, 7, Millis(1)), Verdict::OnePeer { peer: 2 });
     }
 
     #[test]

@@ -298,7 +298,7 @@ fn encode_counted(e: &mut DescriptorEncoder, v: &Values) -> fmt::Result {
     family(
         e,
         "railwatch_rail_pauses",
-        "Times the rail was paused, whatever the cause (railwatch_transitions_total{to=\"paused\"} summed, there from the rail's attach)",
+        "Times the rail was paused, whatever the cause (a change of reason while paused is not another pause); there from the rail's attach",
         None,
         MetricType::Counter,
         |f| f.per_rail_count(v.pauses.iter().map(|(k, n)| (k, *n))),

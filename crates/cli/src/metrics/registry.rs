@@ -79,11 +79,13 @@ impl Metrics {
         let v = &mut self.next;
         match note.what {
             Happening::Event { kind, .. } => *v.events.entry((device.clone(), kind.name())).or_default() += 1,
-            Happening::Transition { rail, to, cause, .. } => {
+            Happening::Transition { rail, from, to, cause, .. } => {
                 if cause == Cause::By(RecoveredBy::Poll) {
                     *v.recoveries_by_poll.entry(key(rail)).or_default() += 1;
                 }
-                if to == RailState::Paused {
+                // A pause, not a change of reason while paused (settling,
+                // then held for an address: one pause).
+                if to == RailState::Paused && from != RailState::Paused {
                     *v.pauses.entry(key(rail)).or_default() += 1;
                 }
                 *v.transitions.entry((key(rail), to.name(), cause.name())).or_default() += 1;
@@ -312,6 +314,28 @@ mod tests {
             Some("1"),
             "{text}"
         );
+    }
+
+    /// A pause is counted once, whatever reasons it goes through (settling,
+    /// held for an address): the flapping alert counts pauses.
+    #[test]
+    fn a_change_of_reason_while_paused_is_not_another_pause() {
+        let mut m = Metrics::new("1.2.3");
+        let rail = RailId { device: 0, port: 1 };
+        let names = names();
+        let to_paused = |from, reason| Happening::Transition {
+            rail,
+            from,
+            to: RailState::Paused,
+            cause: Cause::Reason(reason),
+            generation: 1,
+        };
+        m.note(&names, &note(1, to_paused(RailState::Active, PauseReason::PortErr)));
+        m.note(&names, &note(2, to_paused(RailState::Paused, PauseReason::Settling)));
+        m.note(&names, &note(3, to_paused(RailState::Paused, PauseReason::NoAddress)));
+        m.update(&snapshot(false, 1, 0));
+        let text = m.exporter().encode(Format::Prometheus);
+        assert_eq!(series(&text, r#"railwatch_rail_pauses_total{device="mlx5_0",port="1"}"#), Some("1"), "{text}");
     }
 
     /// COMM_EST is counted, not notified: the snapshot's counter feeds
