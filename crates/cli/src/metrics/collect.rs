@@ -1,5 +1,5 @@
 //! Every metric `watch` exports (docs/METRICS.md), encoded from one
-//! published [`Values`] at scrape time (prometheus-client's `Collector`):
+//! published `Values` at scrape time (prometheus-client's `Collector`):
 //! a scrape reads one moment of the loop, whole, by construction. Each
 //! family is declared here once, name, help and type together, in the
 //! order the exposition lists them. Labels `device` and `port` are

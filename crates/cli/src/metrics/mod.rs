@@ -1,11 +1,11 @@
 //! `railwatch watch`'s metrics (docs/METRICS.md), one job per file:
 //!
-//! - [`values`]: what a scrape reads, every series' value at one moment,
+//! - `values`: what a scrape reads, every series' value at one moment,
 //!   as one immutable record;
 //! - [`registry`]: the watch loop's side, building the next record from
 //!   the monitor's notifications and snapshots and publishing it whole at
 //!   the end of each turn ([`Metrics`]);
-//! - [`collect`]: every metric's name, help and type, encoded from one
+//! - `collect`: every metric's name, help and type, encoded from one
 //!   record at scrape time (prometheus-client's `Collector`);
 //! - [`export`]: the published record in either text format, chosen from
 //!   a request's `Accept` header ([`Exporter`], [`Format`]);

@@ -1,5 +1,5 @@
 //! Feeding the metrics: the watch loop's notifications and snapshots made
-//! into the next [`Values`] and published whole at the end of each turn
+//! into the next `Values` and published whole at the end of each turn
 //! ([`Metrics::update`]), for the serving threads' [`Exporter`] to encode.
 
 use std::collections::{HashMap, HashSet};

@@ -1,5 +1,5 @@
 //! What a scrape reads: the value of every series at one moment, as one
-//! immutable record. The watch loop builds the next one ([`Values`]) from
+//! immutable record. The watch loop builds the next one (`Values`) from
 //! its snapshot and notifications and publishes it whole
 //! ([`crate::metrics::Metrics::update`]); a scrape encodes the one it was
 //! handed ([`crate::metrics::collect`]). Nothing is diffed: gauges and
