@@ -41,9 +41,13 @@ impl Metrics {
     }
 
     /// The totals of lines dropped on the way to stdout and stderr
-    /// ([`crate::lineout`]), shown from the next [`update`](Self::update).
+    /// ([`crate::lineout`]), published at once when they changed.
     pub fn output_dropped(&mut self, stdout: u64, stderr: u64) {
-        self.next.output_dropped = Some([stdout, stderr]);
+        let totals = Some([stdout, stderr]);
+        if self.next.output_dropped != totals {
+            self.next.output_dropped = totals;
+            self.publish();
+        }
     }
 
     /// `device` is no longer watched (excluded on reload): its rails'

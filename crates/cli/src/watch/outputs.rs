@@ -133,12 +133,10 @@ impl Outputs {
         address: impl Fn(RailId) -> Option<&'m PortAddress>,
     ) -> io::Result<()> {
         if let Some(m) = &mut self.metrics {
-            let dropped = (self.printer.dropped(), railwatch_cli::lineout::stderr_dropped());
             let m = &mut m.registry;
             for note in notes {
                 m.note(names, note);
             }
-            m.output_dropped(dropped.0, dropped.1);
             if let Some(snapshot) = snapshot {
                 m.update(snapshot);
             }
@@ -149,6 +147,11 @@ impl Outputs {
                 _ => None,
             };
             self.printer.note(names, note, new)?;
+        }
+        // The lines this turn dropped are counted now, not at the next
+        // turn (there may be none for a long while).
+        if let Some(m) = &mut self.metrics {
+            m.registry.output_dropped(self.printer.dropped(), railwatch_cli::lineout::stderr_dropped());
         }
         if let Some(snapshot) = snapshot {
             if !self.ready {
