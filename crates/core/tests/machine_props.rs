@@ -218,6 +218,8 @@ struct DeviceTrack {
     started: bool,
     /// The first attach finished (`Log::Attached`): later ones are re-attaches.
     attached_once: bool,
+    /// Attaches finished; 1 while the device is on its first.
+    attaches: u32,
     /// An `Open` was carried out and its answer not delivered yet.
     open_asked: bool,
 }
@@ -786,7 +788,11 @@ impl Harness {
         match *action {
             Action::StartReading { device } => self.devs[device as usize].started = true,
             Action::Close { device } => self.devs[device as usize].started = false,
-            Action::Log(Log::Attached { device }) => self.devs[device as usize].attached_once = true,
+            Action::Log(Log::Attached { device }) => {
+                let dev = &mut self.devs[device as usize];
+                dev.attached_once = true;
+                dev.attaches += 1;
+            }
             Action::SetAvailable { rail, available: true } => {
                 let r = self.rail_index(rail).expect("a rail");
                 assert_eq!(self.gates[r].word().state, RailState::Active, "{rail} made available while not active");
@@ -866,7 +872,10 @@ impl Harness {
                 }
                 assert_eq!(generation, tr.generation + 1, "a resume bumps once: {what}");
                 assert!(matches!(cause, Cause::By(_)), "{what}");
-                if settle_ms > 0 {
+                // The first attach never waits the settle delay, also when
+                // it waited for its address.
+                let first_attach = cause == Cause::By(RecoveredBy::Attach) && dev.attaches == 1;
+                if settle_ms > 0 && !first_attach {
                     let since = tr.settling_since.unwrap_or_else(|| panic!("activated without settling: {what}"));
                     assert!(t >= since.plus(settle_ms), "activated before the settle delay (since {since}): {what}");
                 }
@@ -1931,6 +1940,25 @@ fn g_a_hangup_closes_the_device_and_the_reopen_bumps() {
         assert!(s.state == RailState::Active && s.available, "{s:?}");
         assert!(s.generation > generations[port as usize - 1]);
     }
+}
+
+/// A breaker that held the rail is reset by the device's close, and says
+/// so: the re-attach re-admits the rail without a probe.
+#[test]
+fn a_breaker_reset_by_a_reattach_is_said() {
+    let cfg = MachineConfig { data_path: Some(DataPathConfig { failures: 1, min_peers: 1, ..Default::default() }), ..Default::default() };
+    let mut h = Harness::healthy(cfg, &[1]);
+    h.advance_to(Millis(100));
+    h.transfers(0, 1, 7, 12, 1); // RETRY_EXC_ERR: the local path
+    assert_eq!(h.snap(0, 1).reason, PauseReason::DataPath);
+    h.take_record();
+    h.hangup(0);
+    assert!(h.recorded(|a| matches!(a, Action::Log(Log::BreakerReset { rail }) if rail.port == 1)));
+    assert!(h.advance_until(Millis(10_000), |h| h.snap(0, 1).state == RailState::Active));
+    // A device closed with no breaker held says nothing of it.
+    h.take_record();
+    h.hangup(0);
+    assert!(!h.recorded(|a| matches!(a, Action::Log(Log::BreakerReset { .. }))));
 }
 
 /// h. Port events are confirmed by a query: a PORT_ACTIVE while the port

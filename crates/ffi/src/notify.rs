@@ -299,12 +299,17 @@ pub enum rw_log_kind {
     /// A flap counter rose with no PORT_ERR seen (the generation moved):
     /// `device`, `port`.
     RW_LOG_SILENT_FLAP = 15,
-    /// The data-path breaker opened: `device`, `port`, `code` (failed
-    /// trials so far), `until_ms` (the trial).
+    /// The data-path breaker opened (again, after a failed probe):
+    /// `device`, `port`, `code` (failed probes so far), `until_ms` (the
+    /// backoff's end: half-open from then).
     RW_LOG_BREAKER_OPEN = 16,
     /// The port is ACTIVE without the address `require_address` asks for:
     /// `device`, `port`.
     RW_LOG_NO_ADDRESS = 17,
+    /// The device closed while the breaker held the rail: the breaker is
+    /// reset, a re-attach re-admits the rail without a probe: `device`,
+    /// `port`.
+    RW_LOG_BREAKER_RESET = 18,
 }
 
 /// A log request. Which fields mean something depends on `kind`.
@@ -429,6 +434,10 @@ pub(crate) fn log(l: &Log) -> rw_log {
         Log::OpenFailed { device, errno, retry_at } => {
             (c.device, c.error, c.until_ms) = (device, errno.0, retry_at.0);
             RW_LOG_OPEN_FAILED
+        }
+        Log::BreakerReset { rail } => {
+            (c.device, c.port) = (rail.device, u32::from(rail.port));
+            RW_LOG_BREAKER_RESET
         }
     };
     c.kind = kind as u32;

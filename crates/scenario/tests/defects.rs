@@ -405,3 +405,51 @@ generation = 2
 "#,
     );
 }
+
+#[test]
+fn the_first_attach_with_require_address_does_not_wait_the_settle_delay() {
+    // Before: the address answer went through the settle delay, so a rail
+    // with its address at start waited `settle_ms` (CONFIG.md: the first
+    // attach never does). A later recovery still waits.
+    assert_holds(
+        "duration_ms = 5000\nsettle_ms = 1000\nrequire_address = \"any\"",
+        r#"
+[[device]]
+name = "rxe0"
+ports = [ { port = 1, state = "active", speed = "ndr", width = "1x", gids = [{ index = 0, address = "fe80::1" }] } ]
+
+[[expect]]
+at_ms = 100
+rail = "rxe0/1"
+state = "active"
+available = true
+recovered_by = "attach"
+
+[[step]]
+at_ms = 1000
+device = "rxe0"
+port_state = { port = 1, state = "down" }
+event = "port_err"
+port = 1
+
+[[step]]
+at_ms = 2000
+device = "rxe0"
+port_state = { port = 1, state = "active" }
+event = "port_active"
+port = 1
+
+[[expect]]
+at_ms = 2500
+rail = "rxe0/1"
+state = "paused"
+reason = "settling"
+
+[[expect]]
+at_ms = 3500
+rail = "rxe0/1"
+state = "active"
+available = true
+"#,
+    );
+}

@@ -294,7 +294,12 @@ impl Machine {
             // old path (its failures, its breaker, its address, its
             // counters) is not about the new one.
             rail.clear_window();
-            rail.set_breaker(None);
+            if rail.breaker().is_some() {
+                rail.set_breaker(None);
+                let id = rail.id;
+                self.push(Action::Log(Log::BreakerReset { rail: id }));
+            }
+            let rail = &mut self.rails[ri];
             rail.address_ok = false;
             rail.wants_address = None;
             rail.counters.clear();

@@ -373,6 +373,13 @@ pub enum Log {
         /// Device index.
         device: u32,
     },
+    /// The device closed while the rail's data-path breaker was open or
+    /// half-open: the breaker is reset with the device context, so the
+    /// rail's re-attach re-admits it without a probe.
+    BreakerReset {
+        /// The rail.
+        rail: RailId,
+    },
 }
 
 /// What the driver must do, in the order polled.

@@ -174,7 +174,7 @@ impl Machine {
         }
         self.rails[ri].clear_damped();
         let mut by = by;
-        if self.config.settle_ms > 0 {
+        if self.config.settle_ms > 0 && !self.first_attach(ri, by) {
             match self.rails[ri].settle() {
                 None => return self.start_settle(ri, by, now),
                 Some(s) if now < s.until => return,
@@ -189,6 +189,13 @@ impl Machine {
         } else {
             self.activate(ri, by, now);
         }
+    }
+
+    /// Whether an activation `by` is the first attach of the rail's device
+    /// (one that waited for its address): the settle delay is for
+    /// recoveries and re-attaches only.
+    fn first_attach(&self, ri: usize, by: RecoveredBy) -> bool {
+        by == RecoveredBy::Attach && self.devices[self.rails[ri].id.device as usize].stats.reopens == 0
     }
 
     fn suppressed(&mut self, ri: usize, now: Millis) -> bool {

@@ -144,6 +144,11 @@ pub(super) fn log(m: &Machine, line: &Log) {
             warn!("{}: appeared but cannot be opened ({errno}); trying again at {retry_at}", device(m, d))
         }
         Log::Attached { device: d } => info!("{}: opened; rails attached", device(m, d)),
+        Log::BreakerReset { rail: id } => info!(
+            "{}: its device closed while the data-path breaker held the rail: the breaker is reset, and a \
+             re-attach re-admits the rail without a probe",
+            rail(m, id)
+        ),
         Log::Removed { device: d } => warn!("{}: left the host; closed, its rails are inert", device(m, d)),
     }
 }
