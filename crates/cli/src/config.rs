@@ -151,8 +151,11 @@ type Res<T> = Result<T, SettingsError>;
 impl Settings {
     /// The defaults, with no file.
     fn defaults() -> Settings {
+        let mut config = Config::default();
+        // The agent audits; the library's default is off (zero idle wake-ups).
+        config.machine.audit_ms = Some(railwatch_core::AGENT_AUDIT_MS);
         Settings {
-            config: Config::default(),
+            config,
             devices: DeviceFilter::default(),
             metrics: Metrics::default(),
             file: None,
@@ -216,7 +219,7 @@ impl Settings {
             set(&mut self.origins, "tick_ms", "--tick-ms");
         }
         if let Some(v) = args.audit_ms {
-            c.machine.audit_ms = Some(v);
+            c.machine.audit_ms = v.0;
             set(&mut self.origins, "audit_ms", "--audit-ms");
         }
         if let Some(v) = args.settle_ms {

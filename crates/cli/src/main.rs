@@ -105,6 +105,17 @@ struct SimulateArgs {
     rec: RecordArgs,
 }
 
+/// `--audit-ms`: a period, or off.
+#[derive(Clone, Copy, Debug)]
+struct Audit(Option<u64>);
+
+fn parse_audit(s: &str) -> Result<Audit, String> {
+    match s {
+        "off" => Ok(Audit(None)),
+        _ => s.parse().map(|ms| Audit(Some(ms))).map_err(|_| format!("{s:?} is neither `off` nor a number of ms")),
+    }
+}
+
 #[derive(Args, Debug)]
 struct WatchArgs {
     /// Read the settings from this file (TOML, see docs/CONFIG.md); the
@@ -140,9 +151,9 @@ struct WatchArgs {
     #[arg(long, value_name = "N")]
     tick_ms: Option<u64>,
     /// Re-read the port state of every active rail this often, in
-    /// milliseconds (default: off).
-    #[arg(long, value_name = "MS")]
-    audit_ms: Option<u64>,
+    /// milliseconds, or `off` (default 1000).
+    #[arg(long, value_name = "MS|off", value_parser = parse_audit)]
+    audit_ms: Option<Audit>,
     /// After a port reads ACTIVE, wait this long and re-check before
     /// activating its rail, in milliseconds (default 0).
     #[arg(long, value_name = "MS")]

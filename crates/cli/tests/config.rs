@@ -189,7 +189,9 @@ fn without_a_file_the_defaults_are_shown_and_valid() {
     assert!(v["file"].is_null());
     let s = &v["settings"];
     assert_eq!((s["tick_ms"].as_u64(), s["drain_budget"].as_u64()), (Some(1000), Some(256)));
-    assert!(s["audit_ms"].is_null() && s["damping"].is_null() && s["include"].is_null(), "{s}");
+    // The agent audits active rails every second by default.
+    assert_eq!(s["audit_ms"].as_u64(), Some(1000), "{s}");
+    assert!(s["damping"].is_null() && s["include"].is_null(), "{s}");
     assert_eq!(s["exclude"], json!([]));
     assert!(v["from"].as_object().unwrap().values().all(|o| o == "default"), "{v}");
     assert!(!stderr.contains("metrics"), "no [metrics], no note: {stderr}");
@@ -300,6 +302,18 @@ fn a_toml_syntax_error_is_named_with_its_line() {
 }
 
 // ---- flags ---------------------------------------------------------------------
+
+#[test]
+fn the_audit_turns_off_in_the_file_or_by_flag() {
+    let v = checked_json("audit_ms = false\n", &[]);
+    assert!(v["settings"]["audit_ms"].is_null(), "{v}");
+    let v = checked_json("audit_ms = 250\n", &["--audit-ms", "off"]);
+    assert!(v["settings"]["audit_ms"].is_null(), "{v}");
+    assert_eq!(v["from"]["audit_ms"], "--audit-ms");
+    let (out, _, stderr) = check(&["--audit-ms", "often"]);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("\"often\" is neither `off` nor a number of ms"), "{stderr}");
+}
 
 #[test]
 fn flags_override_the_file() {

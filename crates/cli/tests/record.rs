@@ -352,7 +352,7 @@ fn record_random(dir: &Path, seed: u64) -> (Vec<Value>, String) {
         .env_remove("FAKE_IBVERBS_EVENTS")
         .args(["watch", "--json", "--tick-ms", "50", "--record"])
         .arg(&file)
-        .args(if seed % 2 == 0 { &["--audit-ms", "300"][..] } else { &[][..] })
+        .args(["--audit-ms", if seed % 2 == 0 { "300" } else { "off" }])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut guard = Killed(Some(watch.spawn().expect("railwatch starts")));

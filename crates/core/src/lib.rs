@@ -84,7 +84,7 @@ pub use ports::{DeviceSource, NoSelector, RailId, Selector, VerbsPort};
 pub use rail::{
     Gate, Outcome, PauseReason, ProbeTicket, RailCell, RailState, RailWord, Rejection, Ticket, layout as word_layout,
 };
-pub use settings::{ConfigError, MachineConfig, Problem, Setting, SettingKind, SettingValue};
+pub use settings::{AGENT_AUDIT_MS, ConfigError, MachineConfig, Problem, Setting, SettingKind, SettingValue};
 pub use shown::{MAX_ERROR_LINE_CHARS, MAX_SHOWN_NAME_CHARS, error_line, shown_name};
 pub use time::{Clock, MAX_DELAY_MS, Millis};
 pub use wc::{WC_STATUSES, WcClass, WcStatus, classify_wc, wc_name, wc_status};

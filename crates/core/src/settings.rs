@@ -17,6 +17,11 @@ use crate::breaker::{DataPathConfig, MAX_MIN_PEERS};
 use crate::damping::DampingConfig;
 use crate::time::MAX_DELAY_MS;
 
+/// The host agent's audit period (`railwatch watch`'s `audit_ms` default):
+/// a port that went down with no event, or flapped with its events lost,
+/// is found within two of them. The library's default is off.
+pub const AGENT_AUDIT_MS: u64 = 1000;
+
 /// Policy settings. `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MachineConfig {

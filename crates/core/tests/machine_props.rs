@@ -1946,7 +1946,10 @@ fn g_a_hangup_closes_the_device_and_the_reopen_bumps() {
 /// so: the re-attach re-admits the rail without a probe.
 #[test]
 fn a_breaker_reset_by_a_reattach_is_said() {
-    let cfg = MachineConfig { data_path: Some(DataPathConfig { failures: 1, min_peers: 1, ..Default::default() }), ..Default::default() };
+    let cfg = MachineConfig {
+        data_path: Some(DataPathConfig { failures: 1, min_peers: 1, ..Default::default() }),
+        ..Default::default()
+    };
     let mut h = Harness::healthy(cfg, &[1]);
     h.advance_to(Millis(100));
     h.transfers(0, 1, 7, 12, 1); // RETRY_EXC_ERR: the local path
