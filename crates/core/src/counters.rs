@@ -15,10 +15,75 @@ pub struct PortCounters {
     pub carrier_down: Option<u64>,
 }
 
+/// One of the flap counters, in [`PortCounters`]' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Counter {
+    /// `link_downed`.
+    LinkDowned,
+    /// `carrier_changes`.
+    CarrierChanges,
+    /// `carrier_down_count`.
+    CarrierDown,
+}
+
+impl Counter {
+    /// The three, in order.
+    pub const ALL: [Counter; 3] = [Counter::LinkDowned, Counter::CarrierChanges, Counter::CarrierDown];
+
+    /// Its name in logs and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::LinkDowned => "link_downed",
+            Counter::CarrierChanges => "carrier_changes",
+            Counter::CarrierDown => "carrier_down",
+        }
+    }
+
+    /// Its bit in a [`PortCounters::stuck`] mask.
+    pub fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// The width (in bits) of the counter whose maximum `value` is, if it is
+/// one: legacy PMA counters stop at 2^8−1 or 2^16−1, others at 2^32−1 or
+/// 2^64−1, and a counter stuck there counts nothing more (gpud #943 saw a
+/// live mlx5 port with `link_downed` at 255).
+pub fn saturated_width(value: u64) -> Option<u32> {
+    [8, 16, 32, 64].into_iter().find(|&bits| value == u64::MAX >> (64 - bits))
+}
+
 impl PortCounters {
+    /// A counter's value, if read.
+    pub fn get(&self, counter: Counter) -> Option<u64> {
+        match counter {
+            Counter::LinkDowned => self.link_downed,
+            Counter::CarrierChanges => self.carrier_changes,
+            Counter::CarrierDown => self.carrier_down,
+        }
+    }
+
+    /// The counters read at a width's maximum ([`saturated_width`]), as a
+    /// mask of [`Counter::bit`]s: stuck, they cannot witness a flap.
+    pub fn stuck(&self) -> u8 {
+        Counter::ALL
+            .into_iter()
+            .filter(|&c| self.get(c).is_some_and(|v| saturated_width(v).is_some()))
+            .map(Counter::bit)
+            .sum()
+    }
+
+    /// Whether every counter the read has is stuck: the rule is blind on
+    /// the port (only port reads and the carrier remain).
+    pub fn all_stuck(&self) -> bool {
+        let present: u8 = Counter::ALL.into_iter().filter(|&c| self.get(c).is_some()).map(Counter::bit).sum();
+        present != 0 && self.stuck() == present
+    }
+
     /// Whether any counter both reads have rose from `before` to `self`
     /// (one that went back, as after a driver reload, is a new baseline,
-    /// not a flap).
+    /// not a flap). A counter stuck at its maximum never rises, so it
+    /// never makes a false flap; the others still witness one.
     pub fn rose_since(&self, before: &PortCounters) -> bool {
         let rose = |now: Option<u64>, then: Option<u64>| matches!((now, then), (Some(n), Some(t)) if n > t);
         rose(self.link_downed, before.link_downed)
@@ -40,6 +105,9 @@ pub(crate) struct CountersBaseline {
     values: [u64; 3],
     /// Bit `i`: `values[i]` is there; [`READ`]: there was a read.
     present: u8,
+    /// The [`Counter::bit`]s already said to be stuck (once per device
+    /// context: cleared with the baseline).
+    stuck_said: u8,
 }
 
 /// [`CountersBaseline::present`]'s bit for "a read is kept".
@@ -58,7 +126,7 @@ impl CountersBaseline {
     /// Keeps `fresh`; returns the read kept before.
     pub(crate) fn replace(&mut self, fresh: PortCounters) -> Option<PortCounters> {
         let before = self.get();
-        let mut next = CountersBaseline { values: [0; 3], present: READ };
+        let mut next = CountersBaseline { values: [0; 3], present: READ, stuck_said: self.stuck_said };
         for (i, v) in [fresh.link_downed, fresh.carrier_changes, fresh.carrier_down].into_iter().enumerate() {
             if let Some(v) = v {
                 next.values[i] = v;
@@ -69,7 +137,15 @@ impl CountersBaseline {
         before
     }
 
-    /// Forgets the read kept.
+    /// The counters of `read` stuck at their maximum and not said so yet;
+    /// they count as said from now on.
+    pub(crate) fn newly_stuck(&mut self, read: &PortCounters) -> u8 {
+        let new = read.stuck() & !self.stuck_said;
+        self.stuck_said |= new;
+        new
+    }
+
+    /// Forgets the read kept, and what was said of it.
     pub(crate) fn clear(&mut self) {
         *self = CountersBaseline::default();
     }
@@ -90,6 +166,25 @@ mod tests {
         assert!(!PortCounters { carrier_down: Some(1), ..before }.rose_since(&before));
         assert!(!PortCounters { link_downed: Some(0), ..before }.rose_since(&before));
         assert!(!PortCounters::default().any());
+    }
+
+    #[test]
+    fn a_counter_at_its_widths_maximum_is_stuck() {
+        for (v, w) in [(255, Some(8)), (65_535, Some(16)), (u64::from(u32::MAX), Some(32)), (u64::MAX, Some(64))] {
+            assert_eq!(saturated_width(v), w, "{v}");
+        }
+        for v in [0, 1, 254, 256, 65_534, 65_536, u64::from(u32::MAX) + 1] {
+            assert_eq!(saturated_width(v), None, "{v}");
+        }
+        let c = PortCounters { link_downed: Some(255), carrier_changes: Some(12), carrier_down: None };
+        assert_eq!(c.stuck(), Counter::LinkDowned.bit());
+        assert!(!c.all_stuck());
+        let blind = PortCounters { carrier_changes: None, ..c };
+        assert!(blind.all_stuck());
+        assert!(!PortCounters::default().all_stuck(), "no counter is not a stuck one");
+        // Stuck, it does not rise; the carrier's counter still does.
+        assert!(!c.rose_since(&c));
+        assert!(PortCounters { carrier_changes: Some(14), ..c }.rose_since(&c));
     }
 
     #[test]

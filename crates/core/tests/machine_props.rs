@@ -60,7 +60,7 @@ use std::collections::VecDeque;
 
 use proptest::prelude::*;
 use railwatch_core::{
-    Action, AddressRequirement, AsyncEvent, Cause, DampingConfig, DataPathConfig, DeviceMode, Element, Errno,
+    Action, AddressRequirement, AsyncEvent, Cause, Counter, DampingConfig, DataPathConfig, DeviceMode, Element, Errno,
     EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange, Log, MAX_DELAY_MS, Machine,
     MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters, PortState, RailId,
     RailState, RecoveredBy, TransferReport, WcClass, classify_wc,
@@ -2045,6 +2045,57 @@ fn l_a_flap_with_its_port_err_is_not_a_silent_one() {
     h.advance(100);
     h.port_event(0, EventKind::ClientReregister, 1);
     assert!(h.transitions(rail).iter().any(|&(_, _, _, c)| c == Cause::SilentFlap), "{:?}", h.transitions(rail));
+}
+
+/// A flap counter stuck at its width's maximum is said once and never
+/// makes a flap; the port's other counters still witness one, and a port
+/// whose every counter is stuck is said to be blind.
+#[test]
+fn a_stuck_counter_is_said_once_and_the_others_still_witness() {
+    fn serve(m: &mut Machine, counters: PortCounters, now: Millis) -> Vec<Log> {
+        let mut logs = Vec::new();
+        while let Some(action) = m.poll_action() {
+            match action {
+                Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(PortState::Active), now),
+                Action::ReadLink { device, port } => m.handle_link(device, port, Ok(hdr_4x()), now),
+                Action::ReadCounters { device, port } => m.handle_counters(device, port, Ok(counters), now),
+                Action::Log(l) => logs.push(l),
+                _ => {}
+            }
+        }
+        logs
+    }
+    let stuck = |logs: &[Log]| -> Vec<(Counter, u64, bool)> {
+        logs.iter()
+            .filter_map(|l| match *l {
+                Log::CounterStuck { counter, value, blind, .. } => Some((counter, value, blind)),
+                _ => None,
+            })
+            .collect()
+    };
+    let cfg = MachineConfig { audit_ms: Some(1000), ..Default::default() };
+    let mut m = Machine::new(cfg).expect("valid");
+    let mut c = PortCounters { link_downed: Some(255), carrier_changes: Some(10), carrier_down: None };
+    m.add_device("mlx5_0", &[1], Millis(0));
+    let logs = serve(&mut m, c, Millis(0));
+    assert_eq!(stuck(&logs), [(Counter::LinkDowned, 255, false)]);
+    let gate = m.gate(RailId { device: 0, port: 1 }).expect("a rail");
+    let generation = gate.word().generation;
+    for t in 1..=3 {
+        m.handle_timeout(Millis(t * 1000));
+        assert_eq!(stuck(&serve(&mut m, c, Millis(t * 1000))), [], "said once");
+    }
+    assert_eq!(gate.word().generation, generation, "a stuck counter made a flap");
+    // The carrier's counter still moves: a silent flap.
+    c.carrier_changes = Some(12);
+    m.handle_timeout(Millis(4000));
+    serve(&mut m, c, Millis(4000));
+    assert_eq!(gate.word().generation, generation + 1, "blind on a saturated port");
+    // Every counter stuck: blind, said.
+    let mut m = Machine::new(MachineConfig::default()).expect("valid");
+    m.add_device("mlx5_0", &[1], Millis(0));
+    let only = PortCounters { link_downed: Some(65_535), ..Default::default() };
+    assert_eq!(stuck(&serve(&mut m, only, Millis(0))), [(Counter::LinkDowned, 65_535, true)]);
 }
 
 /// j. Handling a PORT_ERR and a PORT_ACTIVE, their answers and every action

@@ -271,6 +271,11 @@ typedef enum rw_log_kind {
   // reset, a re-attach re-admits the rail without a probe: `device`,
   // `port`.
   RW_LOG_BREAKER_RESET = 18,
+  // A flap counter reads its width's maximum (255, 65535, 2^32−1 or
+  // 2^64−1) and counts no more flaps (said once): `device`, `port`,
+  // `code` (0 `link_downed`, 1 `carrier_changes`, 2 `carrier_down`),
+  // `until_ms` (its value), `capped` (no counter of the port is left).
+  RW_LOG_COUNTER_STUCK = 19,
 } rw_log_kind;
 
 // What the machine asks of the engine (`rw_action.kind`). Answer each

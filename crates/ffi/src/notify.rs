@@ -310,6 +310,11 @@ pub enum rw_log_kind {
     /// reset, a re-attach re-admits the rail without a probe: `device`,
     /// `port`.
     RW_LOG_BREAKER_RESET = 18,
+    /// A flap counter reads its width's maximum (255, 65535, 2^32−1 or
+    /// 2^64−1) and counts no more flaps (said once): `device`, `port`,
+    /// `code` (0 `link_downed`, 1 `carrier_changes`, 2 `carrier_down`),
+    /// `until_ms` (its value), `capped` (no counter of the port is left).
+    RW_LOG_COUNTER_STUCK = 19,
 }
 
 /// A log request. Which fields mean something depends on `kind`.
@@ -434,6 +439,11 @@ pub(crate) fn log(l: &Log) -> rw_log {
         Log::OpenFailed { device, errno, retry_at } => {
             (c.device, c.error, c.until_ms) = (device, errno.0, retry_at.0);
             RW_LOG_OPEN_FAILED
+        }
+        Log::CounterStuck { rail, counter, value, blind } => {
+            (c.device, c.port, c.code, c.capped) = (rail.device, u32::from(rail.port), counter as u32, blind);
+            c.until_ms = value;
+            RW_LOG_COUNTER_STUCK
         }
         Log::BreakerReset { rail } => {
             (c.device, c.port) = (rail.device, u32::from(rail.port));

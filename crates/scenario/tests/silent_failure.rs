@@ -8,6 +8,9 @@
 //!   the flap counter risen: a silent flap (the generation moves);
 //! - a flap whose down the audit may or may not catch: one or the other.
 //!
+//! Port 1's `link_downed` may start stuck at a legacy width's maximum
+//! (gpud #943): it cannot rise, and the carrier's counter witnesses alone.
+//!
 //! Detected means the rail's first transition out of `active` (to paused,
 //! or active to active on a silent flap) at or after the failure.
 
@@ -41,6 +44,9 @@ struct Case {
     noise: Vec<(u64, u8)>,
     at_ms: u64,
     failure: Failure,
+    /// Port 1's `link_downed` at the start: 0, or stuck at a width's
+    /// maximum (it cannot rise; the carrier's counter still does).
+    link_downed: u64,
 }
 
 fn failure() -> impl Strategy<Value = Failure> {
@@ -52,8 +58,16 @@ fn failure() -> impl Strategy<Value = Failure> {
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    (50u64..=5000, 1u8..=3, prop::collection::vec((1u64..=8000, 2u8..=3), 0..4), 1u64..=10_000, failure())
-        .prop_map(|(tick_ms, ports, noise, at_ms, failure)| Case { tick_ms, ports, noise, at_ms, failure })
+    let link_downed = prop::sample::select(vec![0, 255, 65_535, u64::from(u32::MAX)]);
+    (50u64..=5000, 1u8..=3, prop::collection::vec((1u64..=8000, 2u8..=3), 0..4), 1u64..=10_000, failure(), link_downed)
+        .prop_map(|(tick_ms, ports, noise, at_ms, failure, link_downed)| Case {
+            tick_ms,
+            ports,
+            noise,
+            at_ms,
+            failure,
+            link_downed,
+        })
 }
 
 fn text(c: &Case) -> String {
@@ -62,9 +76,10 @@ fn text(c: &Case) -> String {
         format!("name = \"silent\"\nduration_ms = {end}\ntick_ms = {}\naudit_ms = {AGENT_AUDIT_MS}\n", c.tick_ms);
     t.push_str("\n[[device]]\nname = \"mlx5_0\"\nports = [\n");
     for p in 1..=c.ports {
+        let ld = if p == 1 { c.link_downed } else { 0 };
         let _ = writeln!(
             t,
-            "  {{ port = {p}, state = \"active\", counters = {{ link_downed = 0, carrier_changes = 0 }} }},"
+            "  {{ port = {p}, state = \"active\", counters = {{ link_downed = {ld}, carrier_changes = 0 }} }},"
         );
     }
     t.push_str("]\n");
@@ -76,7 +91,8 @@ fn text(c: &Case) -> String {
         steps.push((at, bounce("down", "port_err")));
         steps.push((at + 200, bounce("active", "port_active")));
     }
-    let counter = "counters = { port = 1, link_downed = 1, carrier_changes = 2 }".to_owned();
+    let risen = if c.link_downed == 0 { 1 } else { c.link_downed };
+    let counter = format!("counters = {{ port = 1, link_downed = {risen}, carrier_changes = 2 }}");
     let down = "port_state = { port = 1, state = \"down\" }".to_owned();
     match c.failure {
         Failure::Down => steps.push((c.at_ms, down)),

@@ -8,7 +8,7 @@
 
 use super::{Action, Breaker, Cause, Errno, Happening, Log, Machine};
 use crate::breaker::{Verdict, backoff};
-use crate::counters::PortCounters;
+use crate::counters::{Counter, PortCounters};
 use crate::rail::{Outcome, PauseReason, RailState};
 use crate::time::Millis;
 use crate::wc::{WC_STATUSES, WcClass, classify_wc};
@@ -273,6 +273,7 @@ impl Machine {
             Ok(c) if c.any() => c,
             Ok(_) | Err(_) => return self.counters_unreadable(ri, answer.err().unwrap_or(Errno::EOPNOTSUPP)),
         };
+        self.say_stuck(ri, &fresh);
         let rail = &mut self.rails[ri];
         let before = rail.counters.replace(fresh);
         let active = rail.cell.load().state == RailState::Active;
@@ -287,6 +288,22 @@ impl Machine {
         let silent = quiet && active && before.is_some_and(|b| fresh.rose_since(&b)) && self.config.silent_flaps;
         if silent {
             self.silent_flap(ri, now);
+        }
+    }
+
+    /// Says, once per counter and device context, that a counter is stuck
+    /// at its width's maximum: it witnesses nothing more, and the rule
+    /// goes on with the others (`blind`: none is left).
+    fn say_stuck(&mut self, ri: usize, read: &PortCounters) {
+        let new = self.rails[ri].counters.newly_stuck(read);
+        if new == 0 {
+            return;
+        }
+        let rail = self.rails[ri].id;
+        for counter in Counter::ALL.into_iter().filter(|c| new & c.bit() != 0) {
+            let value = read.get(counter).unwrap_or_default();
+            let blind = read.all_stuck();
+            self.push(Action::Log(Log::CounterStuck { rail, counter, value, blind }));
         }
     }
 

@@ -373,6 +373,21 @@ pub enum Log {
         /// Device index.
         device: u32,
     },
+    /// A flap counter reads its width's maximum
+    /// ([`saturated_width`](crate::saturated_width)): it counts no more
+    /// flaps, so silent flaps are looked for in the others (said once per
+    /// counter and device context).
+    CounterStuck {
+        /// The rail.
+        rail: RailId,
+        /// Which counter.
+        counter: crate::Counter,
+        /// Its value.
+        value: u64,
+        /// No counter of the port is left to witness a flap (port reads
+        /// and the carrier remain).
+        blind: bool,
+    },
     /// The device closed while the rail's data-path breaker was open or
     /// half-open: the breaker is reset with the device context, so the
     /// rail's re-attach re-admits it without a probe.

@@ -144,6 +144,17 @@ pub(super) fn log(m: &Machine, line: &Log) {
             warn!("{}: appeared but cannot be opened ({errno}); trying again at {retry_at}", device(m, d))
         }
         Log::Attached { device: d } => info!("{}: opened; rails attached", device(m, d)),
+        Log::CounterStuck { rail: id, counter, value, blind } => warn!(
+            "{}: {} reads {value}, the maximum of a {}-bit counter: it counts no more flaps; {}",
+            rail(m, id),
+            counter.name(),
+            railwatch_core::saturated_width(value).unwrap_or(64),
+            if blind {
+                "no counter of the port is left, so silent flaps are found only by port reads and the carrier"
+            } else {
+                "silent flaps are looked for in the port's other counters"
+            }
+        ),
         Log::BreakerReset { rail: id } => info!(
             "{}: its device closed while the data-path breaker held the rail: the breaker is reset, and a \
              re-attach re-admits the rail without a probe",
