@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use railwatch_core::LinkRate;
+use railwatch_core::{LinkRate, ObjectHandle, WorkScope};
 use railwatch_runtime::lines::{Names, Record};
 use railwatch_runtime::{Cause, Happening, Notification};
 use serde::Serialize;
@@ -76,6 +76,10 @@ impl Paint {
 
 fn time(t_ms: u64) -> String {
     format!("{:>4}.{:03}s", t_ms / 1000, t_ms % 1000)
+}
+
+fn hex(handle: Option<ObjectHandle>) -> String {
+    handle.map_or_else(|| "(no handle)".to_owned(), |h| format!("{:#x}", h.0))
 }
 
 fn rate_text(rate: Option<LinkRate>) -> String {
@@ -158,9 +162,24 @@ pub fn human_record(names: &Names, record: &Record<'_>, color: bool) -> Option<S
                 Happening::GidIndex { rail, index } => {
                     (names.rail(*rail).to_string(), format!("endpoints use GID index {index}"))
                 }
-                Happening::ObjectError { kind, handle, .. } => {
-                    return Some(format!("{}  object error {kind} on {handle:?}", time(t.0)));
-                }
+                Happening::WorkLost { device, scope } => (
+                    names.device(*device).to_string(),
+                    p.wrap(
+                        "33",
+                        &match scope {
+                            WorkScope::Qp { kind, handle } => {
+                                format!("{kind} on QP {}: its work is lost", hex(*handle))
+                            }
+                            WorkScope::Wq(handle) => format!("wq_fatal on WQ {}: its work is lost", hex(*handle)),
+                            WorkScope::Cq(handle) => {
+                                format!("cq_err on CQ {}: work completing to it is lost", hex(*handle))
+                            }
+                            WorkScope::Device(reason) => {
+                                format!("context gone ({reason}): all work posted on it is lost")
+                            }
+                        },
+                    ),
+                ),
             };
             (t.0, subject, text)
         }

@@ -124,6 +124,19 @@ fn check_schema(v: &Value) {
             str_field("rail");
             assert!(obj["index"].is_u64());
         }
+        "work_lost" => {
+            str_field("device");
+            let scope = obj["scope"].as_str().expect("scope");
+            assert!(["qp", "wq", "cq", "device"].contains(&scope), "{v}");
+            // The object's scopes name the event and may carry the handle;
+            // the device's names the reason.
+            if scope == "device" {
+                str_field("reason");
+            } else {
+                str_field("event");
+                assert!(obj.get("handle").is_none_or(|h| h.as_str().is_some_and(|h| h.starts_with("0x"))), "{v}");
+            }
+        }
         "summary" => {
             for r in obj["rails"].as_array().expect("rails") {
                 let r = r.as_object().unwrap();

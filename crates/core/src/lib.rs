@@ -74,7 +74,7 @@ pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use identity::{RailIdentity, guid_text, is_netdev_name, is_pci_address};
 pub use machine::{
     Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, Machine,
-    Notification, RailView, RecoveredBy, TransferReport,
+    Notification, RailView, RecoveredBy, TransferReport, WorkScope,
 };
 pub use port::{
     LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name, width_by_code,

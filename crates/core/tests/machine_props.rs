@@ -63,7 +63,7 @@ use railwatch_core::{
     Action, AddressRequirement, AsyncEvent, Cause, Counter, DampingConfig, DataPathConfig, DeviceMode, Element, Errno,
     EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange, Log, MAX_DELAY_MS, Machine,
     MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters, PortState, RailId,
-    RailState, RecoveredBy, TransferReport, WcClass, classify_wc,
+    RailState, RecoveredBy, TransferReport, WcClass, WorkScope, classify_wc,
 };
 
 // ---- the world --------------------------------------------------------------
@@ -2096,6 +2096,64 @@ fn a_stuck_counter_is_said_once_and_the_others_still_witness() {
     m.add_device("mlx5_0", &[1], Millis(0));
     let only = PortCounters { link_downed: Some(65_535), ..Default::default() };
     assert_eq!(stuck(&serve(&mut m, only, Millis(0))), [(Counter::LinkDowned, 65_535, true)]);
+}
+
+/// Work that can never complete is told first: for a QP, WQ or CQ in
+/// error, and for the whole device when its context goes (DEVICE_FATAL, a
+/// removal, a hang-up), ahead of every action of the inputs not yet
+/// polled, in the order learnt; a device with nothing attached loses none.
+#[test]
+fn lost_work_is_told_before_anything_else() {
+    fn serve(m: &mut Machine, now: Millis) {
+        while let Some(action) = m.poll_action() {
+            match action {
+                Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(PortState::Active), now),
+                Action::ReadLink { device, port } => m.handle_link(device, port, Ok(hdr_4x()), now),
+                _ => {}
+            }
+        }
+    }
+    fn polled(m: &mut Machine) -> Vec<Happening> {
+        std::iter::from_fn(|| m.poll_action())
+            .filter_map(|a| match a {
+                Action::Notify(n) => Some(n.what),
+                _ => None,
+            })
+            .collect()
+    }
+    let mut m = Machine::new(MachineConfig::default()).expect("valid");
+    m.add_device("mlx5_0", &[1, 2], Millis(0));
+    serve(&mut m, Millis(0));
+    // One batch, as an engine's own loop hands over a drain: a PORT_ERR,
+    // a QP_FATAL, a CQ_ERR and a WQ_FATAL.
+    let qp = ObjectHandle(0x10);
+    m.handle_event(0, AsyncEvent::port(EventKind::PortErr, 1), Millis(10));
+    m.handle_event(0, AsyncEvent::new(EventKind::QpFatal.code(), Element::Object(qp)), Millis(10));
+    m.handle_event(0, AsyncEvent::new(EventKind::CqErr.code(), Element::Object(ObjectHandle(0x20))), Millis(10));
+    m.handle_event(0, AsyncEvent::new(EventKind::WqFatal.code(), Element::None), Millis(10));
+    let notes = polled(&mut m);
+    let lost = [
+        Happening::WorkLost { device: 0, scope: WorkScope::Qp { kind: EventKind::QpFatal, handle: Some(qp) } },
+        Happening::WorkLost { device: 0, scope: WorkScope::Cq(Some(ObjectHandle(0x20))) },
+        Happening::WorkLost { device: 0, scope: WorkScope::Wq(None) },
+    ];
+    assert_eq!(notes[..3], lost, "{notes:#?}");
+    assert!(notes[3..].iter().all(|n| !matches!(n, Happening::WorkLost { .. })), "told once: {notes:#?}");
+    // DEVICE_FATAL: the whole context, before its own event and the detach.
+    m.handle_event(0, AsyncEvent::new(EventKind::DeviceFatal.code(), Element::None), Millis(20));
+    let notes = polled(&mut m);
+    assert_eq!(notes[0], Happening::WorkLost { device: 0, scope: WorkScope::Device(PauseReason::DeviceFatal) });
+    assert_eq!(notes.iter().filter(|n| matches!(n, Happening::WorkLost { .. })).count(), 1, "{notes:#?}");
+    // Closed, nothing attached: its removal loses nothing.
+    m.handle_removed(0, Millis(30));
+    assert!(!polled(&mut m).iter().any(|n| matches!(n, Happening::WorkLost { .. })));
+    // Attached again, then removed: lost.
+    let mut m = Machine::new(MachineConfig::default()).expect("valid");
+    m.add_device("mlx5_0", &[1], Millis(0));
+    serve(&mut m, Millis(0));
+    m.handle_hangup(0, Millis(5));
+    let notes = polled(&mut m);
+    assert_eq!(notes[0], Happening::WorkLost { device: 0, scope: WorkScope::Device(PauseReason::DeviceRemoved) });
 }
 
 /// j. Handling a PORT_ERR and a PORT_ACTIVE, their answers and every action

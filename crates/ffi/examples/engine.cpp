@@ -371,9 +371,9 @@ private:
             say("%-10s selector re-seeded: %llu Mb/s", name, static_cast<unsigned long long>(n.rate_to_mbps));
             break;
         case RW_HAPPENING_AVAILABLE: say("%-10s selector: %s", name, n.available ? "available" : "unavailable"); break;
-        case RW_HAPPENING_OBJECT_ERROR:
-            say("device %u   object error, event %u on object %#llx", n.device, n.event_code,
-                static_cast<unsigned long long>(n.object_handle));
+        case RW_HAPPENING_WORK_LOST:
+            say("device %u   work lost (scope %u, event %u, object %#llx): failed at once", n.device, n.work_scope,
+                n.event_code, static_cast<unsigned long long>(n.object_handle));
             break;
         default: break;  // every event, address changes: not shown
         }

@@ -163,9 +163,16 @@ typedef enum rw_happening {
   // A rail's address changed; endpoints built on the old one are stale:
   // `device`, `port`, `generation`.
   RW_HAPPENING_ADDRESS_CHANGED = 4,
-  // A QP/CQ/SRQ/WQ error for the engine: `device`, `event_code`,
-  // `object_handle` (the object's pointer value; 0 if none).
-  RW_HAPPENING_OBJECT_ERROR = 5,
+  // Work posted to `work_scope` will never complete: fail it now
+  // (docs: "Uncompletable work" in the ffi README). `device`,
+  // `work_scope` (`rw_work_scope`), `event_code` (the QP, WQ or CQ
+  // event; 0 for the device scope), `object_handle` (the QP, WQ or CQ
+  // pointer value; 0 if none or the device scope), and for the device
+  // scope `cause` `RW_CAUSE_REASON` with `cause_code` the
+  // `rw_pause_reason` (`DEVICE_FATAL`, `DEVICE_REMOVED`, `NOT_OPENED`).
+  // Delivered ahead of everything else of the input batch that learnt
+  // it. (Before 0.2 this code was `OBJECT_ERROR`, QP and WQ errors only.)
+  RW_HAPPENING_WORK_LOST = 5,
   // A drain of a device's events finished (monitor only): `device`,
   // `events`, `error` (0: the queue was emptied; else the errno, -1
   // unknown).
@@ -214,6 +221,20 @@ typedef enum rw_recovered_by {
   // `trial`.)
   RW_BY_PROBE = 3,
 } rw_recovered_by;
+
+// Whose posted work is lost (`rw_notification.work_scope`).
+typedef enum rw_work_scope {
+  // Not a `RW_HAPPENING_WORK_LOST`.
+  RW_WORK_NONE = 0,
+  // One QP's work requests (`QP_FATAL`, `QP_REQ_ERR`, `QP_ACCESS_ERR`).
+  RW_WORK_QP = 1,
+  // One WQ's (`WQ_FATAL`).
+  RW_WORK_WQ = 2,
+  // Work completing to one CQ (`CQ_ERR`).
+  RW_WORK_CQ = 3,
+  // Everything posted on the device context.
+  RW_WORK_DEVICE = 4,
+} rw_work_scope;
 
 // What a log request is about (`rw_log.kind`); the machine decided that
 // and when it is said, the engine words it.
@@ -581,6 +602,8 @@ typedef struct rw_notification {
   uint32_t gid_index;
   // No report came in time, for `RW_HAPPENING_PROBE_FAILED`.
   bool timed_out;
+  // `rw_work_scope`, for `RW_HAPPENING_WORK_LOST`.
+  uint32_t work_scope;
 } rw_notification;
 
 // A log request. Which fields mean something depends on `kind`.

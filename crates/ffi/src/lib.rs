@@ -122,7 +122,7 @@ pub use log_sink::{rw_log_callback_fn, rw_log_level};
 pub use logging::rw_set_log_callback;
 pub use machine::*;
 pub use monitor::*;
-pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, rw_recovered_by};
+pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, rw_recovered_by, rw_work_scope};
 pub use sim::*;
 pub use status::{rw_last_error, rw_status, rw_status_name};
 pub use uevents::*;

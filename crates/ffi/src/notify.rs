@@ -1,7 +1,7 @@
 //! Notifications and log requests as flat C structs: one struct per kind
 //! of thing, its fields filled as the kind says (the rest zero).
 
-use railwatch_core::{Cause, Happening, LinkRate, Log, Notification, RecoveredBy};
+use railwatch_core::{Cause, EventKind, Happening, LinkRate, Log, Notification, RecoveredBy, WorkScope};
 
 use crate::gate::{port_code, reason_of, state_of};
 
@@ -29,9 +29,16 @@ pub enum rw_happening {
     /// A rail's address changed; endpoints built on the old one are stale:
     /// `device`, `port`, `generation`.
     RW_HAPPENING_ADDRESS_CHANGED = 4,
-    /// A QP/CQ/SRQ/WQ error for the engine: `device`, `event_code`,
-    /// `object_handle` (the object's pointer value; 0 if none).
-    RW_HAPPENING_OBJECT_ERROR = 5,
+    /// Work posted to `work_scope` will never complete: fail it now
+    /// (docs: "Uncompletable work" in the ffi README). `device`,
+    /// `work_scope` (`rw_work_scope`), `event_code` (the QP, WQ or CQ
+    /// event; 0 for the device scope), `object_handle` (the QP, WQ or CQ
+    /// pointer value; 0 if none or the device scope), and for the device
+    /// scope `cause` `RW_CAUSE_REASON` with `cause_code` the
+    /// `rw_pause_reason` (`DEVICE_FATAL`, `DEVICE_REMOVED`, `NOT_OPENED`).
+    /// Delivered ahead of everything else of the input batch that learnt
+    /// it. (Before 0.2 this code was `OBJECT_ERROR`, QP and WQ errors only.)
+    RW_HAPPENING_WORK_LOST = 5,
     /// A drain of a device's events finished (monitor only): `device`,
     /// `events`, `error` (0: the queue was emptied; else the errno, -1
     /// unknown).
@@ -68,6 +75,22 @@ pub enum rw_cause {
     /// A generation bump for a silent flap (a flap counter rose with no
     /// PORT_ERR seen); `cause_code` 0.
     RW_CAUSE_SILENT_FLAP = 4,
+}
+
+/// Whose posted work is lost (`rw_notification.work_scope`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rw_work_scope {
+    /// Not a `RW_HAPPENING_WORK_LOST`.
+    RW_WORK_NONE = 0,
+    /// One QP's work requests (`QP_FATAL`, `QP_REQ_ERR`, `QP_ACCESS_ERR`).
+    RW_WORK_QP = 1,
+    /// One WQ's (`WQ_FATAL`).
+    RW_WORK_WQ = 2,
+    /// Work completing to one CQ (`CQ_ERR`).
+    RW_WORK_CQ = 3,
+    /// Everything posted on the device context.
+    RW_WORK_DEVICE = 4,
 }
 
 /// How a rail came back.
@@ -128,6 +151,8 @@ pub struct rw_notification {
     pub gid_index: u32,
     /// No report came in time, for `RW_HAPPENING_PROBE_FAILED`.
     pub timed_out: bool,
+    /// `rw_work_scope`, for `RW_HAPPENING_WORK_LOST`.
+    pub work_scope: u32,
 }
 
 pub(crate) fn mbps(rate: Option<LinkRate>) -> u64 {
@@ -168,6 +193,7 @@ impl rw_notification {
         peer: 0,
         gid_index: 0,
         timed_out: false,
+        work_scope: rw_work_scope::RW_WORK_NONE as u32,
     };
 }
 
@@ -224,9 +250,20 @@ fn fill_notification(n: &Notification, c: &mut rw_notification) {
             (c.device, c.port, c.generation) = (rail.device, u32::from(rail.port), generation);
             rw_happening::RW_HAPPENING_ADDRESS_CHANGED
         }
-        Happening::ObjectError { device, kind, handle } => {
-            (c.device, c.event_code, c.object_handle) = (device, kind.code(), handle.map_or(0, |h| h.0));
-            rw_happening::RW_HAPPENING_OBJECT_ERROR
+        Happening::WorkLost { device, scope } => {
+            c.device = device;
+            c.object_handle = scope.handle().map_or(0, |h| h.0);
+            let (work, code) = match scope {
+                WorkScope::Qp { kind, .. } => (rw_work_scope::RW_WORK_QP, kind.code()),
+                WorkScope::Wq(_) => (rw_work_scope::RW_WORK_WQ, EventKind::WqFatal.code()),
+                WorkScope::Cq(_) => (rw_work_scope::RW_WORK_CQ, EventKind::CqErr.code()),
+                WorkScope::Device(reason) => {
+                    (c.cause, c.cause_code) = (rw_cause::RW_CAUSE_REASON as u32, reason_of(reason) as u32);
+                    (rw_work_scope::RW_WORK_DEVICE, 0)
+                }
+            };
+            (c.work_scope, c.event_code) = (work as u32, code);
+            rw_happening::RW_HAPPENING_WORK_LOST
         }
         Happening::Drain { device, events, errno } => {
             (c.device, c.events, c.error) = (device, events as u64, errno.unwrap_or(0));

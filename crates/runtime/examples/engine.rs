@@ -327,7 +327,7 @@ fn wait_until(what: &str, done: impl Fn() -> bool) -> Result<(), Box<dyn Error>>
 
 /// Prints the monitor's notifications as they come, and waits for the ones
 /// the script needs. An engine would log these, feed them to metrics, or
-/// react to `ObjectError` (a QP/WQ of its own failed).
+/// react to `WorkLost` (fail the work posted to that QP, CQ or device).
 struct Timeline {
     notes: Receiver<Notification>,
     names: HashMap<RailId, String>,
@@ -404,7 +404,9 @@ impl Timeline {
             Happening::AddressChanged { rail, generation } => {
                 format!("{}: address changed, generation {generation}: rebuild endpoints", name(rail))
             }
-            Happening::ObjectError { device, kind, handle } => format!("{}: {kind} on {handle:?}", dev_name(device)),
+            Happening::WorkLost { device, scope } => {
+                format!("{}: {} work lost ({scope:?}): fail it now", dev_name(device), scope.name())
+            }
             Happening::PeerFailing { rail, peer } => {
                 format!("{}: transfers through peer {peer} fail, through no other: kept", name(rail))
             }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use railwatch_core::{Cause, EventKind, Happening, Notification, PortAddress, RailId, Scope};
+use railwatch_core::{Cause, EventKind, Happening, Notification, PortAddress, RailId, Scope, WorkScope};
 use serde::Serialize;
 
 use crate::snapshot::json::{AddressJson, RailJson, SnapshotBody, gbps};
@@ -196,6 +196,24 @@ pub enum Body<'a> {
         /// The rail.
         rail: &'a str,
     },
+    /// `work_lost`: work posted to `scope` will never complete: fail it
+    /// now. The first line of its wake-up.
+    WorkLost {
+        /// The device.
+        device: &'a str,
+        /// `qp`, `wq`, `cq` or `device`.
+        scope: &'static str,
+        /// The event that said so (QP, WQ and CQ scopes).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        event: Option<&'static str>,
+        /// The object's handle as hex (`"0x7f…"`), when the event had one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        handle: Option<String>,
+        /// Why the device's context went (device scope): its rails' pause
+        /// reason, `device_fatal`, `device_removed` or `not_opened`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'static str>,
+    },
     /// `probe_failed`: the probe failed, or was not reported within
     /// `probe_timeout_ms`: the breaker is open again, with the next backoff.
     ProbeFailed {
@@ -269,6 +287,7 @@ impl Body<'_> {
             Body::PeerFailing { .. } => "peer_failing",
             Body::HalfOpen { .. } => "half_open",
             Body::ProbeFailed { .. } => "probe_failed",
+            Body::WorkLost { .. } => "work_lost",
             Body::GidIndex { .. } => "gid_index",
             Body::OutputDropped { .. } => "output_dropped",
             Body::Expect { .. } => "expect",
@@ -284,7 +303,7 @@ impl<'a> Line<'a> {
     }
 
     /// The line for `record`, or `None` for what the contract does not
-    /// carry (object errors, already `event` lines, and ticks).
+    /// carry (ticks).
     pub fn of(names: &'a Names, record: &Record<'a>) -> Option<Line<'a>> {
         match *record {
             Record::Note(note) => Line::of_note(names, note),
@@ -329,7 +348,21 @@ impl<'a> Line<'a> {
             Happening::HalfOpen { rail } => Body::HalfOpen { rail: names.rail(rail) },
             Happening::ProbeFailed { rail, timed_out } => Body::ProbeFailed { rail: names.rail(rail), timed_out },
             Happening::GidIndex { rail, index } => Body::GidIndex { rail: names.rail(rail), index },
-            Happening::ObjectError { .. } => return None,
+            Happening::WorkLost { device, scope } => Body::WorkLost {
+                device: names.device(device),
+                scope: scope.name(),
+                event: match scope {
+                    WorkScope::Qp { kind, .. } => Some(kind.name()),
+                    WorkScope::Wq(_) => Some(EventKind::WqFatal.name()),
+                    WorkScope::Cq(_) => Some(EventKind::CqErr.name()),
+                    WorkScope::Device(_) => None,
+                },
+                handle: scope.handle().map(|h| format!("{:#x}", h.0)),
+                reason: match scope {
+                    WorkScope::Device(r) => Some(r.name()),
+                    _ => None,
+                },
+            },
         };
         Some(Line::new(note.t.0, body))
     }
@@ -420,8 +453,16 @@ mod tests {
         );
         let drained = Happening::Drain { device: 0, events: 3, errno: None };
         assert!(line(drained).ends_with(r#""result":"drained"}"#));
-        let object = Happening::ObjectError { device: 0, kind: EventKind::QpFatal, handle: None };
-        assert_eq!(line(object), "none", "object errors are already event lines");
+        let qp = WorkScope::Qp { kind: EventKind::QpFatal, handle: Some(railwatch_core::ObjectHandle(0x7f00)) };
+        assert_eq!(
+            line(Happening::WorkLost { device: 0, scope: qp }),
+            r#"{"t_ms":7,"kind":"work_lost","device":"mlx5_0","scope":"qp","event":"qp_fatal","handle":"0x7f00"}"#
+        );
+        let gone = WorkScope::Device(railwatch_core::PauseReason::DeviceFatal);
+        assert_eq!(
+            line(Happening::WorkLost { device: 0, scope: gone }),
+            r#"{"t_ms":7,"kind":"work_lost","device":"mlx5_0","scope":"device","reason":"device_fatal"}"#
+        );
     }
 
     #[test]

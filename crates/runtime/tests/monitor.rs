@@ -13,6 +13,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use railwatch_core::{
     AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, PauseReason, PortState, RailId, RailState, VerbsPort,
+    WorkScope,
 };
 use railwatch_runtime::{
     BandwidthSelector, Cause, Clock, Config, DeviceMode, DrainEnd, Happening, MachineConfig, Monitor, Notification,
@@ -745,4 +746,29 @@ fn a_drain_notification_counts_only_its_own_drain_across_a_device_fatal() {
     let drains: Vec<_> = b.notes[mark..].iter().filter(|n| matches!(n.what, Happening::Drain { .. })).collect();
     assert_eq!(drains.len(), 1);
     assert_eq!(drains[0].what, Happening::Drain { device: 0, events: 1, errno: None });
+}
+
+#[test]
+fn monitor_tells_lost_work_first_in_its_wake_up() {
+    // Two devices ready in one wake-up: a port flap on the first, then a
+    // QP_FATAL behind a PORT_ERR on the second, then DEVICE_FATAL on it.
+    let mut b = Bench::new(&[("mlx5_0", &[PortSpec::active(1)]), ("mlx5_1", &[PortSpec::active(1)])]);
+    let mark = b.notes.len();
+    b.handles[0].port_down(1);
+    b.handles[1].port_down(1);
+    b.handles[1].queue(AsyncEvent::new(EventKind::QpFatal.code(), Element::Object(railwatch_core::ObjectHandle(7))), 1);
+    b.handles[1].queue(AsyncEvent::new(EventKind::DeviceFatal.code(), Element::None), 1);
+    b.poll();
+    let notes: Vec<Happening> = b.notes[mark..].iter().map(|n| n.what).collect();
+    let qp = WorkScope::Qp { kind: EventKind::QpFatal, handle: Some(railwatch_core::ObjectHandle(7)) };
+    assert_eq!(
+        notes[..2],
+        [
+            Happening::WorkLost { device: 1, scope: qp },
+            Happening::WorkLost { device: 1, scope: WorkScope::Device(PauseReason::DeviceFatal) },
+        ],
+        "{notes:#?}"
+    );
+    assert!(notes[2..].iter().all(|n| !matches!(n, Happening::WorkLost { .. })), "{notes:#?}");
+    assert!(notes.iter().any(|n| matches!(n, Happening::Event { device: 0, .. })), "the rest is told too");
 }

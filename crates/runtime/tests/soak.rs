@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use railwatch_core::{
     AsyncEvent, DampingConfig, Element, EventKind, LinkAttrs, Millis, ObjectHandle, PauseReason, PortState, RailId,
-    RailState,
+    RailState, WorkScope,
 };
 use railwatch_runtime::{
     BandwidthSelector, Cause, Config, DeviceMode, Gate, Happening, MachineConfig, Monitor, Notification, RecoveredBy,
@@ -214,7 +214,7 @@ impl Heard {
                 _ => {}
             },
             Happening::Reseed { .. } => self.reseeds += 1,
-            Happening::ObjectError { .. } => self.object_errors += 1,
+            Happening::WorkLost { scope: WorkScope::Qp { .. } | WorkScope::Wq(_), .. } => self.object_errors += 1,
             Happening::Drain { errno: Some(_), .. } => self.drain_errors += 1,
             _ => {}
         }

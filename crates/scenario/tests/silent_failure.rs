@@ -115,7 +115,7 @@ fn detected_at(sc: &Scenario, from: u64) -> Option<u64> {
     driver::run(sc, &RunOptions::default(), |names, record| {
         let Record::Note(n) = record else { return };
         let Happening::Transition { rail, from: RailState::Active, .. } = n.what else { return };
-        if names.rail(rail).to_string() == "mlx5_0/1" && n.t.0 >= from && first.is_none() {
+        if names.rail(rail) == "mlx5_0/1" && n.t.0 >= from && first.is_none() {
             first = Some(n.t.0);
         }
     })

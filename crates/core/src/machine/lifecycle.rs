@@ -11,11 +11,11 @@
 
 use std::ops::Range;
 
-use super::{Action, Device, DeviceMode, DeviceStats, Errno, Log, Machine, Rail};
+use super::{Action, Device, DeviceMode, DeviceStats, Errno, Log, Machine, Rail, WorkScope};
 use crate::counters::CountersBaseline;
 use crate::device_name::device_name_problem;
 use crate::ports::RailId;
-use crate::rail::{Outcome, PauseReason, RailCell};
+use crate::rail::{Outcome, PauseReason, RailCell, RailState};
 use crate::sync::Arc;
 use crate::time::Millis;
 
@@ -281,6 +281,10 @@ impl Machine {
     /// Every rail of the device goes inert and unavailable (the state first,
     /// then unavailable); timers and holds are dropped.
     pub(super) fn detach_all(&mut self, idx: usize, reason: PauseReason, now: Millis) {
+        // Attached rails mean a context the engine may have posted on.
+        if self.devices[idx].rails().any(|ri| self.rails[ri].cell.load().state != RailState::Inert) {
+            self.work_lost(idx as u32, WorkScope::Device(reason), now);
+        }
         for ri in self.devices[idx].rails() {
             self.flap_if_up(ri, now);
             let rail = &mut self.rails[ri];

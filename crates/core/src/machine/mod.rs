@@ -26,11 +26,11 @@ use std::ops::Range;
 
 pub use evidence::TransferReport;
 pub use lifecycle::ListChange;
-pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy};
+pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy, WorkScope};
 
 use crate::counters::{CountersBaseline, PortCounters};
 use crate::decide::{EventClass, RailDecision, classify, decide_event};
-use crate::event::{AsyncEvent, Element, EventKind};
+use crate::event::{AsyncEvent, EventKind};
 use crate::port::{LinkAttrs, LinkRate, PortState};
 use crate::ports::RailId;
 use crate::rail::{Gate, PauseReason, RailCell, RailState, RailWord};
@@ -405,6 +405,8 @@ pub struct Machine {
     now: Millis,
     ticks: u64,
     stray: u64,
+    /// How many `WorkLost` notifications lead the action queue.
+    lost_ahead: usize,
 }
 
 impl Machine {
@@ -424,6 +426,7 @@ impl Machine {
             now: Millis::ZERO,
             ticks: 0,
             stray: 0,
+            lost_ahead: 0,
         })
     }
 
@@ -452,14 +455,10 @@ impl Machine {
                     self.push(Action::Log(Log::Unhandled { device, code: event.code, capped }));
                 }
             }
-            EventClass::NotifyObject => {
-                let handle = match event.element {
-                    Element::Object(h) => Some(h),
-                    _ => None,
-                };
-                self.notify(now, Happening::ObjectError { device, kind, handle });
-            }
-            EventClass::Handled => {}
+            EventClass::NotifyObject | EventClass::Handled => {}
+        }
+        if let Some(scope) = WorkScope::of_event(&event) {
+            self.work_lost(device, scope, now);
         }
         self.notify(now, Happening::Event { device, port: event.port_num(), kind });
         let idx = device as usize;
@@ -642,6 +641,7 @@ impl Machine {
 
     /// The next action for the driver, in order.
     pub fn poll_action(&mut self) -> Option<Action> {
+        self.lost_ahead = self.lost_ahead.saturating_sub(1);
         self.actions.pop_front()
     }
 
@@ -723,6 +723,15 @@ impl Machine {
 
     fn notify(&mut self, t: Millis, what: Happening) {
         self.push(Action::Notify(Notification { t, what }));
+    }
+
+    /// Notifies lost work ahead of every action not yet polled (after the
+    /// lost work notified before it): an engine fails it before it acts on
+    /// anything else the same inputs said.
+    fn work_lost(&mut self, device: u32, scope: WorkScope, t: Millis) {
+        let note = Action::Notify(Notification { t, what: Happening::WorkLost { device, scope } });
+        self.actions.insert(self.lost_ahead, note);
+        self.lost_ahead += 1;
     }
 
     #[inline]

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::event::{EventKind, ObjectHandle};
+use crate::event::{AsyncEvent, Element, EventKind, ObjectHandle};
 use crate::port::{LinkRate, PortState};
 use crate::ports::RailId;
 use crate::rail::{PauseReason, RailState};
@@ -69,6 +69,68 @@ impl Cause {
             Cause::By(by) => by.name(),
             Cause::Bump(kind) => kind.name(),
             Cause::SilentFlap => "silent_flap",
+        }
+    }
+}
+
+/// Whose posted work will never complete ([`Happening::WorkLost`]): no
+/// completion will ever arrive for it, so an engine that waits for one
+/// hangs (MORI #655/#670).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkScope {
+    /// The work requests posted to one QP (`QP_FATAL`, `QP_REQ_ERR`,
+    /// `QP_ACCESS_ERR`; the QP is in the error state).
+    Qp {
+        /// Which of the three.
+        kind: EventKind,
+        /// The QP, as an opaque handle.
+        handle: Option<ObjectHandle>,
+    },
+    /// The work posted to one WQ (`WQ_FATAL`).
+    Wq(Option<ObjectHandle>),
+    /// Every work request whose completion would go to one CQ (`CQ_ERR`:
+    /// the CQ overran and is in error).
+    Cq(Option<ObjectHandle>),
+    /// Everything posted on the device context, every QP, WQ and CQ: it
+    /// is gone or closed (`device_fatal`, `device_removed`, or a hang-up
+    /// or failed query, `not_opened`).
+    Device(PauseReason),
+}
+
+impl WorkScope {
+    /// Whose posted work `event` says will never complete, for the events
+    /// that say so of one object (a QP, WQ or CQ in error). `DEVICE_FATAL`
+    /// loses the whole device's, said when its rails are detached.
+    pub fn of_event(event: &AsyncEvent) -> Option<WorkScope> {
+        let handle = match event.element {
+            Element::Object(h) => Some(h),
+            _ => None,
+        };
+        match event.kind() {
+            kind @ (EventKind::QpFatal | EventKind::QpReqErr | EventKind::QpAccessErr) => {
+                Some(WorkScope::Qp { kind, handle })
+            }
+            EventKind::WqFatal => Some(WorkScope::Wq(handle)),
+            EventKind::CqErr => Some(WorkScope::Cq(handle)),
+            _ => None,
+        }
+    }
+
+    /// Its name in JSON lines: `qp`, `wq`, `cq`, `device`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WorkScope::Qp { .. } => "qp",
+            WorkScope::Wq(_) => "wq",
+            WorkScope::Cq(_) => "cq",
+            WorkScope::Device(_) => "device",
+        }
+    }
+
+    /// The object's handle, for the QP, WQ and CQ scopes.
+    pub const fn handle(self) -> Option<ObjectHandle> {
+        match self {
+            WorkScope::Qp { handle, .. } | WorkScope::Wq(handle) | WorkScope::Cq(handle) => handle,
+            WorkScope::Device(_) => None,
         }
     }
 }
@@ -157,14 +219,15 @@ pub enum Happening {
         /// The index.
         index: u32,
     },
-    /// A QP/WQ error the engine must handle.
-    ObjectError {
+    /// Work posted to `scope` will never complete: fail it now (free its
+    /// buffers, answer its requests) rather than wait for completions.
+    /// Queued ahead of everything else the machine has not yet handed
+    /// over, so it is the first thing a wake-up tells.
+    WorkLost {
         /// Device index.
         device: u32,
-        /// Which error.
-        kind: EventKind,
-        /// The object, as an opaque handle.
-        handle: Option<ObjectHandle>,
+        /// Whose work.
+        scope: WorkScope,
     },
     /// A drain finished (reported by the driver, which does the reading).
     Drain {
@@ -182,9 +245,9 @@ impl Happening {
     /// The index of the device it is about.
     pub fn device(&self) -> u32 {
         match *self {
-            Happening::Event { device, .. }
-            | Happening::Drain { device, .. }
-            | Happening::ObjectError { device, .. } => device,
+            Happening::Event { device, .. } | Happening::Drain { device, .. } | Happening::WorkLost { device, .. } => {
+                device
+            }
             Happening::Transition { rail, .. }
             | Happening::Available { rail, .. }
             | Happening::AddressChanged { rail, .. }

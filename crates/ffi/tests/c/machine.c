@@ -575,8 +575,56 @@ static void word_layout(void)
 	      "encode(0,0,4,0) = %#llx", (unsigned long long)rw_word_encode(0, 0, 4, 0));
 }
 
+/* A drain of PORT_ERR, QP_FATAL and CQ_ERR: the lost work is the first
+ * two notifications polled, the QP's with its handle; then DEVICE_FATAL
+ * loses the whole device's, first again. */
+static void drain_tells_lost_work_first(void)
+{
+	rw_machine *m = attached(1);
+	struct queue q;
+	rw_drain_report r;
+	rw_action a;
+	rw_notification first[2];
+	unsigned n = 0;
+
+	if (!m)
+		return;
+	q_reset(&q);
+	q_push(&q, 0, CODE_PORT_ERR, 1);
+	q_push(&q, 0, 1 /* QP_FATAL */, 0x7f0010);
+	q_push(&q, 0, 0 /* CQ_ERR */, 0x7f0020);
+	CHECK_OK("lost_work_drain_ok", rw_machine_drain(m, 0, q_get, &q, 0, 1000, &r));
+	while (n < 2 && rw_machine_poll_action(m, &a) == RW_OK && a.kind == RW_ACTION_NOTIFY)
+		first[n++] = a.notification;
+	CHECK_EQ("lost_work_two_first", n, 2);
+	if (n == 2) {
+		CHECK_EQ("lost_work_qp_first", first[0].kind, RW_HAPPENING_WORK_LOST);
+		CHECK_EQ("lost_work_qp_scope", first[0].work_scope, RW_WORK_QP);
+		CHECK_EQ("lost_work_qp_event", first[0].event_code, 1);
+		CHECK_EQ("lost_work_qp_handle", first[0].object_handle, 0x7f0010);
+		CHECK_EQ("lost_work_cq_second", first[1].kind, RW_HAPPENING_WORK_LOST);
+		CHECK_EQ("lost_work_cq_scope", first[1].work_scope, RW_WORK_CQ);
+	}
+	{
+		struct seen s;
+
+		memset(&s, 0, sizeof(s));
+		pump(m, 1, 1 /* DOWN */, &s);
+	}
+	q_reset(&q);
+	q_push(&q, 0, 8 /* DEVICE_FATAL */, 0);
+	CHECK_OK("device_fatal_drain_ok", rw_machine_drain(m, 0, q_get, &q, 2, 1000, &r));
+	check(rw_machine_poll_action(m, &a) == RW_OK && a.kind == RW_ACTION_NOTIFY &&
+		      a.notification.kind == RW_HAPPENING_WORK_LOST && a.notification.work_scope == RW_WORK_DEVICE &&
+		      a.notification.cause == RW_CAUSE_REASON && a.notification.cause_code == RW_REASON_DEVICE_FATAL,
+	      "device_fatal_loses_the_device_first", "action %u kind %u scope %u", a.kind, a.notification.kind,
+	      a.notification.work_scope);
+	rw_machine_free(&m);
+}
+
 int main(void)
 {
+	drain_tells_lost_work_first();
 	drain_get_may_call_the_machine();
 	drain_get_may_free_the_machine();
 	drain_get_may_drain_then_free();

@@ -968,7 +968,7 @@ static void callbacks_on_the_monitor_thread(void)
 	WAIT_UNTIL(ok, first_seen_done(&f), WAIT_MS);
 	check(ok, "subscriber_hears_the_probe", "nothing");
 	check(f.first.event_code == CODE_QP_REQ_ERR &&
-		      (f.first.kind == RW_HAPPENING_EVENT || f.first.kind == RW_HAPPENING_OBJECT_ERROR),
+		      (f.first.kind == RW_HAPPENING_EVENT || f.first.kind == RW_HAPPENING_WORK_LOST),
 	      "subscriber_first_hears_the_probe_not_the_attach", "kind %u event %u", f.first.kind, f.first.event_code);
 
 	/* Unsubscribing from a thread the host made. */

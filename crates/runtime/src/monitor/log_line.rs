@@ -2,7 +2,13 @@
 //! wording lives here: the machine decided that (and when) each is said.
 
 use log::{debug, error, info, warn};
-use railwatch_core::{Cause, Happening, Log, Machine, Notification, PauseReason, RailId, RailState, RecoveredBy};
+use railwatch_core::{
+    Cause, Happening, Log, Machine, Notification, ObjectHandle, PauseReason, RailId, RailState, RecoveredBy, WorkScope,
+};
+
+fn handle_text(handle: Option<ObjectHandle>) -> String {
+    handle.map_or_else(|| "(no handle)".to_owned(), |h| format!("{:#x}", h.0))
+}
 
 fn rail(m: &Machine, id: RailId) -> &str {
     m.rail(id).map_or("?", |r| r.name)
@@ -52,9 +58,25 @@ pub(super) fn note(m: &Machine, note: &Notification) {
                 rail(m, id)
             )
         }
-        Happening::ObjectError { device: d, kind, handle } => {
-            warn!("{}: {} on object {handle:?}; the engine is notified", device(m, d), kind.ibv_str())
-        }
+        Happening::WorkLost { device: d, scope } => match scope {
+            WorkScope::Qp { kind, handle } => warn!(
+                "{}: {} on QP {}: its posted work will never complete",
+                device(m, d),
+                kind.ibv_str(),
+                handle_text(handle)
+            ),
+            WorkScope::Wq(handle) => {
+                warn!("{}: WQ_FATAL on WQ {}: its posted work will never complete", device(m, d), handle_text(handle))
+            }
+            WorkScope::Cq(handle) => warn!(
+                "{}: CQ_ERR on CQ {}: work completing to it will never complete",
+                device(m, d),
+                handle_text(handle)
+            ),
+            WorkScope::Device(reason) => {
+                warn!("{}: the context is gone ({reason}): all work posted on it will never complete", device(m, d))
+            }
+        },
         Happening::Event { device: d, kind, .. } => debug!("{}: {kind}", device(m, d)),
         Happening::PeerFailing { rail: id, peer } => warn!(
             "{}: transfers through peer {peer} fail against the local path, through no other peer: the peer is \

@@ -360,6 +360,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             Err(e) => return Err(e),
         }
         self.wakeups += 1;
+        self.notifier.hold();
         if self.observer.is_some() {
             let now = self.clock.now();
             self.observe(now, Observed::Woke);
@@ -406,6 +407,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.machine.handle_timeout(now);
         self.carry_out(now);
         self.follow_device_list(list_changed, now);
+        self.notifier.release();
         Ok(())
     }
 
