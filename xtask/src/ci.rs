@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::run::{cargo, root, step};
 
@@ -61,39 +62,91 @@ fn builtins() -> Result<(), String> {
     Ok(())
 }
 
-/// Runs every check; the first failure stops the run.
+/// How long each phase took, printed as a table when the run ends (passed
+/// or not), so a slow CI run says where its time went.
+#[derive(Default)]
+struct Clock {
+    phases: Vec<(&'static str, Duration)>,
+    started: Option<Instant>,
+}
+
+impl Clock {
+    /// Runs `f` as the phase `name`, timing it.
+    fn phase<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+        let start = Instant::now();
+        self.started.get_or_insert(start);
+        let out = f();
+        self.phases.push((name, start.elapsed()));
+        out
+    }
+
+    /// The table: each phase's seconds and share of the whole.
+    fn print(&self) {
+        let total = self.started.map(|s| s.elapsed()).unwrap_or_default().as_secs_f64().max(1e-9);
+        eprintln!("==> ci: where the time went");
+        eprintln!("    {:<20} {:>8} {:>6}", "phase", "seconds", "share");
+        for (name, took) in &self.phases {
+            let secs = took.as_secs_f64();
+            eprintln!("    {name:<20} {secs:>8.1} {:>5.1}%", 100.0 * secs / total);
+        }
+        eprintln!("    {:<20} {total:>8.1}", "total");
+    }
+}
+
+/// Runs every check; the first failure stops the run. The time table is
+/// printed either way.
 pub fn run() -> Result<(), String> {
-    crate::deps::run()?;
-    step("format", cargo().args(["fmt", "--all", "--check"]))?;
-    step("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]))?;
+    let mut clock = Clock::default();
+    let out = checks(&mut clock);
+    clock.print();
+    out
+}
+
+fn checks(clock: &mut Clock) -> Result<(), String> {
+    clock.phase("deps", crate::deps::run)?;
+    clock.phase("format", || step("format", cargo().args(["fmt", "--all", "--check"])))?;
+    clock.phase("clippy", || {
+        step(
+            "clippy",
+            cargo().args(["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"]),
+        )
+    })?;
     // No function over 150 lines, no file over 700 lines of code.
-    eprintln!("==> size: lines of code and function lengths against the limits");
-    crate::size::run(&[])?;
-    let (passed, failed) = tests()?;
+    clock.phase("size", || {
+        eprintln!("==> size: lines of code and function lengths against the limits");
+        crate::size::run(&[])
+    })?;
+    let (passed, failed) = clock.phase("tests", tests)?;
     // The C API from C and C++ (shared and static library, valgrind).
-    let (ffi_passed, ffi_failed) = crate::ffi::run(&[])?;
-    step(
-        "loom models",
-        cargo()
-            .args(["test", "-p", "railwatch-core", "--release", "--test", "loom"])
-            .env("RUSTFLAGS", "--cfg loom")
-            .env("LOOM_MAX_PREEMPTIONS", "3")
-            // A separate target dir: cfg(loom) rebuilds everything.
-            .env("CARGO_TARGET_DIR", root().join("target/loom")),
-    )?;
-    builtins()?;
+    let (ffi_passed, ffi_failed) = clock.phase("ffi", || crate::ffi::run(&[]))?;
+    clock.phase("loom", || {
+        step(
+            "loom models",
+            cargo()
+                .args(["test", "-p", "railwatch-core", "--release", "--test", "loom"])
+                .env("RUSTFLAGS", "--cfg loom")
+                .env("LOOM_MAX_PREEMPTIONS", "3")
+                // A separate target dir: cfg(loom) rebuilds everything.
+                .env("CARGO_TARGET_DIR", root().join("target/loom")),
+        )
+    })?;
+    clock.phase("built-in scenarios", builtins)?;
     // The real kernel RDMA stack (Soft-RoCE in qemu), after the simulated one.
-    crate::vmtest::run(&[])?;
-    step("engine example", cargo().args(["run", "-p", "railwatch-runtime", "--example", "engine"]))?;
-    // An engine that keeps its own epoll loop and drives only the machine.
-    step("own-loop example", cargo().args(["run", "-p", "railwatch-sim-backend", "--example", "own_loop"]))?;
-    step(
-        "docs",
-        cargo().args(["doc", "--workspace", "--no-deps", "--all-features"]).env("RUSTDOCFLAGS", "-D warnings"),
-    )?;
+    clock.phase("vmtest", || crate::vmtest::run(&[]))?;
+    clock.phase("examples", || {
+        step("engine example", cargo().args(["run", "-p", "railwatch-runtime", "--example", "engine"]))?;
+        // An engine that keeps its own epoll loop and drives only the machine.
+        step("own-loop example", cargo().args(["run", "-p", "railwatch-sim-backend", "--example", "own_loop"]))
+    })?;
+    clock.phase("docs", || {
+        step(
+            "docs",
+            cargo().args(["doc", "--workspace", "--no-deps", "--all-features"]).env("RUSTDOCFLAGS", "-D warnings"),
+        )
+    })?;
     // Last, being the slowest to set up on a fresh machine (cargo-fuzz is
     // installed and the targets built with coverage instrumentation).
-    crate::fuzz::short()?;
+    clock.phase("fuzz", crate::fuzz::short)?;
     eprintln!("==> ci: all checks passed");
     // The plain closing line CI reads, with the counts of the test steps
     // (cargo's tests and the C API's checks).
