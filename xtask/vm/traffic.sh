@@ -82,6 +82,33 @@ asyncwatch_stop() {
     out "aw.$1" "aw.$1"
 }
 
+# ktrace_start: the kernel's own time of each RDMA async event, the
+# figures' reference: a kprobe on ib_dispatch_event (where a driver raises
+# it, before uverbs queues it to any reader) recording the event type
+# (struct ib_event's `event`, at offset 16), on the tracing "mono" clock
+# (CLOCK_MONOTONIC, the clock of `stamp` and the engine). A note, not a
+# failure, when the kernel refuses it: the host then measures against
+# ibv_asyncwatch's stamped lines and says so.
+KT=/sys/kernel/tracing
+ktrace_start() {
+    [ -d $KT/events ] || mount -t tracefs tracefs $KT 2>/dev/null
+    if echo mono >$KT/trace_clock 2>/dev/null &&
+        echo 'p:rw/ib_event ib_dispatch_event event=+16(%di):u32' >$KT/kprobe_events 2>/dev/null &&
+        echo 1 >$KT/events/rw/ib_event/enable 2>/dev/null; then
+        echo 1 >$KT/tracing_on
+    else
+        note "no kprobe on ib_dispatch_event: the reference is ibv_asyncwatch"
+    fi
+}
+
+# ktrace_stop: the trace as "OUT ktrace" lines.
+ktrace_stop() {
+    [ -f $KT/trace ] || return 0
+    echo 0 >$KT/tracing_on 2>/dev/null
+    grep 'ib_event:' $KT/trace >ktrace 2>/dev/null
+    out ktrace ktrace
+}
+
 # gate_line LABEL AFTER DEV ADMITS: waits (bounded) for the engine to say
 # DEV's gate admits (true) or refuses (false) after line AFTER of its
 # output.

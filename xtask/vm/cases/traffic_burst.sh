@@ -7,6 +7,7 @@
 . /vm/traffic.sh
 rails_up || fail "the bridged rails could not be set up"
 asyncwatch_start rxe0
+ktrace_start
 if engine_start railwatch --idle-qps 1000 && burst_pull railwatch; then
     new_set railwatch "$AT" A && sleep 1.5
 fi
@@ -18,4 +19,5 @@ if engine_start old --one-event-per-wakeup --idle-qps 1000 && burst_pull old; th
 fi
 engine_stop old
 asyncwatch_stop rxe0
+ktrace_stop
 traffic_cleanup

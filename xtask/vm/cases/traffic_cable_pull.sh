@@ -7,6 +7,7 @@
 . /vm/traffic.sh
 rails_up || fail "the bridged rails could not be set up"
 asyncwatch_start rxe0
+ktrace_start
 watch_start --metrics-listen 127.0.0.1:9465
 scrape() { wget -q -O "$1" http://127.0.0.1:9465/metrics 2>/dev/null; }
 if engine_start railwatch; then
@@ -23,4 +24,5 @@ engine_stop old
 engine_start peer && pulls peer 2 p1 rxe1
 engine_stop peer
 asyncwatch_stop rxe0
+ktrace_stop
 traffic_cleanup

@@ -281,11 +281,21 @@ void rail::send_probe(uint64_t peer_generation, std::shared_ptr<verbs_device> l,
     tally.probed(ok);
 }
 
+bool rail::lose(uint64_t handle) {
+    bool ours = false;
+    std::lock_guard<std::mutex> l(mu_);
+    for (const std::weak_ptr<qp_set> &w : published_)
+        if (std::shared_ptr<qp_set> set = w.lock()) ours |= set->lose(handle);
+    return ours;
+}
+
 // Makes `fresh` current (nullptr: none) and hands the old set to the reaper.
 void rail::publish(std::shared_ptr<qp_set> fresh, uint64_t grace_ns) {
     std::shared_ptr<qp_set> old;
     {
         std::lock_guard<std::mutex> l(mu_);
+        std::erase_if(published_, [](const std::weak_ptr<qp_set> &w) { return w.expired(); });
+        if (fresh) published_.push_back(fresh);
         old = std::exchange(current_, std::move(fresh));
         if (old) old->retire(grace_ns);
         version_.fetch_add(1, std::memory_order_release);

@@ -120,6 +120,11 @@ public:
     uint64_t version() const { return version_.load(std::memory_order_acquire); }
     std::shared_ptr<qp_set> current() const;
 
+    // railwatch said the QP or CQ `handle` will complete nothing more: the
+    // set holding it (current, or retired and still held) marks its pair,
+    // and the workers fail what is in flight there. Whether one held it.
+    bool lose(uint64_t handle);
+
     void start();
 
 private:
@@ -133,6 +138,7 @@ private:
     std::condition_variable cv_;
     std::shared_ptr<verbs_device> dev_local_, dev_peer_;
     std::shared_ptr<qp_set> current_;
+    std::vector<std::weak_ptr<qp_set>> published_;  // every set made current, while one holds it
     uint64_t pokes_ = 0, serial_ = 0;
     bool stop_ = false;
     std::atomic<uint64_t> version_{0};

@@ -156,8 +156,9 @@ private:
     // Keys: the machine's device index, uevent_key or report_key.
     void on_ready(uint64_t key, uint32_t events) override {
         if (key == uevent_key) {
-            if (uevents_->drain()) list_devices();
-            return;
+            if (!uevents_->drain()) return;
+            line("uevent").num("t_ns", now_ns()).emit();
+            return list_devices();
         }
         if (key == report_key) return on_completions();
         const uint32_t dev = uint32_t(key);
@@ -392,6 +393,7 @@ private:
     void notify(const rw_notification &n) {
         const device_slot *s = find_slot(n.device);
         if (!s) return;
+        if (n.kind == RW_HAPPENING_WORK_LOST) return lose_work(*s, n);
         const char *kind = nullptr;
         switch (n.kind) {
         case RW_HAPPENING_TRANSITION: kind = "transition"; break;
@@ -414,6 +416,24 @@ private:
         if (n.kind == RW_HAPPENING_PEER_FAILING && n.peer < slots_.size()) l.str("peer", slots_[n.peer].name);
         if (n.kind == RW_HAPPENING_PROBE_FAILED) l.boolean("timed_out", n.timed_out);
         if (n.kind == RW_HAPPENING_GID_INDEX) l.num("gid_index", n.gid_index);
+        l.emit();
+    }
+
+    // RW_HAPPENING_WORK_LOST, told first in its wake-up: the ledger fails
+    // what was posted in the scope (workers.cpp, fail_lost) instead of
+    // waiting for completions that will never come.
+    void lose_work(const device_slot &s, const rw_notification &n) {
+        line l("work_lost");
+        l.num("t_ns", now_ns()).str("device", s.name).str("rail", s.owner->name);
+        if (n.work_scope == RW_WORK_DEVICE) {
+            if (s.dev) s.dev->lose();
+            l.str("scope", "device").str("reason", railwatch::reason_name(n.cause_code));
+        } else {
+            bool ours = false;
+            for (rail *r : rails_) ours |= r->lose(n.object_handle);
+            l.str("scope", n.work_scope == RW_WORK_CQ ? "cq" : n.work_scope == RW_WORK_WQ ? "wq" : "qp")
+                .num("event_code", n.event_code).boolean("ours", ours);
+        }
         l.emit();
     }
 

@@ -20,6 +20,7 @@ const char *wc_status_name(uint32_t status) {
     };
     if (status < std::size(names)) return names[status];
     if (status == post_failed) return "post_failed";
+    if (status == work_lost) return "work_lost";
     return "unknown";
 }
 
@@ -31,6 +32,7 @@ struct rail_records {
     std::map<uint64_t, uint64_t> first_ok;  // set -> its first success
     std::array<uint64_t, 256> by_status{};
     uint64_t unfinished = 0;
+    uint64_t lost_first_ns = 0, lost_last_ns = 0;  // when the ledger failed writes (0: never)
 };
 
 std::string status_object(const std::array<uint64_t, 256> &by_status) {
@@ -80,7 +82,11 @@ std::vector<rail_records> gather(const std::vector<rail *> &rails, const workers
                 rr.ok_ns.push_back(rec.done_ns);
                 auto [it, fresh] = rr.first_ok.emplace(rec.set, rec.done_ns);
                 if (!fresh) it->second = std::min(it->second, rec.done_ns);
-            } else if (failed_lines++ < max_failed_lines) {
+            } else if (rec.status == work_lost) {
+                rr.lost_first_ns = rr.lost_first_ns ? std::min(rr.lost_first_ns, rec.done_ns) : rec.done_ns;
+                rr.lost_last_ns = std::max(rr.lost_last_ns, rec.done_ns);
+            }
+            if (rec.status != IBV_WC_SUCCESS && failed_lines++ < max_failed_lines) {
                 line("failed").str("rail", rails[rec.rail]->name).num("set", rec.set)
                     .str("status", wc_status_name(rec.status)).num("post_ns", rec.post_ns).num("done_ns", rec.done_ns)
                     .emit();
@@ -112,6 +118,7 @@ void report(const std::vector<rail *> &rails, const workers &w, const run_info &
         total.refused += c.refused;
         total.not_ready += c.not_ready;
         total.abandoned += c.abandoned;
+        total.lost += c.lost;
         total.records_full |= c.records_full;
     }
     std::array<uint64_t, 256> by_status{};
@@ -119,6 +126,9 @@ void report(const std::vector<rail *> &rails, const workers &w, const run_info &
     std::string rail_list = "[";
     for (size_t r = 0; r < rails.size(); ++r) {
         gaps(*rails[r], per[r], info.gap_ns);
+        if (per[r].lost_first_ns)
+            line("lost").str("rail", rails[r]->name).num("writes", per[r].by_status[work_lost])
+                .num("first_ns", per[r].lost_first_ns).num("last_ns", per[r].lost_last_ns).emit();
         for (size_t s = 0; s < by_status.size(); ++s) by_status[s] += per[r].by_status[s];
         ok += per[r].by_status[IBV_WC_SUCCESS];
         unfinished += per[r].unfinished;
@@ -137,7 +147,7 @@ void report(const std::vector<rail *> &rails, const workers &w, const run_info &
     line("summary").str("engine", info.engine).num("started_ns", info.started_ns).num("stopped_ns", info.stopped_ns)
         .num("workers", w.count()).num("writes_ok", ok).raw("writes_failed", status_object(by_status))
         .num("writes_unfinished", unfinished).num("refused", total.refused).num("not_ready", total.not_ready)
-        .num("abandoned", total.abandoned).boolean("records_full", total.records_full)
+        .num("abandoned", total.abandoned).num("lost", total.lost).boolean("records_full", total.records_full)
         .num("failed_lines_dropped", failed_lines > max_failed_lines ? failed_lines - max_failed_lines : 0)
         .raw("rails", rail_list).emit();
 }

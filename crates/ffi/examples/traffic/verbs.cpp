@@ -188,6 +188,7 @@ std::unique_ptr<qp_set> qp_set::build(std::shared_ptr<verbs_device> local, std::
         p.qp = create_rc(*s->local_, p.cq, o.depth);
         p.peer_qp = create_rc(*s->peer_, s->peer_cq_, 1);
     }
+    s->lost_ = std::make_unique<std::atomic<bool>[]>(o.pairs);
     s->connect(o);
     return s;
 }
@@ -215,6 +216,22 @@ void qp_set::connect(const set_options &o) {
         to_rtr(p.qp, p.peer_qp->qp_num, peer_gid, gid_local_, mtu, o.port, local_->name());
         to_rts(p.qp, o, local_->name());
     }
+}
+
+bool qp_set::lose(uint64_t handle) {
+    // The peers' shared CQ takes every pair with it.
+    const bool all = uint64_t(uintptr_t(peer_cq_)) == handle;
+    bool ours = all;
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+        const pair &p = pairs_[i];
+        for (const void *object : {static_cast<const void *>(p.qp), static_cast<const void *>(p.peer_qp),
+                                   static_cast<const void *>(p.cq)})
+            if (all || uint64_t(uintptr_t(object)) == handle) {
+                lost_[i].store(true, std::memory_order_release);
+                ours = true;
+            }
+    }
+    return ours;
 }
 
 qp_set::~qp_set() {

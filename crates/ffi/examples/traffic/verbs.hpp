@@ -40,8 +40,14 @@ public:
     uint32_t rkey() const { return mr_->rkey; }
     size_t slots() const { return buffer_.size() / write_bytes; }
 
+    // railwatch said the context's posted work will never complete (a
+    // removal, DEVICE_FATAL): every set on it fails what it has in flight.
+    void lose() { lost_ns_.store(now_ns(), std::memory_order_release); }
+    bool lost() const { return lost_ns_.load(std::memory_order_acquire) != 0; }
+
 private:
     verbs_device() = default;
+    std::atomic<uint64_t> lost_ns_{0};
     std::string name_;
     ibv_context *ctx_ = nullptr;
     ibv_pd *pd_ = nullptr;
@@ -116,6 +122,15 @@ public:
         grace_ns_.store(grace_ns, std::memory_order_relaxed);
         retired_ns_.store(now_ns(), std::memory_order_release);
     }
+    // railwatch named `handle` (a QP or CQ, ours or the peer's) as lost
+    // work: its pair is marked; whether the handle is one of this set's.
+    bool lose(uint64_t handle);
+    // Whether pair `i`'s posted writes will never complete: its QP, CQ or
+    // peer QP was named, or either device's context was.
+    bool lost(size_t i) const {
+        return lost_[i].load(std::memory_order_acquire) || local_->lost() || peer_->lost();
+    }
+
     // 0 while current, else when it was retired.
     uint64_t retired_ns() const { return retired_ns_.load(std::memory_order_acquire); }
     uint64_t grace_ns() const { return grace_ns_.load(std::memory_order_relaxed); }
@@ -126,6 +141,7 @@ private:
     std::shared_ptr<verbs_device> local_, peer_;
     ibv_cq *peer_cq_ = nullptr;  // the peer QPs' CQ: nothing completes there
     std::vector<pair> pairs_;
+    std::unique_ptr<std::atomic<bool>[]> lost_;  // per pair
     generations gens_;
     uint64_t serial_ = 0;
     uint8_t gid_local_ = 0, gid_peer_ = 0;

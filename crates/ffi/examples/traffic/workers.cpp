@@ -80,18 +80,27 @@ void workers::refresh(state &s) {
         if (h.set) {
             const size_t mine = (h.set->pairs().size() + state_.size() - 1 - s.id) / state_.size();
             h.in_flight.assign(mine, 0);
+            h.posted.assign(mine, {});
             h.failed.assign(mine, false);
         }
     }
 }
 
-// Reaps completions of this worker's QPs of `h`; true if there were any.
+// Reaps completions of this worker's QPs of `h`, and fails at once what
+// was posted where railwatch said no completion will come; true if either
+// happened.
 bool workers::poll(state &s, held &h) {
     bool any = false;
     ibv_wc wc[16];
     for (size_t k = 0; k < h.in_flight.size(); ++k) {
         if (h.in_flight[k] == 0) continue;
-        const auto &p = h.set->pairs()[s.id + k * state_.size()];
+        const size_t pair = s.id + k * state_.size();
+        if (h.set->lost(pair)) {
+            fail_lost(s, h, k, now_ns());
+            any = true;
+            continue;
+        }
+        const auto &p = h.set->pairs()[pair];
         const int n = ibv_poll_cq(p.cq, 16, wc);
         if (n <= 0) continue;
         const uint64_t now = now_ns();
@@ -100,6 +109,7 @@ bool workers::poll(state &s, held &h) {
             rec->status = uint8_t(wc[i].status);
             rec->done_ns = now;
             rails_[h.rail]->tally.count(wc[i].status);
+            std::erase(h.posted[k], rec);  // the oldest, for an RC send queue
             --h.in_flight[k];
             // A failed write puts its QP in the error state: the rest of it
             // flushes, and nothing more is posted there until the rebuild.
@@ -108,6 +118,21 @@ bool workers::poll(state &s, held &h) {
         any = true;
     }
     return any;
+}
+
+// The ledger's answer to WORK_LOST: every write in flight on QP pair `k`
+// fails now, to its caller, instead of waiting for completions that the
+// kernel will never deliver. The pair is not used again (its set is
+// rebuilt under the next generation). Not tallied: the machine said it.
+void workers::fail_lost(state &s, held &h, size_t k, uint64_t now) {
+    for (record *rec : h.posted[k]) {
+        rec->status = work_lost;
+        rec->done_ns = now;
+    }
+    s.counts.lost += h.posted[k].size();
+    h.posted[k].clear();
+    h.in_flight[k] = 0;
+    h.failed[k] = true;
 }
 
 // Lets go of sets that left: when their writes completed, or after their
@@ -216,6 +241,7 @@ bool workers::post_on(state &s, size_t r, uint64_t now) {
         return false;
     }
     ++h.in_flight[k];
+    h.posted[k].push_back(&rec);
     return true;
 }
 

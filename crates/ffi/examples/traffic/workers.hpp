@@ -24,6 +24,9 @@ struct record {
 inline constexpr uint8_t pending = 0xff;
 // The status of a write whose ibv_post_send failed (not an ibv_wc_status).
 inline constexpr uint8_t post_failed = 0xfe;
+// The status of a write the ledger failed: railwatch said its QP, CQ or
+// device will never complete it (RW_HAPPENING_WORK_LOST).
+inline constexpr uint8_t work_lost = 0xfd;
 // The most rails the workers choose among (a record keeps its rail in a byte).
 inline constexpr size_t max_rails = 8;
 
@@ -32,6 +35,7 @@ struct worker_counts {
     uint64_t refused = 0;    // a picked rail's gate refused: went elsewhere
     uint64_t not_ready = 0;  // the gate admitted, the set of its generation was not built yet
     uint64_t abandoned = 0;  // writes still in flight on a set given up
+    uint64_t lost = 0;       // writes the ledger failed on WORK_LOST
     bool records_full = false;
 };
 
@@ -53,6 +57,7 @@ private:
     struct held {
         std::shared_ptr<qp_set> set;
         std::vector<uint32_t> in_flight;  // per QP pair this worker uses
+        std::vector<std::vector<record *>> posted;  // the ledger: what is in flight, per QP pair
         std::vector<bool> failed;         // a write on it failed: not used again
         size_t next = 0;                  // round robin over them
         uint64_t left_ns = 0;             // when it stopped being current
@@ -72,6 +77,7 @@ private:
     void run(state &s);
     void refresh(state &s);
     bool poll(state &s, held &h);
+    void fail_lost(state &s, held &h, size_t k, uint64_t now);
     bool post(state &s);
     bool post_on(state &s, size_t r, uint64_t now);
     size_t pick(state &s);

@@ -101,6 +101,10 @@ fn railwatch_invariants(v: &mut Verdict, f: &Figures) {
         format!("{}: {} failed write(s) posted after the gate closed", f.case, f.failed_posted_after_gate_closed),
     );
     v.require(!f.stranded, format!("{}: railwatch left a rail stranded (its port ACTIVE, no writes)", f.case));
+    v.require(
+        f.hung_writes_at_end == 0,
+        format!("{}: {} write(s) never completed by the end (hung)", f.case, f.hung_writes_at_end),
+    );
 }
 
 /// Figures for the pulls of one engine run, with what a pull must show.
@@ -113,8 +117,13 @@ fn measure_pulls(
 ) -> Option<Figures> {
     let e = engine_run(run, v, label)?;
     let marks = Stamped::parse(&run.out("marks"));
-    let aw = Stamped::parse(&run.out("aw.rxe0"));
-    let mut f = Figures { case, engine, ..Figures::default() };
+    // The kernel's own time of each event; ibv_asyncwatch's stamped lines
+    // (late under load: a negative latency, once) only without a trace.
+    let kernel = Stamped::kernel_events(&run.out("ktrace"));
+    let by_kernel = !kernel.lines.is_empty();
+    let aw = if by_kernel { kernel } else { Stamped::parse(&run.out("aw.rxe0")) };
+    let reference = if by_kernel { "kernel" } else { "asyncwatch" };
+    let mut f = Figures { case, engine, reference, ..Figures::default() };
     if let Err(e) = f.totals(&e) {
         v.fail(format!("{label}: {e}"));
         return None;
@@ -132,6 +141,10 @@ fn measure_pulls(
             v.require(gap < figures_ms(p.plug - p.pull), format!("{label}: rail B stalled through pull {}", i + 1));
         }
     }
+    // The kernel raised the event before anyone could act on it: a negative
+    // latency against it is a defect of the measurement.
+    let negative = f.admit_after_port_active_ms.iter().chain(&f.close_after_port_err_ms).flatten().any(|ms| *ms < 0.0);
+    v.require(!(by_kernel && negative), format!("{label}: a latency below 0 against the kernel's own time"));
     Some(f)
 }
 
@@ -402,6 +415,22 @@ pub(super) fn check_removal(run: &CaseRun, v: &mut Verdict) {
         }
         _ => v.fail("no delete_start/add_start marks"),
     }
+    // The ledger: the writes in flight on rail A when its devices left were
+    // failed at once, from the uevent the engine read (the work_lost it was
+    // told in that wake-up) to the last of them.
+    let uevent = e
+        .of_kind("uevent")
+        .into_iter()
+        .filter_map(|l| json::raw(l, "t_ns")?.parse::<u64>().ok())
+        .find(|t| deleted.is_some_and(|d| *t >= d));
+    let told = e.count("work_lost", &[("rail", "A"), ("scope", "device")]);
+    v.require(told >= 1, format!("the engine was told of no lost work on rail A ({told} work_lost lines)"));
+    let lost = e.lost("A");
+    f.extra.push(("writes_lost", vec![lost.map(|(n, _)| n as f64)]));
+    f.extra.push((
+        "inflight_failed_after_ms",
+        vec![uevent.zip(lost).map(|(u, (_, last))| figures_ms(last.saturating_sub(u)))],
+    ));
     f.extra.push(("close_after_delete_ms", close_after));
     f.extra.push(("context_closed_after_delete_ms", closed_after));
     f.extra.push(("context_closed_after_removal_ms", engine_part));

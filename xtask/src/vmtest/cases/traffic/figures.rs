@@ -94,6 +94,14 @@ impl<'a> Engine<'a> {
             .collect()
     }
 
+    /// The ledger's `lost` line of `rail`: (writes it failed on
+    /// WORK_LOST, the last one's time).
+    pub fn lost(&self, rail: &str) -> Option<(u64, Ns)> {
+        self.kind("lost")
+            .find(|l| json::raw(l, "rail") == Some(rail))
+            .and_then(|l| Some((ns(l, "writes")?, ns(l, "last_ns")?)))
+    }
+
     pub fn summary(&self) -> Option<&'a str> {
         self.kind("summary").last()
     }
@@ -155,6 +163,13 @@ impl<'a> Stamped<'a> {
         }
     }
 
+    /// The kernel's own trace of the async events (`ktrace_start` in
+    /// traffic.sh: a kprobe on `ib_dispatch_event` on the mono clock), as
+    /// "NS IBV_EVENT_NAME" lines; empty when the guest had no such trace.
+    pub fn kernel_events(trace: &[&str]) -> Stamped<'static> {
+        Stamped { lines: trace.iter().filter_map(|l| kernel_event(l)).collect() }
+    }
+
     /// The first line at or after `from` containing `pat`.
     pub fn after(&self, from: Ns, pat: &str) -> Option<Ns> {
         self.lines.iter().find(|(t, l)| *t >= from && l.contains(pat)).map(|(t, _)| *t)
@@ -173,6 +188,29 @@ impl<'a> Stamped<'a> {
     }
 }
 
+/// One trace line, "  task-1 [001] d..1.  123.456789: ib_event:
+/// (ib_dispatch_event+0x0/0x70 [ib_core]) event=9": its time in ns and
+/// the event's verbs name (only the port events the figures use).
+fn kernel_event(line: &str) -> Option<(Ns, &'static str)> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "ib_event:")?;
+    let (secs, frac) = words.get(at.checked_sub(1)?)?.strip_suffix(':')?.split_once('.')?;
+    let scale = 10u64.checked_pow(9u32.checked_sub(frac.len() as u32)?)?;
+    let t = secs.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac.parse::<u64>().ok()? * scale)?;
+    let code = words.iter().find_map(|w| w.strip_prefix("event="))?;
+    let code = match code.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+        None => code.parse().ok()?,
+    };
+    let name = match code {
+        8 => "IBV_EVENT_DEVICE_FATAL",
+        9 => "IBV_EVENT_PORT_ACTIVE",
+        10 => "IBV_EVENT_PORT_ERR",
+        _ => return None,
+    };
+    Some((t, name))
+}
+
 // ---- the figures ----------------------------------------------------------------------
 
 /// One (case, engine)'s figures.
@@ -180,6 +218,9 @@ impl<'a> Stamped<'a> {
 pub struct Figures {
     pub case: &'static str,
     pub engine: &'static str,
+    /// What the pulls' latencies are measured from: `kernel` (the trace of
+    /// `ib_dispatch_event`) or `asyncwatch` (its stamped lines).
+    pub reference: &'static str,
     pub pulls: usize,
     pub writes_ok: u64,
     /// WC status name -> count (the summary's object, as JSON).
@@ -187,6 +228,9 @@ pub struct Figures {
     pub failed_posted_after_gate_closed: u64,
     pub refused: u64,
     pub stranded: bool,
+    /// Writes never completed when the engine stopped (its ledger's
+    /// `pending` records, after its bounded wind-down): work that hung.
+    pub hung_writes_at_end: u64,
     pub admit_after_port_active_ms: Vec<Option<f64>>,
     pub close_after_port_err_ms: Vec<Option<f64>>,
     pub first_write_after_port_active_ms: Vec<Option<f64>>,
@@ -276,6 +320,7 @@ impl Figures {
         self.writes_ok = ns(s, "writes_ok").ok_or("summary: no writes_ok")?;
         self.writes_failed = json::raw(s, "writes_failed").ok_or("summary: no writes_failed")?.to_string();
         self.refused = ns(s, "refused").ok_or("summary: no refused")?;
+        self.hung_writes_at_end = ns(s, "writes_unfinished").ok_or("summary: no writes_unfinished")?;
         self.failed_posted_after_gate_closed = e.failed_after_gate_closed();
         self.breaker = Breaker::of(e);
         let stopped = ns(s, "stopped_ns").ok_or("summary: no stopped_ns")?;
@@ -333,16 +378,18 @@ impl Figures {
     /// The object of `traffic.json`'s `cases` array.
     pub fn json(&self) -> String {
         let mut o = format!(
-            "{{\"case\":\"{}\",\"engine\":\"{}\",\"pulls\":{},\"writes_ok\":{},\"writes_failed\":{},\
-             \"failed_posted_after_gate_closed\":{},\"refused\":{},\"stranded\":{}",
+            "{{\"case\":\"{}\",\"engine\":\"{}\",\"reference\":\"{}\",\"pulls\":{},\"writes_ok\":{},\"writes_failed\":{},\
+             \"failed_posted_after_gate_closed\":{},\"refused\":{},\"stranded\":{},\"hung_writes_at_end\":{}",
             self.case,
             self.engine,
+            self.reference,
             self.pulls,
             self.writes_ok,
             if self.writes_failed.is_empty() { "{}" } else { &self.writes_failed },
             self.failed_posted_after_gate_closed,
             self.refused,
-            self.stranded
+            self.stranded,
+            self.hung_writes_at_end
         );
         for (key, values) in [
             ("admit_after_port_active_ms", &self.admit_after_port_active_ms),
@@ -403,15 +450,15 @@ pub fn median_worst(values: &[Option<f64>]) -> String {
 /// The printed table: a row per (case, engine).
 pub fn table(all: &[Figures]) -> String {
     let mut t = String::from(
-        "| case | engine | pulls | writes ok | failed | failed after gate closed | refused | stranded | \
+        "| case | engine | pulls | writes ok | failed | failed after gate closed | refused | stranded | hung at end | \
          admit after PORT_ACTIVE ms | close after PORT_ERR ms | first write after PORT_ACTIVE ms | \
-         other rail max gap ms | delete ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         other rail max gap ms | delete ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for f in all {
         let failed: u64 = status_counts(&f.writes_failed).iter().map(|(_, n)| n).sum();
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             f.case,
             f.engine,
             f.pulls,
@@ -420,6 +467,7 @@ pub fn table(all: &[Figures]) -> String {
             f.failed_posted_after_gate_closed,
             f.refused,
             f.stranded,
+            f.hung_writes_at_end,
             median_worst(&f.admit_after_port_active_ms),
             median_worst(&f.close_after_port_err_ms),
             median_worst(&f.first_write_after_port_active_ms),
@@ -514,5 +562,17 @@ mod tests {
         assert_eq!(f.other_rail_max_gap_ms, [Some(20.0)]);
         assert_eq!(median_worst(&[Some(1.0), Some(3.0), None]), "2.00 / 3.00 (1 none)");
         assert!(f.json().contains("\"admit_after_port_active_ms\":[1.000]"));
+    }
+
+    #[test]
+    fn reads_the_kernels_own_time_of_an_event() {
+        let k = Stamped::kernel_events(&[
+            "     kworker/1:2-57      [001] d..1.   12.000250: ib_event: (ib_dispatch_event+0x0/0x70 [ib_core]) event=9",
+            "  <idle>-0 [000] ..s1. 13.5: ib_event: (ib_dispatch_event+0x0/0x70 [ib_core]) event=0xa",
+            "  <idle>-0 [000] ..s1. 14.000001: ib_event: (ib_dispatch_event+0x0/0x70 [ib_core]) event=18",
+            "# tracer: nop",
+        ]);
+        assert_eq!(k.lines, [(12_000_250_000, "IBV_EVENT_PORT_ACTIVE"), (13_500_000_000, "IBV_EVENT_PORT_ERR")]);
+        assert_eq!(k.after(13_000_000_000, "IBV_EVENT_PORT_ERR"), Some(13_500_000_000));
     }
 }
