@@ -250,6 +250,17 @@ fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
         f.pulls += 1;
     }
     f.extra.push(("first_write_after_peer_admit_ms", first_write));
+    let closes = probe_closes(&e);
+    f.extra.push((
+        "breaker_closed_after_plug_ms",
+        ps.iter().map(|p| closes.iter().find(|t| **t >= p.plug).map(|t| figures_ms(t - p.plug))).collect(),
+    ));
+    let per = failed_per_readmission(&e);
+    v.require(
+        per.iter().all(|n| *n <= 1),
+        format!("{label}: more than the probe failed under a half-open rail: {per:?} per re-admission"),
+    );
+    f.extra.push(("writes_failed_per_readmission", per.iter().map(|n| Some(*n as f64)).collect()));
     v.require(f.pulls == 2, format!("{label}: {} pulls of p1, want 2", f.pulls));
     railwatch_invariants(v, &f);
     let trips_on =
@@ -279,6 +290,39 @@ fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
         None => v.fail(format!("{label}: the engine reported no transfers to the machine")),
     }
     v.keep(f);
+}
+
+/// When rxe0's breaker closed: its rail back `by` a probe.
+fn probe_closes(e: &Engine) -> Vec<u64> {
+    rxe0_lines(e, "transition", &[("to", "active"), ("by", "probe")])
+}
+
+/// The times of `kind` lines of rxe0 with `pairs`.
+fn rxe0_lines(e: &Engine, kind: &str, pairs: &[(&str, &str)]) -> Vec<u64> {
+    e.of_kind(kind)
+        .into_iter()
+        .filter(|l| json::is(l, &[("device", "rxe0")]) && json::is(l, pairs))
+        .filter_map(|l| json::raw(l, "t_ns")?.parse().ok())
+        .collect()
+}
+
+/// Per half-open spell of rxe0's breaker (from its `half_open` line to the
+/// probe's verdict: closed, or `probe_failed`): the writes that failed
+/// under it, the probe's failure included. Ordinary work is refused while
+/// half-open, so at most the probe may fail.
+fn failed_per_readmission(e: &Engine) -> Vec<u64> {
+    let (closed, probe_failed) = (probe_closes(e), rxe0_lines(e, "probe_failed", &[]));
+    let failed = e.failed();
+    rxe0_lines(e, "half_open", &[])
+        .into_iter()
+        .map(|from| {
+            let verdict = |ts: &[u64]| ts.iter().copied().find(|t| *t >= from);
+            let (ok, bad) = (verdict(&closed), verdict(&probe_failed));
+            let to = ok.into_iter().chain(bad).min().unwrap_or(u64::MAX);
+            let writes = failed.iter().filter(|w| w.rail == "A" && (from..to).contains(&w.post)).count() as u64;
+            writes + u64::from(bad == Some(to))
+        })
+        .collect()
 }
 
 /// The local-path failures that open the engine's breaker within its
@@ -467,4 +511,28 @@ pub(super) fn check_address_change(run: &CaseRun, v: &mut Verdict) {
     f.extra.push(("first_write_after_address_change_ms", resumed));
     railwatch_invariants(v, &f);
     v.keep(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_what_failed_under_each_half_open_spell() {
+        let e = Engine {
+            lines: vec![
+                r#"{"kind":"half_open","t_ns":100,"device":"rxe0","rail":"A"}"#,
+                r#"{"kind":"failed","rail":"A","set":1,"status":"retry_exc_err","post_ns":50,"done_ns":150}"#,
+                r#"{"kind":"probe_failed","t_ns":200,"device":"rxe0","rail":"A"}"#,
+                r#"{"kind":"half_open","t_ns":300,"device":"rxe0","rail":"A"}"#,
+                r#"{"kind":"failed","rail":"A","set":2,"status":"retry_exc_err","post_ns":310,"done_ns":390}"#,
+                r#"{"kind":"failed","rail":"B","set":3,"status":"retry_exc_err","post_ns":320,"done_ns":390}"#,
+                r#"{"kind":"transition","t_ns":400,"device":"rxe0","rail":"A","to":"active","by":"probe"}"#,
+            ],
+        };
+        // The first spell: its failed probe (the write posted before it does
+        // not count); the second: one of A's writes, the probe closed it.
+        assert_eq!(failed_per_readmission(&e), [1, 1]);
+        assert_eq!(probe_closes(&e), [400]);
+    }
 }
