@@ -18,6 +18,10 @@ if engine_start old --one-event-per-wakeup --idle-qps 1000 && burst_pull old; th
     mark port_state rxe0 "$(port_state rxe0)"
 fi
 engine_stop old
+if engine_start seed --seed-fix --idle-qps 1000 && burst_pull seed; then
+    new_set seed "$AT" A && sleep 1.5
+fi
+engine_stop seed
 asyncwatch_stop rxe0
 ktrace_stop
 traffic_cleanup

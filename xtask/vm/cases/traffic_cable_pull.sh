@@ -1,9 +1,11 @@
 # Traffic case 11: rail A's cable (p0, the bridge port of veth0) pulled for
 # 2 s, 10 times, while the traffic engine writes over both rails, with
 # `railwatch watch --metrics-listen` beside it as a second process; then 3
-# times with the one-event-per-wake-up engine. ibv_asyncwatch on rxe0 is
-# the timing reference. Last, twice, the cable of A's far end (p1, rxe1's):
-# rxe0's port stays ACTIVE while its QPs fail, the data-path breaker's case.
+# times with the one-event-per-wake-up engine and 3 with the seed's fixed
+# loop. The kernel's trace of each event is the timing reference (else
+# ibv_asyncwatch on rxe0). Last, twice each with railwatch and the seed's
+# loop, the cable of A's far end (p1, rxe1's): rxe0's port stays ACTIVE
+# while its QPs fail, the data-path breaker's case.
 . /vm/traffic.sh
 rails_up || fail "the bridged rails could not be set up"
 asyncwatch_start rxe0
@@ -21,8 +23,12 @@ out metrics.before before.prom
 out metrics.after after.prom
 engine_start old --one-event-per-wakeup && pulls old 3
 engine_stop old
+engine_start seed --seed-fix && pulls seed 3
+engine_stop seed
 engine_start peer && pulls peer 2 p1 rxe1
 engine_stop peer
+engine_start seed_peer --seed-fix && pulls seed_peer 2 p1 rxe1
+engine_stop seed_peer
 asyncwatch_stop rxe0
 ktrace_stop
 traffic_cleanup

@@ -75,11 +75,11 @@ private:
 
 struct breaker_settings;
 
-// The loop that drives railwatch's machine (railwatch_loop.cpp) and the
-// loop before the fix (old_loop.cpp).
+// The loop that drives railwatch's machine (railwatch_loop.cpp), and the
+// loop before the fix or (`seed_fix`) the seed's fixed loop (old_loop.cpp).
 std::unique_ptr<loop_base> make_railwatch_loop(std::vector<rail *> rails, std::function<void()> on_burst,
                                                const breaker_settings &breaker);
-std::unique_ptr<loop_base> make_old_loop(std::vector<rail *> rails, std::function<void()> on_burst);
+std::unique_ptr<loop_base> make_old_loop(std::vector<rail *> rails, std::function<void()> on_burst, bool seed_fix);
 
 // The name of an ibv_port_state, as railwatch's JSON spells it.
 const char *port_state_name(int state);

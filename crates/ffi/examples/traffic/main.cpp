@@ -1,8 +1,9 @@
 // traffic_engine: a C++ transfer engine that moves data over two rails of
 // RC QPs while railwatch's machine (through the C API) keeps its gates, or,
-// with --one-event-per-wakeup, while the loop before the fix does.
+// with --one-event-per-wakeup, while the loop before the fix does, or, with
+// --seed-fix, the seed's fixed loop (drain to EAGAIN, a 1 Hz poll).
 //
-//   traffic_engine [--one-event-per-wakeup] [--rail NAME:LOCAL:PEER]...
+//   traffic_engine [--one-event-per-wakeup | --seed-fix] [--rail NAME:LOCAL:PEER]...
 //                  [--pairs K] [--workers W] [--depth D] [--timeout EXP]
 //                  [--retry-cnt N] [--idle-qps N] [--seconds S] [--gap-ms G]
 //                  [--max-records N] [--rate N] [--path-wait-ms N]
@@ -58,6 +59,7 @@ namespace {
 
 struct options {
     bool old_loop = false;
+    bool seed_fix = false;  // with old_loop
     std::vector<std::array<std::string, 3>> rails;
     set_options set;
     size_t workers = 2;
@@ -96,8 +98,9 @@ options parse(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (f == "--one-event-per-wakeup") {
+        if (f == "--one-event-per-wakeup" || f == "--seed-fix") {
             o.old_loop = true;
+            o.seed_fix = f == "--seed-fix";
             continue;
         }
         ++i;
@@ -141,7 +144,7 @@ int run(const options &o) {
         rails.push_back(owned.back().get());
     }
     burster burst;
-    auto loop = o.old_loop ? make_old_loop(rails, [&] { burst.trigger(); })
+    auto loop = o.old_loop ? make_old_loop(rails, [&] { burst.trigger(); }, o.seed_fix)
                            : make_railwatch_loop(rails, [&] { burst.trigger(); }, o.breaker);
     loop->attach_all();
     if (o.idle_qps) burst.start(loop->device(rails[0]->local.device), o.idle_qps, o.set.port);

@@ -2,14 +2,19 @@
 //! (`crates/ffi/examples/traffic/`, built with the README's CMake lines)
 //! writes over two rails of Soft-RoCE devices on bridged veth pairs (guest
 //! setup: `rails_up` in `xtask/vm/lib.sh`), once driving railwatch's
-//! machine through the C API and once as the one-event-per-wake-up loop
-//! before the fix, while the guest pulls cables, queues a burst ahead of a
+//! machine through the C API, then as the one-event-per-wake-up loop
+//! before the fix and as the seed's fixed loop (drain to EAGAIN, a 1 Hz
+//! poll of paused rails, no breaker, no failing of work in flight), while
+//! the guest pulls cables, queues a burst ahead of a
 //! `PORT_ACTIVE`, deletes devices and changes an address
 //! (`xtask/vm/cases/traffic_*.sh`, helpers in `xtask/vm/traffic.sh`).
 //!
 //! The host checks the hard invariants (for railwatch: no failed write
-//! posted after its gate closed, no rail stranded; the old loop stranded
-//! in the burst; every delete returned) and what each case promises, and
+//! posted after its gate closed, no rail stranded, no write hung at the
+//! end, at most the probe failed under a half-open breaker, no latency
+//! below 0 against the kernel's own time of the event; the old loop
+//! stranded in the burst, the seed's not; every delete returned) and what
+//! each case promises, and
 //! collects the figures ([`figures`]) into `target/vmtest/traffic.json`,
 //! printed as a table once the VM is done. Timings are figures, never
 //! assertions: the emulation is noisy.
@@ -27,7 +32,9 @@ use crate::vmtest::json;
 use crate::vmtest::progress::CaseRun;
 
 /// The engine's labels in the guest's output, and its name in the figures.
-const ENGINES: [(&str, &str); 2] = [("railwatch", "railwatch"), ("old", "one_event_per_wakeup")];
+/// The engines of a case, (label, name): railwatch, the loop before the fix
+/// and the seed's fixed loop (drain to EAGAIN, a 1 Hz poll, nothing more).
+const ENGINES: [(&str, &str); 3] = [("railwatch", "railwatch"), ("old", "one_event_per_wakeup"), ("seed", "seed_fix")];
 
 /// Writes `target/vmtest/traffic.json` and prints the table, if a traffic
 /// case ran (`all`: the figures the judge collected, in order).
@@ -171,7 +178,7 @@ fn require_recovered(v: &mut Verdict, f: &Figures, label: &str) {
 
 /// Cable pulls: 10 with railwatch (the agent beside it), 3 with the old loop.
 pub(super) fn check_cable_pull(run: &CaseRun, v: &mut Verdict) {
-    for ((label, engine), wanted) in ENGINES.into_iter().zip([10, 3]) {
+    for ((label, engine), wanted) in ENGINES.into_iter().zip([10, 3, 3]) {
         let Some(f) = measure_pulls(run, v, "cable_pull", label, engine) else { continue };
         v.require(f.pulls == wanted, format!("{label}: {} pulls, want {wanted}", f.pulls));
         if label == "railwatch" {
@@ -191,7 +198,8 @@ pub(super) fn check_cable_pull(run: &CaseRun, v: &mut Verdict) {
         }
         v.keep(f);
     }
-    check_peer_pulls(run, v);
+    check_peer_pulls(run, v, "peer", "railwatch");
+    check_peer_pulls(run, v, "seed_peer", "seed_fix");
 }
 
 /// What the engine reported to railwatch's machine is what its records
@@ -223,11 +231,10 @@ fn check_reported(v: &mut Verdict, e: &Engine, f: &Figures, label: &str) {
 /// peer a rail: the engine's min_peers is 1); after its backoff it is
 /// half-open, the engine's probe fails while the far end is out and
 /// succeeds after the plug, which closes it (the rail back by probe).
-fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
-    let label = "peer";
+fn check_peer_pulls(run: &CaseRun, v: &mut Verdict, label: &str, engine: &'static str) {
     let Some(e) = engine_run(run, v, label) else { return };
     let marks = Stamped::parse(&run.out("marks"));
-    let mut f = Figures { case: "peer_cable_pull", engine: "railwatch", ..Figures::default() };
+    let mut f = Figures { case: "peer_cable_pull", engine, ..Figures::default() };
     if let Err(err) = f.totals(&e) {
         v.fail(format!("{label}: {err}"));
         return;
@@ -250,19 +257,29 @@ fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
         f.pulls += 1;
     }
     f.extra.push(("first_write_after_peer_admit_ms", first_write));
-    let closes = probe_closes(&e);
+    v.require(f.pulls == 2, format!("{label}: {} pulls of p1, want 2", f.pulls));
+    if engine == "railwatch" {
+        check_breaker(v, &e, &mut f, &ps, label);
+    }
+    v.keep(f);
+}
+
+/// The far-end pulls' breaker, for the engine with railwatch's machine: it
+/// opened on rxe0 when the engine's threshold was reached, a probe closed
+/// it, and at most the probe failed under a half-open rail.
+fn check_breaker(v: &mut Verdict, e: &Engine, f: &mut Figures, ps: &[Pull], label: &str) {
+    let closes = probe_closes(e);
     f.extra.push((
         "breaker_closed_after_plug_ms",
         ps.iter().map(|p| closes.iter().find(|t| **t >= p.plug).map(|t| figures_ms(t - p.plug))).collect(),
     ));
-    let per = failed_per_readmission(&e);
+    let per = failed_per_readmission(e);
     v.require(
         per.iter().all(|n| *n <= 1),
         format!("{label}: more than the probe failed under a half-open rail: {per:?} per re-admission"),
     );
     f.extra.push(("writes_failed_per_readmission", per.iter().map(|n| Some(*n as f64)).collect()));
-    v.require(f.pulls == 2, format!("{label}: {} pulls of p1, want 2", f.pulls));
-    railwatch_invariants(v, &f);
+    railwatch_invariants(v, f);
     let trips_on =
         |device: &str| e.count("transition", &[("device", device), ("to", "paused"), ("reason", "data_path")]);
     match &f.breaker {
@@ -289,7 +306,6 @@ fn check_peer_pulls(run: &CaseRun, v: &mut Verdict) {
         }
         None => v.fail(format!("{label}: the engine reported no transfers to the machine")),
     }
-    v.keep(f);
 }
 
 /// When rxe0's breaker closed: its rail back `by` a probe.
@@ -377,6 +393,10 @@ pub(super) fn check_burst(run: &CaseRun, v: &mut Verdict) {
             railwatch_invariants(v, &f);
             require_recovered(v, &f, label);
             check_one_wakeup(v, &e, run);
+        } else if label == "seed" {
+            // Reading to EAGAIN is the seed's fix: the burst hides nothing.
+            v.require(!f.stranded, "the seed's fixed loop was stranded by the burst");
+            require_recovered(v, &f, label);
         } else {
             v.require(f.stranded, "the one-event-per-wake-up engine was not stranded by the burst");
             let reads = e.count("read", &[("device", "rxe0")]);
