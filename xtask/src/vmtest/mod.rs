@@ -84,8 +84,11 @@
 //! The traffic cases (`traffic_*`, last) run a C++ transfer engine over two
 //! bridged rails of four rxe devices, through cable pulls (of a rail's own
 //! cable and of its far end's), a burst ahead of a `PORT_ACTIVE`, device
-//! removal and an address change, next to the one-event-per-wake-up loop;
-//! their figures, the data-path breaker's included, go to
+//! removal and an address change, next to the one-event-per-wake-up loop
+//! and the seed's fixed loop; the latencies are measured from the kernel's
+//! own time of each event (a kprobe on `ib_dispatch_event`, `ktrace_start`
+//! in `xtask/vm/traffic.sh`); their figures, the data-path breaker's and
+//! the ledger's included, go to
 //! `target/vmtest/traffic.json` (`cases/traffic.rs`).
 //!
 //! # Adding a case, adding a guest-side tool
