@@ -410,6 +410,17 @@ fn scale_rows(get: Get<'_>, rows: &mut Vec<Row>) -> Result<(), String> {
         goal: "0".into(),
         pass: Some(allocs == 0.0),
     });
+    let allocs = get("allocs_per_probe_cycle")?;
+    rows.push(Row {
+        target: "12",
+        what: "heap allocations per half-open cycle (backoff run, probe granted, its failure reported) after warm-up"
+            .into(),
+        value: format!("{allocs}"),
+        baseline: "—".into(),
+        ratio: "—".into(),
+        goal: "0".into(),
+        pass: Some(allocs == 0.0),
+    });
     Ok(())
 }
 

@@ -299,14 +299,20 @@ fn machine_pairs() {
 fn machine_of_one_rail() -> (Machine, u32) {
     let mut m = Machine::new(MachineConfig::default()).expect("machine");
     let dev = m.add_device("raw", &[1], Millis(0));
+    answer(&mut m, Millis(0));
+    (m, dev)
+}
+
+/// Carries out the machine's actions as a device whose port reads ACTIVE
+/// at 200 Gb/s would.
+fn answer(m: &mut Machine, now: Millis) {
     while let Some(a) = m.poll_action() {
         match a {
-            Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(PortState::Active), Millis(0)),
-            Action::ReadLink { device, port } => m.handle_link(device, port, Ok(LinkAttrs::new(128, 2)), Millis(0)),
+            Action::QueryPort { device, port } => m.handle_port_state(device, port, Ok(PortState::Active), now),
+            Action::ReadLink { device, port } => m.handle_link(device, port, Ok(LinkAttrs::new(128, 2)), now),
             other => drop(black_box(other)),
         }
     }
-    (m, dev)
 }
 
 /// The common report: an engine's poll of its CQs found successes (through
@@ -372,6 +378,47 @@ fn transfer_allocations() {
     let n = allocs() - before;
     assert_eq!(n, 0, "a transfer report allocated {n} times in 10k");
     record("allocs_per_transfer_report", n as f64 / 10_000.0);
+}
+
+/// 12: heap allocations per half-open cycle after warm-up: the backoff's
+/// deadline run, the probe granted through the gate, its failure reported
+/// (the breaker open again). A tripped rail's record is boxed once, at the
+/// trip; nothing after that allocates.
+fn probe_allocations() {
+    const CYCLES: u64 = 1_000;
+    let (mut m, dev) = machine_of_one_rail();
+    let gate = m.gate(RailId { device: dev, port: 1 }).expect("the rail's gate");
+    // Local-path failures through two peers: the default breaker trips.
+    let trip =
+        [TransferReport { peer: 1, wc_status: 12, count: 4 }, TransferReport { peer: 2, wc_status: 12, count: 4 }];
+    m.handle_transfers(dev, 1, &trip, Millis(1));
+    let mut cycle = |m: &mut Machine| {
+        // The deadlines due (the recovery tick's among them) up to the
+        // backoff's end: half-open, a probe is granted.
+        let mut granted = None;
+        for _ in 0..1_000 {
+            let due = m.poll_timeout().expect("the backoff's deadline");
+            m.handle_timeout(due);
+            answer(m, due);
+            if let Ok(ticket) = gate.probe() {
+                granted = Some((black_box(ticket), due));
+                break;
+            }
+        }
+        let (_, due) = granted.expect("half-open within 1000 deadlines");
+        m.handle_probe(dev, 1, false, due);
+        answer(m, due);
+    };
+    for _ in 0..50 {
+        cycle(&mut m);
+    }
+    let before = allocs();
+    for _ in 0..CYCLES {
+        cycle(&mut m);
+    }
+    let n = allocs() - before;
+    assert_eq!(n, 0, "a half-open cycle allocated {n} times in {CYCLES}");
+    record("allocs_per_probe_cycle", n as f64 / CYCLES as f64);
 }
 
 /// 5c: the same burst on one device among 1, 64, 1024 and 4096.
@@ -864,6 +911,7 @@ fn main() {
         allocations_per_event();
         gate_allocations();
         transfer_allocations();
+        probe_allocations();
         eprintln!("table: counts only (timings run under `cargo bench` / `cargo xtask bench`)");
         return;
     }
@@ -875,6 +923,7 @@ fn main() {
     machine_pairs();
     transfer_pairs();
     transfer_allocations();
+    probe_allocations();
     device_pairs();
     gate_pairs();
     tick_pairs();
