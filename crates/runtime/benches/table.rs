@@ -392,7 +392,7 @@ fn probe_allocations() {
     let trip =
         [TransferReport { peer: 1, wc_status: 12, count: 4 }, TransferReport { peer: 2, wc_status: 12, count: 4 }];
     m.handle_transfers(dev, 1, &trip, Millis(1));
-    let mut cycle = |m: &mut Machine| {
+    let cycle = |m: &mut Machine| {
         // The deadlines due (the recovery tick's among them) up to the
         // backoff's end: half-open, a probe is granted.
         let mut granted = None;
