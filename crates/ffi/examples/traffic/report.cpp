@@ -21,6 +21,7 @@ const char *wc_status_name(uint32_t status) {
     if (status < std::size(names)) return names[status];
     if (status == post_failed) return "post_failed";
     if (status == work_lost) return "work_lost";
+    if (status == abandoned) return "abandoned";
     return "unknown";
 }
 

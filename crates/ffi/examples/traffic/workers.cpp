@@ -136,7 +136,9 @@ void workers::fail_lost(state &s, held &h, size_t k, uint64_t now) {
 }
 
 // Lets go of sets that left: when their writes completed, or after their
-// grace period (or at the end), abandoning what is still in flight.
+// grace period, failing what is still in flight as `abandoned` (its caller
+// is answered). At the end, what the wind-down did not see complete is
+// left pending: the summary counts it as hung.
 void workers::let_go(state &s, bool stopping) {
     const uint64_t now = now_ns();
     std::erase_if(s.leaving, [&](held &h) {
@@ -145,6 +147,12 @@ void workers::let_go(state &s, bool stopping) {
         if (in_flight == 0) return true;
         if (!stopping && now - h.left_ns < h.set->grace_ns()) return false;
         s.counts.abandoned += in_flight;
+        if (!stopping)
+            for (std::vector<record *> &posted : h.posted)
+                for (record *rec : posted) {
+                    rec->status = abandoned;
+                    rec->done_ns = now;
+                }
         return true;
     });
 }

@@ -27,6 +27,9 @@ inline constexpr uint8_t post_failed = 0xfe;
 // The status of a write the ledger failed: railwatch said its QP, CQ or
 // device will never complete it (RW_HAPPENING_WORK_LOST).
 inline constexpr uint8_t work_lost = 0xfd;
+// The status of a write given up on: its set was replaced and it had not
+// completed within the set's grace period (answered, not left hanging).
+inline constexpr uint8_t abandoned = 0xfc;
 // The most rails the workers choose among (a record keeps its rail in a byte).
 inline constexpr size_t max_rails = 8;
 
@@ -34,7 +37,7 @@ inline constexpr size_t max_rails = 8;
 struct worker_counts {
     uint64_t refused = 0;    // a picked rail's gate refused: went elsewhere
     uint64_t not_ready = 0;  // the gate admitted, the set of its generation was not built yet
-    uint64_t abandoned = 0;  // writes still in flight on a set given up
+    uint64_t abandoned = 0;  // writes still in flight on a set given up (failed as `abandoned` while running)
     uint64_t lost = 0;       // writes the ledger failed on WORK_LOST
     bool records_full = false;
 };
