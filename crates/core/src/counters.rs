@@ -2,6 +2,8 @@
 //! flap whose PORT_ERR and PORT_ACTIVE were both lost leaves the port
 //! ACTIVE and its QPs dead, and only these moved.
 
+use crate::time::Millis;
+
 /// What a counter read found. Each is `None` when the driver does not
 /// have it (older drivers, an InfiniBand port has no netdev).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -108,6 +110,29 @@ pub(crate) struct CountersBaseline {
     /// The [`Counter::bit`]s already said to be stuck (once per device
     /// context: cleared with the baseline).
     stuck_said: u8,
+    /// A rise read with the port ACTIVE and no flap seen, waiting to be
+    /// confirmed as a silent flap (cleared with the baseline).
+    suspect: Option<Suspect>,
+}
+
+/// How long after a flap-counter rise read with the port ACTIVE the port is
+/// read again to confirm it as a silent flap. The kernel counts a carrier
+/// loss at once; rxe's port state follows some milliseconds later and its
+/// PORT_ERR reaches a reader later still under load (64 ms seen in the VM):
+/// a read in between is a race, not a flap no event said.
+pub const SILENT_FLAP_CONFIRM_MS: u64 = 250;
+
+/// A flap-counter rise not yet called a silent flap: the counters move
+/// before the port's state and its event do, so a read that races a
+/// carrier loss sees the rise with the port still ACTIVE. It is confirmed
+/// by a port read at `until` that finds the rail still active with no
+/// flap seen in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Suspect {
+    /// When the confirming read is due.
+    pub(crate) until: Millis,
+    /// The confirming read was asked for.
+    pub(crate) asked: bool,
 }
 
 /// [`CountersBaseline::present`]'s bit for "a read is kept".
@@ -126,7 +151,8 @@ impl CountersBaseline {
     /// Keeps `fresh`; returns the read kept before.
     pub(crate) fn replace(&mut self, fresh: PortCounters) -> Option<PortCounters> {
         let before = self.get();
-        let mut next = CountersBaseline { values: [0; 3], present: READ, stuck_said: self.stuck_said };
+        let mut next =
+            CountersBaseline { values: [0; 3], present: READ, stuck_said: self.stuck_said, suspect: self.suspect };
         for (i, v) in [fresh.link_downed, fresh.carrier_changes, fresh.carrier_down].into_iter().enumerate() {
             if let Some(v) = v {
                 next.values[i] = v;
@@ -143,6 +169,16 @@ impl CountersBaseline {
         let new = read.stuck() & !self.stuck_said;
         self.stuck_said |= new;
         new
+    }
+
+    /// The rise waiting to be confirmed, if any.
+    pub(crate) fn suspect(&self) -> Option<Suspect> {
+        self.suspect
+    }
+
+    /// Sets (or, with `None`, drops) the rise waiting to be confirmed.
+    pub(crate) fn set_suspect(&mut self, suspect: Option<Suspect>) {
+        self.suspect = suspect;
     }
 
     /// Forgets the read kept, and what was said of it.

@@ -66,7 +66,7 @@ mod wc;
 
 pub use address::{AddressRequirement, Gid, GidType, LinkLayer, PortAddress};
 pub use breaker::{DataPathConfig, MAX_MIN_PEERS};
-pub use counters::{Counter, PortCounters, saturated_width};
+pub use counters::{Counter, PortCounters, SILENT_FLAP_CONFIRM_MS, saturated_width};
 pub use damping::{DampingConfig, FlapPenalty};
 pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
 pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};

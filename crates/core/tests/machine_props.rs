@@ -63,7 +63,7 @@ use railwatch_core::{
     Action, AddressRequirement, AsyncEvent, Cause, Counter, DampingConfig, DataPathConfig, DeviceMode, Element, Errno,
     EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange, Log, MAX_DELAY_MS, Machine,
     MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters, PortState, RailId,
-    RailState, RecoveredBy, TransferReport, WcClass, WorkScope, classify_wc,
+    RailState, RecoveredBy, SILENT_FLAP_CONFIRM_MS, TransferReport, WcClass, WorkScope, classify_wc,
 };
 
 // ---- the world --------------------------------------------------------------
@@ -188,6 +188,9 @@ struct Track {
     /// The breaker tripped and no probe's success has closed it since: the
     /// rail may activate only by a probe's success (or a re-attach).
     tripped: bool,
+    /// The first counter read that rose since the rail last paused or was
+    /// called a silent flap: a silent flap is confirmed only a while after.
+    rose_at: Option<Millis>,
 }
 
 impl Default for Track {
@@ -208,6 +211,7 @@ impl Default for Track {
             local_failures: 0,
             failing_peers: Vec::new(),
             tripped: false,
+            rose_at: None,
         }
     }
 }
@@ -562,6 +566,9 @@ impl Harness {
                     *given = Some(n);
                 }
                 let counters = answer.map(|n| PortCounters { link_downed: Some(n), ..PortCounters::default() });
+                if let Some(r) = self.rail_index(RailId { device, port }).filter(|_| moved) {
+                    self.tracks[r].rose_at.get_or_insert(now);
+                }
                 self.input(Input::Counters { device, port, moved }, |m| m.handle_counters(device, port, counters, now))
             }
             Answer::Address { device, port, answer } => {
@@ -904,6 +911,7 @@ impl Harness {
                 );
             }
             (RailState::Active, RailState::Paused) => {
+                tr.rose_at = None;
                 tr.local_failures = 0;
                 tr.failing_peers.clear();
                 let why = match input {
@@ -925,11 +933,18 @@ impl Harness {
                 match cause {
                     Cause::Bump(_) => assert_eq!(generation, tr.generation + 1, "{what}"),
                     Cause::SilentFlap => {
-                        // A counter the machine read moved, on an active rail.
+                        // A counter the machine read moved, on an active
+                        // rail, and a read at least SILENT_FLAP_CONFIRM_MS
+                        // later still found it active.
                         assert!(
-                            matches!(input, Input::Counters { device, port, moved: true }
+                            matches!(input, Input::Counters { device, port, .. }
                                 if device == rail.device && port == rail.port),
-                            "a silent flap without a counter that moved: {what}"
+                            "a silent flap not on a counter read: {what}"
+                        );
+                        let rose = tr.rose_at.take();
+                        assert!(
+                            rose.is_some_and(|r| t >= r.plus(SILENT_FLAP_CONFIRM_MS)),
+                            "a silent flap without a counter that moved {SILENT_FLAP_CONFIRM_MS} ms before ({rose:?}): {what}"
                         );
                         assert_eq!((a, generation), (RailState::Active, tr.generation + 1), "{what}");
                     }
@@ -2044,7 +2059,43 @@ fn l_a_flap_with_its_port_err_is_not_a_silent_one() {
     wp.link_downed += 1;
     h.advance(100);
     h.port_event(0, EventKind::ClientReregister, 1);
+    assert!(!h.transitions(rail).iter().any(|&(_, _, _, c)| c == Cause::SilentFlap), "not confirmed yet");
+    h.advance(SILENT_FLAP_CONFIRM_MS);
     assert!(h.transitions(rail).iter().any(|&(_, _, _, c)| c == Cause::SilentFlap), "{:?}", h.transitions(rail));
+}
+
+/// m. A counter read that races a carrier loss is no silent flap: the
+/// kernel counts the loss at once, the port's state and its PORT_ERR
+/// follow (64 ms later in the VM, where the agent's audit called a pull a
+/// silent flap). A rise is confirmed by a port read
+/// SILENT_FLAP_CONFIRM_MS later that finds the rail still active with no
+/// flap seen; one that no event ever explains still is one.
+#[test]
+fn m_a_counter_rise_racing_its_port_err_is_no_silent_flap() {
+    let cfg = MachineConfig { audit_ms: Some(1000), ..Default::default() };
+    let mut h = Harness::healthy(cfg, &[1]);
+    let rail = RailId { device: 0, port: 1 };
+    h.take_record();
+    let silent = |h: &Harness| h.transitions(rail).iter().filter(|&&(_, _, _, c)| c == Cause::SilentFlap).count();
+    // The audit reads the port ACTIVE and the counter already up.
+    h.world_port(0, 1).link_downed += 1;
+    h.advance(1000);
+    assert!(h.recorded(|a| *a == Action::ReadCounters { device: 0, port: 1 }), "the audit read no counters");
+    assert_eq!(silent(&h), 0, "called a silent flap before its confirmation");
+    // The port's state and its PORT_ERR follow.
+    h.advance(64);
+    h.world_port(0, 1).state = PortState::Down;
+    h.port_event(0, EventKind::PortErr, 1);
+    h.advance(2 * SILENT_FLAP_CONFIRM_MS);
+    assert_eq!(silent(&h), 0, "the pull was called a silent flap: {:?}", h.transitions(rail));
+    // Back, and a rise no event explains: a silent flap, once confirmed.
+    h.world_port(0, 1).state = PortState::Active;
+    h.port_event(0, EventKind::PortActive, 1);
+    h.advance(100);
+    h.world_port(0, 1).link_downed += 1;
+    h.advance(1000);
+    let confirmed = h.advance_until(h.now.plus(SILENT_FLAP_CONFIRM_MS + 1000), |h| silent(h) == 1);
+    assert!(confirmed, "an unexplained rise was never a silent flap: {:?}", h.transitions(rail));
 }
 
 /// A flap counter stuck at its width's maximum is said once and never
@@ -2090,6 +2141,9 @@ fn a_stuck_counter_is_said_once_and_the_others_still_witness() {
     c.carrier_changes = Some(12);
     m.handle_timeout(Millis(4000));
     serve(&mut m, c, Millis(4000));
+    let confirm = Millis(4000 + SILENT_FLAP_CONFIRM_MS);
+    m.handle_timeout(confirm);
+    serve(&mut m, c, confirm);
     assert_eq!(gate.word().generation, generation + 1, "blind on a saturated port");
     // Every counter stuck: blind, said.
     let mut m = Machine::new(MachineConfig::default()).expect("valid");

@@ -8,7 +8,7 @@
 
 use super::{Action, Breaker, Cause, Errno, Happening, Log, Machine};
 use crate::breaker::{Verdict, backoff};
-use crate::counters::{Counter, PortCounters};
+use crate::counters::{Counter, PortCounters, SILENT_FLAP_CONFIRM_MS, Suspect};
 use crate::rail::{Outcome, PauseReason, RailState};
 use crate::time::Millis;
 use crate::wc::{WC_STATUSES, WcClass, classify_wc};
@@ -260,9 +260,12 @@ impl Machine {
 
     /// The answer to an [`Action::ReadCounters`]. A rise of a flap counter
     /// on an active rail with no PORT_ERR seen since the last read is a
-    /// silent flap: the generation moves (its QPs are gone), damping is
-    /// charged, and it is notified. Counters that cannot be read turn the
-    /// rule off for the port (said once).
+    /// silent flap once confirmed: a port read [`SILENT_FLAP_CONFIRM_MS`]
+    /// later still finds the rail active with no flap seen (the counters
+    /// move before the port's state and its event do, so a read racing a
+    /// carrier loss sees the rise first). Then the generation moves (its
+    /// QPs are gone), damping is charged, and it is notified. Counters that
+    /// cannot be read turn the rule off for the port (said once).
     pub fn handle_counters(&mut self, device: u32, port: u8, answer: Result<PortCounters, Errno>, now: Millis) {
         let now = self.at(now);
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
@@ -285,9 +288,21 @@ impl Machine {
         if active {
             rail.down_since_counters = false;
         }
-        let silent = quiet && active && before.is_some_and(|b| fresh.rose_since(&b)) && self.config.silent_flaps;
-        if silent {
-            self.silent_flap(ri, now);
+        if !(quiet && active && self.config.silent_flaps) {
+            // Explained by a flap the machine saw, or the rail is not up.
+            return rail.counters.set_suspect(None);
+        }
+        match rail.counters.suspect() {
+            Some(s) if s.until <= now => {
+                rail.counters.set_suspect(None);
+                self.silent_flap(ri, now);
+            }
+            Some(_) => {}
+            None if before.is_some_and(|b| fresh.rose_since(&b)) => {
+                rail.counters.set_suspect(Some(Suspect { until: now.plus(SILENT_FLAP_CONFIRM_MS), asked: false }));
+                self.watch(device as usize);
+            }
+            None => {}
         }
     }
 

@@ -7,6 +7,7 @@
 //! timer is ever due forever, so no driver spins.
 
 use super::{Action, DeviceMode, Machine};
+use crate::counters::Suspect;
 use crate::rail::RailState;
 use crate::time::Millis;
 
@@ -70,6 +71,7 @@ impl Machine {
                     || matches!(r.breaker(), Some(super::Breaker::Open { .. }))
                     || r.activating
                     || r.address_event.is_some()
+                    || r.counters.suspect().is_some_and(|s| !s.asked)
                     || r.cell.load().state == RailState::Paused
             })
     }
@@ -118,7 +120,8 @@ impl Machine {
                     .filter_map(|ri| {
                         let r = &self.rails[ri];
                         let settle = r.settle().filter(|s| !s.confirming).map(|s| s.until);
-                        [settle, r.damped_until(), self.trial_at(ri)].into_iter().flatten().min()
+                        let suspect = r.counters.suspect().filter(|s| !s.asked).map(|s| s.until);
+                        [settle, r.damped_until(), self.trial_at(ri), suspect].into_iter().flatten().min()
                     })
                     .min();
                 [reopen, rails].into_iter().flatten().min()
@@ -164,6 +167,13 @@ impl Machine {
                 } else if self.trial_at(ri).is_some_and(|t| t <= now) {
                     // The breaker's backoff is over: a trial query (half-open if ACTIVE).
                     self.run_trial(ri);
+                }
+                // Apart from the rest: a due deadline is always taken.
+                if let Some(s) = self.rails[ri].counters.suspect().filter(|s| !s.asked && s.until <= now) {
+                    // A counter rise to confirm: the port read again (the
+                    // counters follow it), a silent flap if still quiet.
+                    self.rails[ri].counters.set_suspect(Some(Suspect { asked: true, ..s }));
+                    self.query(ri);
                 }
             }
         }

@@ -139,13 +139,15 @@ static void counters(void)
 		return;
 	CHECK_EQ("attach_reads_the_counters", rig_count(&r, 0, RW_ACTION_READ_COUNTERS, 0, 1, NULL), 1);
 
-	/* link_downed rises with no PORT_ERR: a silent flap, the generation
-	 * moves, the rail stays. */
+	/* link_downed rises with no PORT_ERR: a silent flap once a port read
+	 * 250 ms later confirms it; the generation moves, the rail stays. */
 	gen = rw_word_generation(rig_word(&r, 0, 1));
 	r.ports[0][1].link_downed = 1;
 	mark = r.nactions;
 	rig_advance(&r, 150);
 	CHECK_EQ("audit_reads_port_and_counters", rig_count(&r, mark, RW_ACTION_READ_COUNTERS, 0, 1, NULL), 1);
+	CHECK_EQ("silent_flap_waits_its_confirmation", rig_logged(&r, mark, RW_LOG_SILENT_FLAP, NULL), 0);
+	rig_advance(&r, 400);
 	CHECK_EQ("silent_flap_logged", rig_logged(&r, mark, RW_LOG_SILENT_FLAP, NULL), 1);
 	check(rig_notified(&r, mark, RW_HAPPENING_TRANSITION, &n) == 1 && n.cause == RW_CAUSE_SILENT_FLAP,
 	      "silent_flap_transition", "cause %u", n.cause);
@@ -155,7 +157,7 @@ static void counters(void)
 	/* A driver without them: said once, never asked again. */
 	r.ports[0][1].counters_error = ENOENT;
 	mark = r.nactions;
-	rig_advance(&r, 450);
+	rig_advance(&r, 650);
 	check(rig_logged(&r, mark, RW_LOG_COUNTERS_UNAVAILABLE, &log) == 1 && log.error == ENOENT,
 	      "counters_unavailable_logged_once", "error %d", log.error);
 	CHECK_EQ("counters_asked_once_more_then_never", rig_count(&r, mark, RW_ACTION_READ_COUNTERS, 0, 1, NULL), 1);

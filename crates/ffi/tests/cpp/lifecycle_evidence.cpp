@@ -250,6 +250,8 @@ static void counters() {
     size_t from = r.mark();
     r.m.handle_event(d, ev::client_reregister, 1, r.now);  // any port read reads the counters
     r.run();
+    check(r.happened(from, RW_HAPPENING_TRANSITION).empty(), "counters: a rise waits for its confirming read");
+    r.advance_to(r.now + 250);  // the port read again, with its counters: nothing explains the rise
     auto tr = r.happened(from, RW_HAPPENING_TRANSITION);
     check(tr.size() == 1 && tr[0].cause == RW_CAUSE_SILENT_FLAP && g.check() == before + 1,
           "counters: a rise with no PORT_ERR is a silent flap (the generation moves)");
