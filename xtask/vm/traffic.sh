@@ -91,13 +91,17 @@ asyncwatch_stop() {
 # ibv_asyncwatch's stamped lines and says so.
 KT=/sys/kernel/tracing
 ktrace_start() {
-    [ -d $KT/events ] || mount -t tracefs tracefs $KT 2>/dev/null
-    if echo mono >$KT/trace_clock 2>/dev/null &&
-        echo 'p:rw/ib_event ib_dispatch_event event=+16(%di):u32' >$KT/kprobe_events 2>/dev/null &&
-        echo 1 >$KT/events/rw/ib_event/enable 2>/dev/null; then
+    [ -d $KT/events ] || mount -t tracefs tracefs $KT 2>ktrace.err
+    if ! [ -d $KT/events ]; then
+        note "no tracefs ($(cat ktrace.err)): the reference is ibv_asyncwatch"
+        return 0
+    fi
+    echo mono >$KT/trace_clock 2>>ktrace.err
+    if echo 'p:rw/ib_event ib_dispatch_event event=+16(%di):u32' >$KT/kprobe_events 2>>ktrace.err &&
+        echo 1 >$KT/events/rw/ib_event/enable 2>>ktrace.err; then
         echo 1 >$KT/tracing_on
     else
-        note "no kprobe on ib_dispatch_event: the reference is ibv_asyncwatch"
+        note "no kprobe on ib_dispatch_event ($(tr '\n' ' ' <ktrace.err); $(tail -n 3 $KT/error_log 2>/dev/null | tr '\n' ' ')): the reference is ibv_asyncwatch"
     fi
 }
 
