@@ -132,7 +132,9 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
     })?;
     clock.phase("built-in scenarios", builtins)?;
     // The real kernel RDMA stack (Soft-RoCE in qemu), after the simulated one.
-    clock.phase("vmtest", || crate::vmtest::run(&[]))?;
+    // Built in the dev profile: it checks behaviour, and reuses the
+    // library the ffi step built (a release build would be two minutes).
+    clock.phase("vmtest", || crate::vmtest::run(&["--dev".to_string()]))?;
     clock.phase("examples", || {
         step("engine example", cargo().args(["run", "-p", "railwatch-runtime", "--example", "engine"]))?;
         // An engine that keeps its own epoll loop and drives only the machine.

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::run::{cargo, root, step};
+use crate::run::{cargo, parallel, root, step};
 
 /// The longest a test program may run (under valgrind included).
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -87,26 +87,27 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let include = root.join("crates/ffi/include");
     let valgrind = if opts.valgrind { Some(find_valgrind()?) } else { None };
 
-    let mut binaries = Vec::new();
+    // Every program under both links, and (railwatch.hpp builds as C++17
+    // too) every C++ program again with the same warnings, run once (linked
+    // dynamically, not under valgrind).
+    let mut jobs = Vec::new();
     for link in [Link::Dynamic, Link::Static] {
         let dir = out.join(link.name());
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        for src in &sources {
-            let bin = dir.join(&src.name);
-            compile(src, link, Standard::Latest, &include, &lib_dir, &bin)?;
-            binaries.push((src.name.clone(), link, bin));
-        }
+        jobs.extend(sources.iter().map(|src| (src, link, Standard::Latest, src.name.clone(), dir.join(&src.name))));
     }
-    // railwatch.hpp builds as C++17 too: every C++ program again, with the
-    // same warnings, run once (linked dynamically, not under valgrind).
-    let mut cpp17 = Vec::new();
     let dir = out.join("cpp17");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for src in sources.iter().filter(|s| s.cpp) {
         let name = format!("{}17", src.name);
-        let bin = dir.join(&name);
-        compile(src, Link::Dynamic, Standard::Cpp17, &include, &lib_dir, &bin)?;
-        cpp17.push((name, Link::Dynamic, bin));
+        jobs.push((src, Link::Dynamic, Standard::Cpp17, name.clone(), dir.join(&name)));
+    }
+    for compiled in parallel(&jobs, |(src, link, std, _, bin)| compile(src, *link, *std, &include, &lib_dir, bin)) {
+        compiled?;
+    }
+    let (mut binaries, mut cpp17) = (Vec::new(), Vec::new());
+    for (_, link, std, name, bin) in jobs {
+        if std == Standard::Cpp17 { &mut cpp17 } else { &mut binaries }.push((name, link, bin));
     }
 
     let ld_path = ld_library_path(&fake_dir, &lib_dir);
@@ -145,7 +146,7 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     if let Some(valgrind) = &valgrind {
         let logs = out.join("valgrind");
         std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
-        for (name, link, bin) in &binaries {
+        let runs = parallel(&binaries, |(name, link, bin)| {
             let label = format!("{name} ({}, valgrind)", link.name());
             let log = logs.join(format!("{name}.{}.log", link.name()));
             let mut cmd = Command::new(valgrind);
@@ -161,7 +162,6 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
             let report = std::fs::read_to_string(&log).unwrap_or_default();
             let summary = valgrind_summary(&report);
             eprintln!("==> ffi: {label}: {summary} (log: {})", log.display());
-            summaries.push(format!("{name} ({}): {summary}", link.name()));
             let example = sources.iter().any(|s| s.example && s.name == *name);
             let problem = match outcome {
                 Ok(r) => valgrind_problem(&report)
@@ -169,6 +169,10 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
                     .or_else(|| r.problem(example).map(|why| format!("{label}: {why}"))),
                 Err(e) => Some(e),
             };
+            (format!("{name} ({}): {summary}", link.name()), problem)
+        });
+        for (summary, problem) in runs {
+            summaries.push(summary);
             match problem {
                 Some(p) => {
                     runs_failed += 1;
@@ -464,21 +468,25 @@ impl Counted {
     }
 }
 
-/// Runs `cmd`, echoing its standard output and counting its `ok -` and
-/// `not ok -` lines; killed after [`TIMEOUT`], which is an error naming it.
+/// Runs `cmd`, counting its `ok -` and `not ok -` lines and echoing its
+/// standard output in one piece when it ends (runs go two at a time: their
+/// lines stay together); killed after [`TIMEOUT`], which is an error naming
+/// it.
 fn run_counted(cmd: &mut Command, label: &str) -> Result<Counted, String> {
     let mut child = cmd.stdout(Stdio::piped()).spawn().map_err(|e| format!("{label}: cannot start: {e}"))?;
     let stdout = child.stdout.take().ok_or_else(|| format!("{label}: no stdout"))?;
     let reader = std::thread::spawn(move || {
-        let (mut passed, mut failed) = (0u64, 0u64);
+        let (mut passed, mut failed, mut text) = (0u64, 0u64, String::new());
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("{line}");
             if line.starts_with("ok - ") {
                 passed += 1;
             } else if line.starts_with("not ok - ") {
                 failed += 1;
             }
+            text.push_str(&line);
+            text.push('\n');
         }
+        print!("{text}");
         (passed, failed)
     });
     let started = Instant::now();

@@ -59,7 +59,9 @@ fn main() -> ExitCode {
             eprintln!(
                 "  size  [--before REV] [--json | --markdown] lines of code per crate, the longest file and function; fails over the limits"
             );
-            eprintln!("  vmtest [--timeout S] [CASE...] railwatch on Soft-RoCE (rdma_rxe) in a qemu VM, real kernel");
+            eprintln!(
+                "  vmtest [--timeout S] [--dev] [CASE...] railwatch on Soft-RoCE (rdma_rxe) in a qemu VM, real kernel"
+            );
             return ExitCode::from(2);
         }
     };

@@ -11,6 +11,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::json;
 use crate::run::{cargo, root, step, target_dir};
@@ -59,6 +60,24 @@ pub struct Built {
     pub host: PathBuf,
 }
 
+/// Whether the measured programs (the gate_latency probe, the library the
+/// traffic engine links) are built optimised, as the figures in
+/// docs/PERFORMANCE.md are: the default. `cargo xtask ci` passes `--dev`:
+/// it checks behaviour, and the dev profile's library is the one
+/// `cargo xtask ffi` built already (a release build of the workspace is
+/// two minutes of a fresh CI run).
+static OPTIMISED: AtomicBool = AtomicBool::new(true);
+
+/// Sets the profile of the measured programs (see [`OPTIMISED`]).
+pub fn optimise(yes: bool) {
+    OPTIMISED.store(yes, Ordering::Relaxed);
+}
+
+/// The cargo profile's arguments and output directory name.
+fn profile() -> (&'static [&'static str], &'static str) {
+    if OPTIMISED.load(Ordering::Relaxed) { (&["--release"], "release") } else { (&[], "debug") }
+}
+
 /// Builds every program of [`PROGRAMS`].
 pub fn build() -> Result<Vec<Built>, String> {
     PROGRAMS.iter().map(|p| Ok(Built { guest: p.guest, host: (p.build)()? })).collect()
@@ -70,13 +89,15 @@ fn railwatch() -> Result<PathBuf, String> {
     Ok(target_dir().join("debug/railwatch"))
 }
 
-/// `crates/verbs-backend/examples/gate_latency.rs`, optimised: it measures.
+/// `crates/verbs-backend/examples/gate_latency.rs`, optimised: it measures
+/// (unless `--dev`).
 fn gate_latency() -> Result<PathBuf, String> {
+    let (args, dir) = profile();
     step(
-        "build the gate_latency probe (release)",
-        cargo().args(["build", "--release", "-p", "railwatch-verbs-backend", "--example", "gate_latency"]),
+        &format!("build the gate_latency probe ({dir})"),
+        cargo().args(["build", "-p", "railwatch-verbs-backend", "--example", "gate_latency"]).args(args),
     )?;
-    Ok(target_dir().join("release/examples/gate_latency"))
+    Ok(target_dir().join(dir).join("examples/gate_latency"))
 }
 
 /// The verbs backend's `tests/system.rs` binary, as cargo names it.
@@ -98,18 +119,20 @@ fn system_tests() -> Result<PathBuf, String> {
         .ok_or_else(|| "vmtest: cargo named no executable for the system test".to_string())
 }
 
-/// Where the traffic engine's CMake build and `stamp` go.
+/// Where the traffic engine's CMake build (one per profile of the library
+/// it links) and `stamp` go.
 fn traffic_dir() -> PathBuf {
-    target_dir().join("vmtest-traffic")
+    target_dir().join(format!("vmtest-traffic-{}", profile().1))
 }
 
 /// The traffic cases' engine (`crates/ffi/examples/traffic/`): librailwatch
-/// (release, `verbs`), then the examples' CMakeLists.txt, the README's
-/// lines (Release: it is measured).
+/// (`verbs`; release unless `--dev`), then the examples' CMakeLists.txt,
+/// the README's lines (the engine itself always Release: it is measured).
 fn traffic_engine() -> Result<PathBuf, String> {
+    let (args, dir) = profile();
     step(
-        "build librailwatch (release, verbs)",
-        cargo().args(["build", "--release", "-p", "railwatch-ffi", "--features", "verbs"]),
+        &format!("build librailwatch ({dir}, verbs)"),
+        cargo().args(["build", "-p", "railwatch-ffi", "--features", "verbs"]).args(args),
     )?;
     let out = traffic_dir();
     if !out.join("CMakeCache.txt").exists() {
@@ -121,7 +144,7 @@ fn traffic_engine() -> Result<PathBuf, String> {
                 .arg("-B")
                 .arg(&out)
                 .arg(format!("-DRAILWATCH_ROOT={}", root().display()))
-                .arg(format!("-DRAILWATCH_LIB_DIR={}", target_dir().join("release").display()))
+                .arg(format!("-DRAILWATCH_LIB_DIR={}", target_dir().join(dir).display()))
                 .arg("-DCMAKE_BUILD_TYPE=Release"),
         )?;
     }

@@ -130,7 +130,9 @@ fn options(args: &[String]) -> Result<Options, String> {
     let mut cases = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        if arg == "--timeout" {
+        if arg == "--dev" {
+            guest::optimise(false);
+        } else if arg == "--timeout" {
             let secs = it.next().and_then(|s| s.parse::<u64>().ok()).ok_or("--timeout needs a number of seconds")?;
             timeout = Duration::from_secs(secs);
         } else if let Some(case) = CASES.iter().find(|c| c.name == arg || c.id.to_string() == *arg) {
@@ -146,7 +148,7 @@ fn options(args: &[String]) -> Result<Options, String> {
     Ok(Options { timeout, cases })
 }
 
-/// `cargo xtask vmtest [--timeout S] [CASE...]`.
+/// `cargo xtask vmtest [--timeout S] [--dev] [CASE...]`.
 pub fn run(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let opts = options(args)?;
