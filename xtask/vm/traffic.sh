@@ -105,12 +105,17 @@ ktrace_start() {
     fi
 }
 
-# ktrace_stop: the trace as "OUT ktrace" lines.
+# ktrace_stop: the trace as "OUT ktrace" lines; the probe removed and the
+# buffer emptied, so the next case starts clean (an enabled probe cannot be
+# replaced: the next ktrace_start would fail).
 ktrace_stop() {
     [ -f $KT/trace ] || return 0
     echo 0 >$KT/tracing_on 2>/dev/null
     grep 'ib_event:' $KT/trace >ktrace 2>/dev/null
     out ktrace ktrace
+    echo 0 >$KT/events/rw/ib_event/enable 2>/dev/null
+    echo >$KT/kprobe_events 2>/dev/null
+    echo >$KT/trace 2>/dev/null
 }
 
 # gate_line LABEL AFTER DEV ADMITS: waits (bounded) for the engine to say
