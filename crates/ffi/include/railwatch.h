@@ -1083,6 +1083,11 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // goes to `*report`, which may be NULL; drain again while its `end` is
 // -1 (the budget ran out first). Drain a device once right after its
 // `RW_ACTION_START_READING` too: events may predate the epoll add.
+// A port event whose element is no port number (1..=255: the union read
+// through the wrong member) does not stop the drain, which reads and
+// feeds the rest; the machine ignores that event, and the drain returns
+// `RW_ERR_RANGE` naming the first such one (the report is still written),
+// as `rw_machine_handle_event` refuses it.
 enum rw_status rw_machine_drain(struct rw_machine *machine,
                                 uint32_t device,
                                 rw_get_event_fn get,

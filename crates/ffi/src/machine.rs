@@ -733,6 +733,11 @@ pub struct rw_drain_report {
 /// goes to `*report`, which may be NULL; drain again while its `end` is
 /// -1 (the budget ran out first). Drain a device once right after its
 /// `RW_ACTION_START_READING` too: events may predate the epoll add.
+/// A port event whose element is no port number (1..=255: the union read
+/// through the wrong member) does not stop the drain, which reads and
+/// feeds the rest; the machine ignores that event, and the drain returns
+/// `RW_ERR_RANGE` naming the first such one (the report is still written),
+/// as `rw_machine_handle_event` refuses it.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_drain(
     machine: *mut rw_machine,
@@ -761,7 +766,7 @@ pub extern "C" fn rw_machine_drain(
         // The drain's time is an input's even when it reads no event.
         let now = now_ms.max(flags().latest.get());
         flags().latest.set(now);
-        let r = drain_loop(machine, device, get, user, budget, Millis(now));
+        let (r, misread) = drain_loop(machine, device, get, user, budget, Millis(now));
         let depth = flags().draining.get() - 1;
         flags().draining.set(depth);
         if flags().free_requested.get() {
@@ -780,14 +785,19 @@ pub extern "C" fn rw_machine_drain(
             // SAFETY: checked non-null; the caller passes a writable report.
             unsafe { put(report, r, "report") }?;
         }
-        Ok(())
+        match misread {
+            Some((code, element)) => Err(not_a_port(code, element)),
+            None => Ok(()),
+        }
     })
 }
 
 /// The drain itself is the runtime's ([`drain_with`]), reading through
 /// `get`: until EAGAIN, an error, the budget, or a free of the machine
 /// asked for from `get`. Each event is fed with its own short borrow of the
-/// machine, none held while `get` runs.
+/// machine, none held while `get` runs. Also the first port event whose
+/// element was no port number, if any (fed all the same: the machine
+/// ignores it).
 fn drain_loop(
     machine: *mut rw_machine,
     device: u32,
@@ -795,7 +805,8 @@ fn drain_loop(
     user: *mut c_void,
     budget: usize,
     now: Millis,
-) -> rw_drain_report {
+) -> (rw_drain_report, Option<(u32, u64)>) {
+    let misread = std::cell::Cell::new(None);
     let feed = |input: &dyn Fn(&mut Machine)| {
         with(machine, |m| {
             input(m);
@@ -810,7 +821,12 @@ fn drain_loop(
         match get(user, &mut code, &mut element) {
             // A free asked for from `get` stops the drain where it is.
             _ if freed() => Err(io::Error::other(FreedDuringDrain)),
-            0 => Ok(event(code, element)),
+            0 => {
+                if checked_event(code, element).is_err() && misread.get().is_none() {
+                    misread.set(Some((code, element)));
+                }
+                Ok(event(code, element))
+            }
             errno => Err(io::Error::from_raw_os_error(errno)),
         }
     };
@@ -833,7 +849,7 @@ fn drain_loop(
             feed(&|m| m.handle_read_error(device, Errno(errno), now));
         }
     }
-    r
+    (r, misread.get())
 }
 
 /// The drain stopped because `get` freed the machine.

@@ -622,8 +622,30 @@ static void drain_tells_lost_work_first(void)
 	rw_machine_free(&m);
 }
 
+/* A port event read through the wrong member of the union (element no
+ * port number): the drain goes on and feeds the rest, and says so. */
+static void drain_says_a_misread_port(void)
+{
+	rw_machine *m = attached(1);
+	struct queue q;
+	rw_drain_report r;
+
+	if (!m)
+		return;
+	q_reset(&q);
+	q_push(&q, 0, CODE_PORT_ERR, 0x7f0030);
+	q_push(&q, 0, CODE_PORT_ERR, 1);
+	CHECK_STATUS("misread_port_drain_says_range", rw_machine_drain(m, 0, q_get, &q, 0, 1000, &r), RW_ERR_RANGE);
+	check(strstr(rw_last_error(), "not a port number") != NULL, "misread_port_named", "%s", rw_last_error());
+	CHECK_EQ("misread_port_all_read", r.events, 2);
+	CHECK_EQ_I("misread_port_queue_emptied", r.end, 0);
+	check(!rw_word_admits(word_of(m, 0, 1)), "misread_port_the_rest_fed", "the PORT_ERR after it was lost");
+	rw_machine_free(&m);
+}
+
 int main(void)
 {
+	drain_says_a_misread_port();
 	drain_tells_lost_work_first();
 	drain_get_may_call_the_machine();
 	drain_get_may_free_the_machine();
