@@ -52,12 +52,11 @@ fn builtins() -> Result<(), String> {
     if names.is_empty() {
         return Err("railwatch scenarios listed nothing".into());
     }
-    for name in &names {
-        step(
-            &format!("scenario {name}"),
-            Command::new(&bin).args(["simulate", "--builtin", name]).env("NO_COLOR", "1"),
-        )?;
-    }
+    // Independent runs: as many at once as there are cores.
+    let runs = crate::run::parallel(&names, |name| {
+        step(&format!("scenario {name}"), Command::new(&bin).args(["simulate", "--builtin", name]).env("NO_COLOR", "1"))
+    });
+    runs.into_iter().collect::<Result<Vec<()>, String>>()?;
     eprintln!("==> built-in scenarios: {} held every expectation", names.len());
     Ok(())
 }
@@ -116,6 +115,7 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
         eprintln!("==> size: lines of code and function lengths against the limits");
         crate::size::run(&[])
     })?;
+    let installing = crate::fuzz::install_in_background()?;
     let (passed, failed) = clock.phase("tests", tests)?;
     // The C API from C and C++ (shared and static library, valgrind).
     let (ffi_passed, ffi_failed) = clock.phase("ffi", || crate::ffi::run(&[]))?;
@@ -148,7 +148,12 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
     })?;
     // Last, being the slowest to set up on a fresh machine (cargo-fuzz is
     // installed and the targets built with coverage instrumentation).
-    clock.phase("fuzz", crate::fuzz::short)?;
+    clock.phase("fuzz", || {
+        if let Some(install) = installing {
+            install.wait()?;
+        }
+        crate::fuzz::short()
+    })?;
     eprintln!("==> ci: all checks passed");
     // The plain closing line CI reads, with the counts of the test steps
     // (cargo's tests and the C API's checks).

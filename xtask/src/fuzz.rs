@@ -28,7 +28,7 @@
 //! invariants.
 //!
 //! cargo-fuzz is installed with `cargo install cargo-fuzz --locked --debug` when
-//! missing. The fuzz project is its own workspace (excluded from the root
+//! missing (`cargo xtask ci` starts that beside its tests). The fuzz project is its own workspace (excluded from the root
 //! one) and builds into `fuzz/target`; corpora and crash artifacts go to
 //! `fuzz/corpus` and `fuzz/artifacts` (both git-ignored).
 
@@ -126,16 +126,72 @@ fn fuzz_cmd() -> Command {
     cmd
 }
 
-fn ensure_cargo_fuzz() -> Result<(), String> {
+fn have_cargo_fuzz() -> bool {
     let have = cargo().args(["fuzz", "--version"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if have.is_ok_and(|s| s.success()) {
+    have.is_ok_and(|s| s.success())
+}
+
+/// `cargo install cargo-fuzz`, unoptimised: it only runs cargo, and builds
+/// in half the time.
+fn install_cmd() -> Command {
+    let mut cmd = cargo();
+    cmd.args(["install", "cargo-fuzz", "--locked", "--debug"]);
+    cmd
+}
+
+fn ensure_cargo_fuzz() -> Result<(), String> {
+    if have_cargo_fuzz() {
         return Ok(());
     }
     let started = Instant::now();
-    // Unoptimised: it only runs cargo, and builds in half the time.
-    step("install cargo-fuzz", cargo().args(["install", "cargo-fuzz", "--locked", "--debug"]))?;
+    step("install cargo-fuzz", &mut install_cmd())?;
     eprintln!("==> cargo-fuzz installed in {:.0} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// An install of cargo-fuzz going on beside other work (`cargo xtask ci`
+/// starts it with the tests, whose run leaves cores idle while its
+/// processes wait), its output in a log.
+pub struct Install {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+/// Starts installing cargo-fuzz in the background, unless it is there.
+pub fn install_in_background() -> Result<Option<Install>, String> {
+    if have_cargo_fuzz() {
+        return Ok(None);
+    }
+    let log = crate::run::target_dir().join("cargo-fuzz-install.log");
+    std::fs::create_dir_all(crate::run::target_dir()).map_err(|e| format!("{e}"))?;
+    let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = file.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut cmd = install_cmd();
+    eprintln!("==> install cargo-fuzz (in the background, log {}): {cmd:?}", log.display());
+    let child = cmd.stdout(file).stderr(err).spawn().map_err(|e| format!("install cargo-fuzz: {e}"))?;
+    Ok(Some(Install { child, log }))
+}
+
+/// An install not waited for (an earlier check failed) is stopped.
+impl Drop for Install {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Install {
+    /// Waits for it; its log, when it failed.
+    pub fn wait(mut self) -> Result<(), String> {
+        let status = self.child.wait().map_err(|e| format!("install cargo-fuzz: {e}"))?;
+        if status.success() {
+            return Ok(());
+        }
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        Err(format!("install cargo-fuzz failed ({status}):\n{log}"))
+    }
 }
 
 /// Copies the built-in scenarios into the `scenario_parse` corpus (never

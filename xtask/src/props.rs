@@ -2,7 +2,8 @@
 //! (`crates/core/tests/machine_props.rs`), of the monitor over simulated
 //! devices (`crates/runtime/tests/proptest_monitor.rs`) and of recordings
 //! (`crates/scenario/tests/replay_props.rs` and `replay_wide.rs`, two
-//! generators of random scenarios recorded and replayed), in release
+//! generators of random scenarios recorded and replayed) and of evidence
+//! scenarios (`evidence_props.rs`), in release
 //! mode, with many more cases than `cargo test` runs (default 100,000 for
 //! the machine, a tenth of that for the monitor and for each generator of
 //! recordings, whose cases are heavier).
@@ -50,6 +51,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
         cargo()
             .args(["test", "--release", "-p", "railwatch-scenario", "--test", "replay_wide", "--", "--nocapture"])
             .env("RAILWATCH_WIDE_CASES", replay_cases.to_string()),
+    )?;
+    let evidence_cases = (cases / 10).max(1);
+    step(
+        &format!("evidence scenarios run and replay the same ({evidence_cases} random scenarios)"),
+        cargo()
+            .args(["test", "--release", "-p", "railwatch-scenario", "--test", "evidence_props", "--", "--nocapture"])
+            .env("RAILWATCH_EVIDENCE_CASES", evidence_cases.to_string()),
     )?;
     eprintln!("==> props: passed ({:.1} s including the release build)", started.elapsed().as_secs_f64());
     Ok(())

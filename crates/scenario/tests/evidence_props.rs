@@ -386,8 +386,14 @@ fn the_first_tick_after_a_change_runs_though_an_audit_came_between() {
     assert!(failed.is_empty(), "{failed:?}\n{recording}");
 }
 
+/// Cases per run: `RAILWATCH_EVIDENCE_CASES` (default 800; `cargo xtask
+/// props` runs many more).
+fn evidence_cases() -> u32 {
+    std::env::var("RAILWATCH_EVIDENCE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(800)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: evidence_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn an_evidence_scenario_runs_the_same_every_time_and_replays_from_its_recording(

@@ -188,8 +188,8 @@ impl<'a> Stamped<'a> {
     }
 }
 
-/// One trace line, "  task-1 [001] d..1.  123.456789: ib_event:
-/// (ib_dispatch_event+0x0/0x70 [ib_core]) event=9": its time in ns and
+/// One trace line, `task-1 [001] d..1.  123.456789: ib_event:
+/// (ib_dispatch_event+0x0/0x70 [ib_core]) event=9`: its time in ns and
 /// the event's verbs name (only the port events the figures use).
 fn kernel_event(line: &str) -> Option<(Ns, &'static str)> {
     let words: Vec<&str> = line.split_whitespace().collect();
