@@ -92,6 +92,52 @@ impl Clock {
     }
 }
 
+/// Builds that need nothing of the tests, run beside them (the test run
+/// leaves cores idle while its processes wait): cargo-fuzz and the fuzz
+/// targets, then the loom models (built in a target dir of their own:
+/// `cfg(loom)` rebuilds everything) and run. Their output goes to
+/// `target/ci-side.log`, whose tail is printed if one fails; the loom
+/// verdict lines are printed either way.
+fn side_jobs() -> std::thread::JoinHandle<Result<(), String>> {
+    std::thread::spawn(|| {
+        let started = Instant::now();
+        let path = crate::run::target_dir().join("ci-side.log");
+        std::fs::create_dir_all(crate::run::target_dir()).map_err(|e| format!("{e}"))?;
+        let log = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("==> side jobs (cargo-fuzz, the fuzz build, loom) beside the tests: log {}", path.display());
+        let out = crate::fuzz::prepare(&log).and_then(|()| loom(&log));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines().filter(|l| l.starts_with("test result:") || l.starts_with("test ")) {
+            eprintln!("    loom: {line}");
+        }
+        if let Err(e) = &out {
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("==> side jobs failed: {e}; the log's last lines:");
+            for line in tail.iter().rev() {
+                eprintln!("    {line}");
+            }
+        }
+        eprintln!("==> side jobs done in {:.1} s", started.elapsed().as_secs_f64());
+        out
+    })
+}
+
+/// The loom models, output into `log`.
+fn loom(log: &std::fs::File) -> Result<(), String> {
+    let clone = || log.try_clone().map_err(|e| format!("side log: {e}"));
+    step(
+        "loom models",
+        cargo()
+            .args(["test", "-p", "railwatch-core", "--release", "--test", "loom"])
+            .env("RUSTFLAGS", "--cfg loom")
+            .env("LOOM_MAX_PREEMPTIONS", "3")
+            // A separate target dir: cfg(loom) rebuilds everything.
+            .env("CARGO_TARGET_DIR", root().join("target/loom"))
+            .stdout(clone()?)
+            .stderr(clone()?),
+    )
+}
+
 /// Runs every check; the first failure stops the run. The time table is
 /// printed either way.
 pub fn run() -> Result<(), String> {
@@ -115,21 +161,12 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
         eprintln!("==> size: lines of code and function lengths against the limits");
         crate::size::run(&[])
     })?;
-    let installing = crate::fuzz::install_in_background()?;
+    let side = side_jobs();
     let (passed, failed) = clock.phase("tests", tests)?;
     // The C API from C and C++ (shared and static library, valgrind).
     let (ffi_passed, ffi_failed) = clock.phase("ffi", || crate::ffi::run(&[]))?;
-    clock.phase("loom", || {
-        step(
-            "loom models",
-            cargo()
-                .args(["test", "-p", "railwatch-core", "--release", "--test", "loom"])
-                .env("RUSTFLAGS", "--cfg loom")
-                .env("LOOM_MAX_PREEMPTIONS", "3")
-                // A separate target dir: cfg(loom) rebuilds everything.
-                .env("CARGO_TARGET_DIR", root().join("target/loom")),
-        )
-    })?;
+    // The side jobs end before the VM starts: it is timed by its guest.
+    clock.phase("wait for side jobs", || side.join().unwrap_or_else(|_| Err("the side jobs panicked".into())))?;
     clock.phase("built-in scenarios", builtins)?;
     // The real kernel RDMA stack (Soft-RoCE in qemu), after the simulated one.
     // Built in the dev profile: it checks behaviour, and reuses the
@@ -148,12 +185,7 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
     })?;
     // Last, being the slowest to set up on a fresh machine (cargo-fuzz is
     // installed and the targets built with coverage instrumentation).
-    clock.phase("fuzz", || {
-        if let Some(install) = installing {
-            install.wait()?;
-        }
-        crate::fuzz::short()
-    })?;
+    clock.phase("fuzz", crate::fuzz::short)?;
     eprintln!("==> ci: all checks passed");
     // The plain closing line CI reads, with the counts of the test steps
     // (cargo's tests and the C API's checks).

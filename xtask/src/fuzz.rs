@@ -149,49 +149,25 @@ fn ensure_cargo_fuzz() -> Result<(), String> {
     Ok(())
 }
 
-/// An install of cargo-fuzz going on beside other work (`cargo xtask ci`
-/// starts it with the tests, whose run leaves cores idle while its
-/// processes wait), its output in a log.
-pub struct Install {
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-/// Starts installing cargo-fuzz in the background, unless it is there.
-pub fn install_in_background() -> Result<Option<Install>, String> {
-    if have_cargo_fuzz() {
-        return Ok(None);
+/// What `fuzz_all` needs built first (cargo-fuzz, then the targets), with
+/// every command's output into `log`: `cargo xtask ci` runs it beside its
+/// tests, whose run leaves cores idle while its processes wait.
+pub fn prepare(log: &std::fs::File) -> Result<(), String> {
+    let into = |cmd: &mut Command| -> Result<(), String> {
+        let out = log.try_clone().map_err(|e| format!("fuzz log: {e}"))?;
+        let err = log.try_clone().map_err(|e| format!("fuzz log: {e}"))?;
+        cmd.stdout(out).stderr(err);
+        Ok(())
+    };
+    if !have_cargo_fuzz() {
+        let mut install = install_cmd();
+        into(&mut install)?;
+        step("install cargo-fuzz", &mut install)?;
     }
-    let log = crate::run::target_dir().join("cargo-fuzz-install.log");
-    std::fs::create_dir_all(crate::run::target_dir()).map_err(|e| format!("{e}"))?;
-    let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = file.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
-    let mut cmd = install_cmd();
-    eprintln!("==> install cargo-fuzz (in the background, log {}): {cmd:?}", log.display());
-    let child = cmd.stdout(file).stderr(err).spawn().map_err(|e| format!("install cargo-fuzz: {e}"))?;
-    Ok(Some(Install { child, log }))
-}
-
-/// An install not waited for (an earlier check failed) is stopped.
-impl Drop for Install {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Install {
-    /// Waits for it; its log, when it failed.
-    pub fn wait(mut self) -> Result<(), String> {
-        let status = self.child.wait().map_err(|e| format!("install cargo-fuzz: {e}"))?;
-        if status.success() {
-            return Ok(());
-        }
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        Err(format!("install cargo-fuzz failed ({status}):\n{log}"))
-    }
+    let mut build = fuzz_cmd();
+    build.args(["build"]).args(FUZZ_ARGS);
+    into(&mut build)?;
+    step("fuzz build", &mut build)
 }
 
 /// Copies the built-in scenarios into the `scenario_parse` corpus (never
