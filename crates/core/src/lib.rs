@@ -77,8 +77,8 @@ pub use machine::{
     Notification, RailView, RecoveredBy, TransferReport, WorkScope,
 };
 pub use port::{
-    LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name, width_by_code,
-    width_by_name,
+    Carrier, LinkAttrs, LinkRate, PortState, PortWitness, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code,
+    speed_by_name, width_by_code, width_by_name,
 };
 pub use ports::{DeviceSource, NoSelector, RailId, Selector, VerbsPort};
 pub use rail::{

@@ -102,11 +102,14 @@ pub enum PauseReason {
     /// A probe was granted; its outcome is awaited. Every admission is
     /// refused, probes too.
     Probing,
+    /// The port reads ACTIVE but its netdev has no carrier (`port_witness`
+    /// `both`), or the carrier alone says so (`carrier`).
+    NoCarrier,
 }
 
 impl PauseReason {
     /// Every reason, in code order.
-    pub const ALL: [PauseReason; 12] = [
+    pub const ALL: [PauseReason; 13] = [
         PauseReason::None,
         PauseReason::PortErr,
         PauseReason::PortNotActive,
@@ -119,6 +122,7 @@ impl PauseReason {
         PauseReason::NoAddress,
         PauseReason::HalfOpen,
         PauseReason::Probing,
+        PauseReason::NoCarrier,
     ];
 
     const fn bits(self) -> u64 {
@@ -135,11 +139,13 @@ impl PauseReason {
             PauseReason::NoAddress => 9,
             PauseReason::HalfOpen => 10,
             PauseReason::Probing => 11,
+            PauseReason::NoCarrier => 12,
         }
     }
 
     /// A reason that holds a rail whose port reads ACTIVE (settling,
-    /// damped, the data-path breaker in any stage, no address): the port
+    /// damped, the data-path breaker in any stage, no address, no
+    /// carrier): the port
     /// going down replaces it with what the port says.
     pub const fn is_hold(self) -> bool {
         matches!(
@@ -150,6 +156,7 @@ impl PauseReason {
                 | PauseReason::NoAddress
                 | PauseReason::HalfOpen
                 | PauseReason::Probing
+                | PauseReason::NoCarrier
         )
     }
 
@@ -182,6 +189,7 @@ impl PauseReason {
             PauseReason::NoAddress => "no_address",
             PauseReason::HalfOpen => "half_open",
             PauseReason::Probing => "probing",
+            PauseReason::NoCarrier => "no_carrier",
         }
     }
 }

@@ -15,6 +15,7 @@ use std::fmt;
 use crate::address::AddressRequirement;
 use crate::breaker::{DataPathConfig, MAX_MIN_PEERS};
 use crate::damping::DampingConfig;
+use crate::port::PortWitness;
 use crate::time::MAX_DELAY_MS;
 
 /// The host agent's audit period (`railwatch watch`'s `audit_ms` default):
@@ -68,6 +69,11 @@ pub struct MachineConfig {
     /// (default `none`): a port that reads ACTIVE without it stays paused
     /// (`no_address`).
     pub require_address: AddressRequirement,
+    /// Which witness says a port is usable (default `both`): the port
+    /// state, the netdev's carrier, or both (a port that reads ACTIVE with
+    /// its carrier down is paused `no_carrier`). Ports with no netdev have
+    /// only the port state.
+    pub port_witness: PortWitness,
 }
 
 impl Default for MachineConfig {
@@ -85,6 +91,7 @@ impl Default for MachineConfig {
             data_path: Some(DataPathConfig::default()),
             silent_flaps: true,
             require_address: AddressRequirement::None,
+            port_witness: PortWitness::Both,
         }
     }
 }
@@ -332,9 +339,13 @@ enum Slot<'a> {
     Positive(&'a mut f64),
     Flag(&'a mut bool),
     Address(&'a mut AddressRequirement),
+    Witness(&'a mut PortWitness),
     Damping(&'a mut Option<DampingConfig>),
     DataPath(&'a mut Option<DataPathConfig>),
 }
+
+/// The names `port_witness` takes.
+const WITNESS_NAMES: [&str; 3] = [PortWitness::ALL[0].name(), PortWitness::ALL[1].name(), PortWitness::ALL[2].name()];
 
 /// The names `require_address` takes.
 const ADDRESS_NAMES: [&str; 5] = {
@@ -385,6 +396,7 @@ impl MachineConfig {
         ),
         setting("silent_flaps", SettingKind::Flag, "a counter rise with no PORT_ERR bumps the generation"),
         setting("require_address", SettingKind::Choice(&ADDRESS_NAMES), "a GID a rail needs before it is used"),
+        setting("port_witness", SettingKind::Choice(&WITNESS_NAMES), "what says a port is up: port, carrier or both"),
     ];
 
     /// The setting called `key`, if there is one.
@@ -409,6 +421,7 @@ impl MachineConfig {
             data_path,
             silent_flaps,
             require_address,
+            port_witness,
         } = self;
         let slot = match key {
             "tick_ms" => Slot::Millis(tick_ms),
@@ -422,6 +435,7 @@ impl MachineConfig {
             "data_path" => Slot::DataPath(data_path),
             "silent_flaps" => Slot::Flag(silent_flaps),
             "require_address" => Slot::Address(require_address),
+            "port_witness" => Slot::Witness(port_witness),
             _ => return section_slot(key, damping, data_path),
         };
         Some(slot)
@@ -454,6 +468,7 @@ impl MachineConfig {
             Slot::Positive(v) => SettingValue::Float(*v),
             Slot::Flag(v) => SettingValue::Bool(*v),
             Slot::Address(v) => SettingValue::Choice(v.name()),
+            Slot::Witness(v) => SettingValue::Choice(v.name()),
             Slot::Damping(d) => SettingValue::Bool(d.is_some()),
             Slot::DataPath(d) => SettingValue::Bool(d.is_some()),
         };
@@ -641,6 +656,15 @@ fn assign(spec: &Setting, slot: Slot<'_>, value: SettingValue) -> Result<(), Con
                     .into_iter()
                     .find(|r| r.name() == name)
                     .ok_or(ConfigError { key: spec.key, problem: Problem::NotAChoice { names: &ADDRESS_NAMES } })?
+            }
+            other => return Err(spec.wrong_type(&other)),
+        },
+        Slot::Witness(v) => match value {
+            SettingValue::Choice(name) => {
+                *v = PortWitness::ALL
+                    .into_iter()
+                    .find(|w| w.name() == name)
+                    .ok_or(ConfigError { key: spec.key, problem: Problem::NotAChoice { names: &WITNESS_NAMES } })?
             }
             other => return Err(spec.wrong_type(&other)),
         },

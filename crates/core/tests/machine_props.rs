@@ -60,10 +60,11 @@ use std::collections::VecDeque;
 
 use proptest::prelude::*;
 use railwatch_core::{
-    Action, AddressRequirement, AsyncEvent, Cause, Counter, DampingConfig, DataPathConfig, DeviceMode, Element, Errno,
-    EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange, Log, MAX_DELAY_MS, Machine,
-    MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters, PortState, RailId,
-    RailState, RecoveredBy, SILENT_FLAP_CONFIRM_MS, TransferReport, WcClass, WorkScope, classify_wc,
+    Action, AddressRequirement, AsyncEvent, Carrier, Cause, Counter, DampingConfig, DataPathConfig, DeviceMode,
+    Element, Errno, EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange, Log,
+    MAX_DELAY_MS, Machine, MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters,
+    PortState, PortWitness, RailId, RailState, RecoveredBy, SILENT_FLAP_CONFIRM_MS, TransferReport, WcClass, WorkScope,
+    classify_wc,
 };
 
 // ---- the world --------------------------------------------------------------
@@ -99,6 +100,18 @@ fn world_address(lid: u16, v4: bool) -> PortAddress {
     a
 }
 
+/// The model's own statement of `port_witness` (docs/STATE-MACHINE.md),
+/// not the machine's table: whether a port reading `state` with `carrier`
+/// may carry traffic.
+fn usable(witness: PortWitness, state: PortState, carrier: Option<Carrier>) -> bool {
+    let port = state == PortState::Active;
+    match (witness, carrier) {
+        (PortWitness::Port, _) | (_, None) => port,
+        (PortWitness::Both, Some(c)) => port && c == Carrier::Up,
+        (PortWitness::Carrier, Some(c)) => c == Carrier::Up,
+    }
+}
+
 #[derive(Debug, Clone)]
 struct WorldPort {
     state: PortState,
@@ -114,6 +127,8 @@ struct WorldPort {
     query_fails: bool,
     /// Link and address reads fail.
     attr_fails: bool,
+    /// The netdev's carrier (`None`: the port has no netdev).
+    carrier: Option<Carrier>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,7 +153,8 @@ enum Input {
     Removed { device: u32 },
     List,
     Opened,
-    Port { device: u32, port: u8, answer: Result<PortState, Errno> },
+    Port { device: u32, port: u8, answer: Result<PortState, Errno>, carrier: Option<Carrier> },
+    Carrier { device: u32, port: u8, carrier: Carrier },
     Link,
     Address,
     Reopen,
@@ -151,7 +167,7 @@ enum Input {
 /// An answer the driver owes (or volunteers).
 #[derive(Debug, Clone, Copy)]
 enum Answer {
-    Port { device: u32, port: u8, answer: Result<PortState, Errno> },
+    Port { device: u32, port: u8, answer: Result<PortState, Errno>, carrier: Option<Carrier> },
     Link { device: u32, port: u8, answer: Result<LinkAttrs, Errno> },
     Address { device: u32, port: u8, answer: Result<(u16, bool), Errno> },
     Counters { device: u32, port: u8, answer: Result<u64, Errno> },
@@ -191,6 +207,9 @@ struct Track {
     /// The first counter read that rose since the rail last paused or was
     /// called a silent flap: a silent flap is confirmed only a while after.
     rose_at: Option<Millis>,
+    /// The carrier last given to the machine (with a port answer, or as a
+    /// change).
+    carrier: Option<Carrier>,
 }
 
 impl Default for Track {
@@ -212,6 +231,7 @@ impl Default for Track {
             failing_peers: Vec::new(),
             tripped: false,
             rose_at: None,
+            carrier: None,
         }
     }
 }
@@ -280,6 +300,7 @@ impl Harness {
                         given_link_downed: None,
                         query_fails: false,
                         attr_fails: false,
+                        carrier: None,
                     })
                     .collect(),
                 open: true,
@@ -545,8 +566,10 @@ impl Harness {
     fn deliver(&mut self, answer: Answer) {
         let now = self.now;
         match answer {
-            Answer::Port { device, port, answer } => {
-                self.input(Input::Port { device, port, answer }, |m| m.handle_port_state(device, port, answer, now))
+            Answer::Port { device, port, answer, carrier } => {
+                self.give_carrier(device, port, carrier);
+                let input = Input::Port { device, port, answer, carrier };
+                self.input(input, |m| m.handle_port_reading(device, port, answer, carrier, now))
             }
             Answer::Link { device, port, answer } => {
                 if answer.is_err()
@@ -604,6 +627,22 @@ impl Harness {
                 self.take_actions();
             }
         }
+    }
+
+    /// The track's copy of the carrier the machine is given for a rail (it
+    /// takes none for a closed device).
+    fn give_carrier(&mut self, device: u32, port: u8, carrier: Option<Carrier>) {
+        let open = self.m.device(device).is_some_and(|d| !d.mode.is_closed());
+        if let Some(r) = self.rail_index(RailId { device, port }).filter(|_| open && carrier.is_some()) {
+            self.tracks[r].carrier = carrier;
+        }
+    }
+
+    /// The netdev's carrier changes and an rtnetlink message says so.
+    fn carrier_message(&mut self, device: u32, port: u8, carrier: Carrier) {
+        self.give_carrier(device, port, Some(carrier));
+        let now = self.now;
+        self.input(Input::Carrier { device, port, carrier }, |m| m.handle_carrier(device, port, carrier, now));
     }
 
     /// Answers as the policy says: at once, later, or (never a re-open)
@@ -718,7 +757,7 @@ impl Harness {
             Action::QueryPort { device, port } => {
                 let p = self.port_of_open_device(device, port, "QueryPort");
                 let answer = if p.query_fails { Err(ENODEV) } else { Ok(p.state) };
-                self.answer(Answer::Port { device, port, answer });
+                self.answer(Answer::Port { device, port, answer, carrier: p.carrier });
             }
             Action::ReadLink { device, port } => {
                 let p = self.port_of_open_device(device, port, "ReadLink");
@@ -863,8 +902,9 @@ impl Harness {
                 // reading exactly ACTIVE (or, with require_address, the
                 // address read it waited for), after the settle delay and
                 // the damping hold (1 ms of rounding allowed).
-                let by_port = matches!(input, Input::Port { device, port, answer: Ok(PortState::Active) }
-                        if device == rail.device && port == rail.port);
+                let witness = self.cfg.port_witness;
+                let by_port = matches!(input, Input::Port { device, port, answer: Ok(state), .. }
+                        if device == rail.device && port == rail.port && usable(witness, state, tr.carrier));
                 let by_address = self.cfg.require_address != AddressRequirement::None && input == Input::Address;
                 let by_probe = matches!(input, Input::Probe { device, port, succeeded: true }
                         if device == rail.device && port == rail.port);
@@ -920,8 +960,11 @@ impl Harness {
                             && event.kind() == EventKind::PortErr
                             && event.port_num() == Some(u32::from(rail.port))
                     }
-                    Input::Port { device, port, answer: Ok(state) } => {
-                        device == rail.device && port == rail.port && state != PortState::Active
+                    Input::Port { device, port, answer: Ok(state), .. } => {
+                        device == rail.device && port == rail.port && !usable(self.cfg.port_witness, state, tr.carrier)
+                    }
+                    Input::Carrier { device, port, carrier: Carrier::Down } => {
+                        device == rail.device && port == rail.port && self.cfg.port_witness != PortWitness::Port
                     }
                     _ => false,
                 };
@@ -1061,7 +1104,7 @@ impl Harness {
                 && v.word.state != RailState::Inert
                 && matches!(mode, DeviceMode::Events | DeviceMode::PollOnly);
             let wp = &w.ports[id.port as usize - 1];
-            let port_up = wp.state == PortState::Active;
+            let port_up = usable(self.cfg.port_witness, wp.state, wp.carrier);
             // The address require_address asks for is there (and readable),
             // and no breaker holds the rail.
             let need = self.cfg.require_address;
@@ -1153,6 +1196,14 @@ enum Op {
         port: u8,
         state: PortState,
         with_event: bool,
+    },
+    /// The netdev's carrier changes (the port keeps its state), silently
+    /// or with an rtnetlink message.
+    SetCarrier {
+        dev: u8,
+        port: u8,
+        carrier: Carrier,
+        with_message: bool,
     },
     /// The port flaps `times` times: down with PORT_ERR, back up with
     /// PORT_ACTIVE `down_ms` later (what damping counts).
@@ -1325,7 +1376,7 @@ fn damping() -> impl Strategy<Value = DampingConfig> {
 
 /// The evidence settings: the breaker (often with small numbers, so it
 /// trips), the silent-flap rule, and an address requirement.
-fn evidence() -> impl Strategy<Value = (Option<DataPathConfig>, bool, AddressRequirement)> {
+fn evidence() -> impl Strategy<Value = (Option<DataPathConfig>, bool, AddressRequirement, PortWitness)> {
     let breaker = (1u64..=12, 1u64..=20_000, 1u64..=3, 1u64..=3000, 1u64..=8).prop_map(
         |(failures, window_ms, min_peers, backoff_initial_ms, mult)| DataPathConfig {
             failures,
@@ -1336,7 +1387,12 @@ fn evidence() -> impl Strategy<Value = (Option<DataPathConfig>, bool, AddressReq
             probe_timeout_ms: backoff_initial_ms * mult,
         },
     );
-    (proptest::option::weighted(0.8, breaker), any::<bool>(), prop::sample::select(AddressRequirement::ALL.to_vec()))
+    (
+        proptest::option::weighted(0.8, breaker),
+        any::<bool>(),
+        prop::sample::select(AddressRequirement::ALL.to_vec()),
+        prop::sample::select(PortWitness::ALL.to_vec()),
+    )
 }
 
 fn config() -> impl Strategy<Value = MachineConfig> {
@@ -1349,7 +1405,7 @@ fn config() -> impl Strategy<Value = MachineConfig> {
     )
         .prop_flat_map(|base| (Just(base), evidence()))
         .prop_map(|((tick_ms, settle_ms, damping, audit_ms, (initial, mult, jitter, seed, explain)), evidence)| {
-            let (data_path, silent_flaps, require_address) = evidence;
+            let (data_path, silent_flaps, require_address, port_witness) = evidence;
             MachineConfig {
                 tick_ms,
                 audit_ms,
@@ -1363,6 +1419,7 @@ fn config() -> impl Strategy<Value = MachineConfig> {
                 data_path,
                 silent_flaps,
                 require_address,
+                port_witness,
             }
         })
         .prop_filter("valid configs only", |c| c.validate().is_ok())
@@ -1410,6 +1467,8 @@ fn op() -> impl Strategy<Value = Op> {
         12 => (dev(), event_code(), element()).prop_map(|(dev, code, element)| Op::Event { dev, code, element }),
         12 => (0u8..3, small_port(), port_state(), any::<bool>())
             .prop_map(|(dev, port, state, with_event)| Op::SetPort { dev, port, state, with_event }),
+        5 => (0u8..3, small_port(), prop::sample::select(vec![Carrier::Up, Carrier::Down]), any::<bool>())
+            .prop_map(|(dev, port, carrier, with_message)| Op::SetCarrier { dev, port, carrier, with_message }),
         6 => (0u8..3, small_port(), 0u64..300, 1u8..=4)
             .prop_map(|(dev, port, down_ms, times)| Op::Bounce { dev, port, down_ms, times }),
         2 => (0u8..3, small_port(), link()).prop_map(|(dev, port, link)| Op::SetLink { dev, port, link }),
@@ -1509,6 +1568,13 @@ impl Harness {
                     self.port_event(d, kind, u32::from(p));
                 }
             }
+            Op::SetCarrier { dev, port, carrier, with_message } => {
+                let (d, p) = world_port(self, dev, port);
+                self.world_port(d, p).carrier = Some(carrier);
+                if with_message {
+                    self.carrier_message(d, p, carrier);
+                }
+            }
             Op::Bounce { dev, port, down_ms, times } => {
                 let (d, p) = world_port(self, dev, port);
                 for _ in 0..times {
@@ -1559,7 +1625,7 @@ impl Harness {
             Op::Immediate => (self.defer_next, self.drop_next) = (0, 0),
             Op::Flush { reverse } => self.flush(reverse),
             Op::StrayPort { dev, port, answer } => {
-                self.deliver(Answer::Port { device: dev.resolve(n), port, answer });
+                self.deliver(Answer::Port { device: dev.resolve(n), port, answer, carrier: None });
                 self.settle();
             }
             Op::StrayLink { dev, port } => {
@@ -1624,6 +1690,7 @@ fn run_case(case: &Case) {
         w.reopen_ok = true;
         for p in &mut w.ports {
             (p.state, p.query_fails, p.v4, p.lid) = (PortState::Active, false, true, 1);
+            p.carrier = p.carrier.map(|_| Carrier::Up);
             // An address that cannot be read never meets require_address
             // (a link that cannot be read holds nothing).
             p.attr_fails &= case.cfg.require_address == AddressRequirement::None;

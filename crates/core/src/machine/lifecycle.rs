@@ -346,6 +346,7 @@ impl Rail {
             recovered_by: None,
             explained_at: None,
             port_up: false,
+            carrier: None,
             wake_by: None,
             holds: None,
             activating: false,

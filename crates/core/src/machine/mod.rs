@@ -31,7 +31,7 @@ pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy
 use crate::counters::{CountersBaseline, PortCounters};
 use crate::decide::{EventClass, RailDecision, classify, decide_event};
 use crate::event::{AsyncEvent, EventKind};
-use crate::port::{LinkAttrs, LinkRate, PortState};
+use crate::port::{Carrier, LinkAttrs, LinkRate, PortState, PortWitness};
 use crate::ports::RailId;
 use crate::rail::{Gate, PauseReason, RailCell, RailState, RailWord};
 use crate::settings::{ConfigError, MachineConfig};
@@ -175,6 +175,9 @@ struct Rail {
     /// The machine's last knowledge of the port: read ACTIVE (and not
     /// reported down since). A change from up to down is a flap.
     port_up: bool,
+    /// The netdev's carrier as last read or heard; `None` while none was
+    /// (a port with no netdev: the port state alone witnesses).
+    carrier: Option<Carrier>,
     /// An event asked for the pending port query (the activation it leads
     /// to is "by event", not "by poll").
     wake_by: Option<RecoveredBy>,
@@ -277,6 +280,7 @@ impl Rail {
                 _ => None,
             },
             gid_index: self.gid_index,
+            carrier: self.carrier,
             counters: self.counters.get(),
             evidence: self.evidence(),
         }
@@ -327,6 +331,8 @@ pub struct RailView<'a> {
     pub breaker_until: Option<Millis>,
     /// The GID index `require_address` chose, if it names one.
     pub gid_index: Option<u32>,
+    /// The netdev's carrier as last read or heard (`None`: none was).
+    pub carrier: Option<Carrier>,
     /// The flap counters last read.
     pub counters: Option<PortCounters>,
     /// What transfer reports and counters said.
@@ -545,14 +551,35 @@ impl Machine {
 
     /// The answer to a [`Action::QueryPort`] (or any fresh reading of the
     /// port: an answer is an observation, whoever asked). A failure means
-    /// the device is gone.
+    /// the device is gone. The carrier last read or heard stands; a driver
+    /// that reads the netdev's carrier with the port calls
+    /// [`handle_port_reading`](Self::handle_port_reading) instead.
     pub fn handle_port_state(&mut self, device: u32, port: u8, answer: Result<PortState, Errno>, now: Millis) {
+        self.handle_port_reading(device, port, answer, None, now);
+    }
+
+    /// [`handle_port_state`](Self::handle_port_state) with the netdev's
+    /// carrier read beside the port (`None`: the port has no netdev, or it
+    /// could not be read; the carrier last known stands). Under
+    /// `port_witness` `both` a port that reads ACTIVE with no carrier is
+    /// not active (`no_carrier`).
+    pub fn handle_port_reading(
+        &mut self,
+        device: u32,
+        port: u8,
+        answer: Result<PortState, Errno>,
+        carrier: Option<Carrier>,
+        now: Millis,
+    ) {
         let now = self.at(now);
         let Some(ri) = self.rail_index(device, port) else { return self.stray() };
         let idx = device as usize;
         if self.devices[idx].mode.is_closed() {
             // A late answer from before the device was closed.
             return;
+        }
+        if carrier.is_some() {
+            self.rails[ri].carrier = carrier;
         }
         if self.devices[idx].attach.is_some() {
             return self.attach_answer(idx, ri, answer, now);
@@ -568,6 +595,32 @@ impl Machine {
         // The flap counters with every port read, after what the read led
         // to (an activation is not delayed by them).
         self.read_counters(ri);
+    }
+
+    /// The netdev of `device`'s `port` says its carrier is `carrier` (an
+    /// rtnetlink link message, or a read outside a port query). A change
+    /// is followed as an event is: a loss pauses an active rail
+    /// (`no_carrier`) unless `port_witness` is `port`; a return asks for a
+    /// port query, whose answer (with the carrier) decides.
+    pub fn handle_carrier(&mut self, device: u32, port: u8, carrier: Carrier, now: Millis) {
+        let now = self.at(now);
+        let Some(ri) = self.rail_index(device, port) else { return self.stray() };
+        if self.devices[device as usize].mode.is_closed() {
+            return;
+        }
+        let before = self.rails[ri].carrier.replace(carrier);
+        let state = self.rails[ri].cell.load().state;
+        let attaching = self.devices[device as usize].attach.is_some();
+        if before == Some(carrier) || self.config.port_witness == PortWitness::Port || attaching {
+            return;
+        }
+        match carrier {
+            Carrier::Down => self.lose_carrier(ri, now),
+            // A paused rail may come back: a query decides, as after
+            // PORT_ACTIVE.
+            Carrier::Up if state == RailState::Paused => self.recheck(ri),
+            Carrier::Up => {}
+        }
     }
 
     /// The answer to a [`Action::ReadLink`]: re-seeds the selector if the

@@ -71,11 +71,14 @@ impl Machine {
         }
         for ri in self.devices[idx].rails() {
             let Some(state) = self.rails[ri].attach_answer.take() else { continue };
+            let unusable = self.unusable(ri, state);
             let rail = &mut self.rails[ri];
-            rail.port_up = state.is_usable();
+            rail.port_up = unusable.is_none();
             rail.must_seed = true;
             let needs_address = self.config.require_address != crate::AddressRequirement::None;
-            let held = match (state.is_usable(), reattach) {
+            let held = match (unusable.is_none(), reattach) {
+                // The port reads ACTIVE; the carrier does not agree.
+                (false, _) if unusable == Some(PauseReason::NoCarrier) => unusable,
                 (true, true) if self.suppressed(ri, now) => Some(PauseReason::Damped),
                 (true, true) if self.config.settle_ms > 0 => Some(PauseReason::Settling),
                 // The address is read below; its answer activates the rail
@@ -100,6 +103,7 @@ impl Machine {
             match held {
                 Some(PauseReason::Damped) => self.hold_damped(ri, now),
                 Some(PauseReason::NoAddress) => self.rails[ri].wants_address = Some(RecoveredBy::Attach),
+                Some(PauseReason::NoCarrier) => {}
                 Some(_) => self.start_settle(ri, RecoveredBy::Attach, now),
                 None => {}
             }
@@ -132,29 +136,51 @@ impl Machine {
             return;
         }
         self.rails[ri].cell.observe_port(state);
-        match (word.state, state.is_usable()) {
-            (RailState::Active, true) => self.rails[ri].port_up = true,
-            // The PORT_ERR was lost (or the fd is not read): pause.
-            (RailState::Active, false) => self.pause_rail(ri, PauseReason::PortNotActive, now),
-            (_, true) => {
+        match (word.state, self.unusable(ri, state)) {
+            (RailState::Active, None) => self.rails[ri].port_up = true,
+            // The PORT_ERR was lost (or the fd is not read), or the
+            // carrier went: pause.
+            (RailState::Active, Some(reason)) => self.pause_rail(ri, reason, now),
+            (_, None) => {
                 self.rails[ri].port_up = true;
                 self.request_activation(ri, by, now);
             }
-            (_, false) => {
-                // Went down while held or settling: a flap, and a settle
-                // in progress is cancelled.
-                self.rails[ri].down_since_counters = true;
-                self.flap_if_up(ri, now);
-                self.rails[ri].clear_damped();
-                if self.rails[ri].take_settle().is_some() {
-                    self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
-                }
-                if word.reason.is_hold() {
-                    self.set_reason(ri, PauseReason::PortNotActive, now);
-                }
-                self.explain(ri, now);
-            }
+            (_, Some(reason)) => self.went_down_while_paused(ri, word.reason, reason, now),
         }
+    }
+
+    /// The carrier of rail `ri`'s netdev went (`handle_carrier`): as a
+    /// reading of the port, by the port state last read, that keeps an
+    /// event's pending query its own.
+    pub(super) fn lose_carrier(&mut self, ri: usize, now: Millis) {
+        let word = self.rails[ri].cell.load();
+        let Some(state) = word.last_port_state else { return };
+        match (word.state, self.unusable(ri, state)) {
+            (RailState::Inert, _) | (_, None) => {}
+            (RailState::Active, Some(reason)) => self.pause_rail(ri, reason, now),
+            (_, Some(reason)) => self.went_down_while_paused(ri, word.reason, reason, now),
+        }
+    }
+
+    /// A paused rail's port (or carrier) is not usable: a flap if it was
+    /// up while held or settling, and a settle in progress is cancelled.
+    fn went_down_while_paused(&mut self, ri: usize, was: PauseReason, reason: PauseReason, now: Millis) {
+        self.rails[ri].down_since_counters = true;
+        self.flap_if_up(ri, now);
+        self.rails[ri].clear_damped();
+        if self.rails[ri].take_settle().is_some() {
+            self.push(Action::Log(Log::SettleCancelled { rail: self.rails[ri].id }));
+        }
+        if was.is_hold() {
+            self.set_reason(ri, reason, now);
+        }
+        self.explain(ri, now);
+    }
+
+    /// Why rail `ri`'s port reading `state` is not usable, by the
+    /// witness in force and the carrier last known; `None` when it is.
+    pub(super) fn unusable(&self, ri: usize, state: PortState) -> Option<PauseReason> {
+        self.config.port_witness.judge(state, self.rails[ri].carrier)
     }
 
     /// The port reads ACTIVE: activate, unless the data-path breaker or
