@@ -124,6 +124,31 @@ typedef enum rw_address_requirement {
   RW_ADDRESS_IB = 4,
 } rw_address_requirement;
 
+// Which witness says a port is usable (`rw_config.port_witness`).
+typedef enum rw_port_witness {
+  // The port state and, where the port has a netdev, its carrier (the
+  // default): a port that reads ACTIVE with no carrier is paused
+  // `RW_REASON_NO_CARRIER`.
+  RW_WITNESS_BOTH = 0,
+  // The port state alone.
+  RW_WITNESS_PORT = 1,
+  // The carrier alone where there is one (providers whose ports always
+  // read ACTIVE).
+  RW_WITNESS_CARRIER = 2,
+} rw_port_witness;
+
+// A netdev's carrier as C passes it (`rw_machine_handle_port_reading`,
+// `rw_machine_handle_carrier`).
+typedef enum rw_carrier {
+  // Not read (the port has no netdev, or the read failed): the carrier
+  // last known stands.
+  RW_CARRIER_UNKNOWN = 0,
+  // No carrier (or the netdev is administratively down).
+  RW_CARRIER_DOWN = 1,
+  // The link layer has a carrier.
+  RW_CARRIER_UP = 2,
+} rw_carrier;
+
 // How much the log callback hears (`rw_set_log_callback`'s `max_level`),
 // and the level of one message.
 typedef enum rw_log_level {
@@ -383,6 +408,9 @@ typedef enum rw_pause_reason {
   // A probe was granted; its outcome is awaited
   // (`rw_machine_report_probe`). Everything is refused, probes too.
   RW_REASON_PROBING = 11,
+  // The port reads ACTIVE but its netdev has no carrier
+  // (`rw_config.port_witness`).
+  RW_REASON_NO_CARRIER = 12,
 } rw_pause_reason;
 
 // One rail's gate: keeps its state word alive. Made by `rw_machine_gate`
@@ -495,6 +523,8 @@ typedef struct rw_config {
   uint8_t silent_flaps;
   // `rw_address_requirement` (default `RW_ADDRESS_NONE`).
   uint32_t require_address;
+  // `rw_port_witness` (default `RW_WITNESS_BOTH`).
+  uint32_t port_witness;
 } rw_config;
 
 // One line of a transfer report: `count` completions with `wc_status`
@@ -994,6 +1024,24 @@ enum rw_status rw_machine_handle_port_state(struct rw_machine *machine,
                                             int32_t error,
                                             uint32_t state,
                                             uint64_t now_ms);
+
+// `rw_machine_handle_port_state` with the netdev's carrier read beside
+// the port (`rw_carrier`; `RW_CARRIER_UNKNOWN` where there is none).
+enum rw_status rw_machine_handle_port_reading(struct rw_machine *machine,
+                                              uint32_t device,
+                                              uint32_t port,
+                                              int32_t error,
+                                              uint32_t state,
+                                              uint32_t carrier,
+                                              uint64_t now_ms);
+
+// The netdev of `device`'s `port` says its carrier changed (an rtnetlink
+// link message): `RW_CARRIER_DOWN` or `RW_CARRIER_UP`.
+enum rw_status rw_machine_handle_carrier(struct rw_machine *machine,
+                                         uint32_t device,
+                                         uint32_t port,
+                                         uint32_t carrier,
+                                         uint64_t now_ms);
 
 // The answer to `RW_ACTION_READ_LINK`: `error` 0 with `ibv_port_attr`'s
 // `active_speed` (or `active_speed_ex` when non-zero) and `active_width`

@@ -230,7 +230,8 @@ inline const char *state_name(uint32_t state) noexcept {
 inline const char *reason_name(uint32_t reason) noexcept {
     static const char *const names[] = {"none",       "port_err",  "port_not_active", "device_fatal",
                                         "device_removed", "not_opened", "damped",        "settling",
-                                        "data_path",  "no_address", "half_open",     "probing"};
+                                        "data_path",  "no_address", "half_open",     "probing",
+                                        "no_carrier"};
     return reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "?";
 }
 inline const char *recovered_by_name(int32_t by) noexcept {

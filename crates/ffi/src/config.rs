@@ -1,7 +1,7 @@
 //! Settings from C: one plain struct for both embeddings, filled with the
 //! defaults by `rw_config_default` and checked before anything starts.
 
-use railwatch_core::{AddressRequirement, DampingConfig, DataPathConfig, MachineConfig};
+use railwatch_core::{AddressRequirement, DampingConfig, DataPathConfig, MachineConfig, PortWitness};
 use railwatch_runtime::Config;
 
 use crate::args::put;
@@ -66,6 +66,21 @@ pub enum rw_address_requirement {
     RW_ADDRESS_IB = 4,
 }
 
+/// Which witness says a port is usable (`rw_config.port_witness`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rw_port_witness {
+    /// The port state and, where the port has a netdev, its carrier (the
+    /// default): a port that reads ACTIVE with no carrier is paused
+    /// `RW_REASON_NO_CARRIER`.
+    RW_WITNESS_BOTH = 0,
+    /// The port state alone.
+    RW_WITNESS_PORT = 1,
+    /// The carrier alone where there is one (providers whose ports always
+    /// read ACTIVE).
+    RW_WITNESS_CARRIER = 2,
+}
+
 /// Every setting. Start from `rw_config_default` and change what you need.
 /// The struct may grow at the end in later versions: `size` (set by
 /// `rw_config_default`) says which version the caller was built with, and
@@ -108,6 +123,8 @@ pub struct rw_config {
     pub silent_flaps: u8,
     /// `rw_address_requirement` (default `RW_ADDRESS_NONE`).
     pub require_address: u32,
+    /// `rw_port_witness` (default `RW_WITNESS_BOTH`).
+    pub port_witness: u32,
 }
 
 /// The struct as version 0.1.0's header had it (up to `drain_budget`): a
@@ -128,6 +145,12 @@ struct rw_config_v1 {
     damping: rw_damping,
     drain_budget: u32,
 }
+
+const WITNESS: [(rw_port_witness, PortWitness); 3] = [
+    (rw_port_witness::RW_WITNESS_BOTH, PortWitness::Both),
+    (rw_port_witness::RW_WITNESS_PORT, PortWitness::Port),
+    (rw_port_witness::RW_WITNESS_CARRIER, PortWitness::Carrier),
+];
 
 const ADDRESS: [(rw_address_requirement, AddressRequirement); 5] = [
     (rw_address_requirement::RW_ADDRESS_NONE, AddressRequirement::None),
@@ -161,6 +184,7 @@ impl From<&Config> for rw_config {
             data_path,
             silent_flaps,
             require_address,
+            port_witness,
         } = machine;
         let d = damping.unwrap_or_default();
         let p = data_path.unwrap_or_default();
@@ -195,6 +219,7 @@ impl From<&Config> for rw_config {
             },
             silent_flaps: u8::from(*silent_flaps),
             require_address: address,
+            port_witness: WITNESS.iter().find(|(_, w)| w == port_witness).map_or(0, |(c, _)| *c as u32),
         }
     }
 }
@@ -241,6 +266,14 @@ impl rw_config {
                         ),
                     )
                 })?,
+            port_witness: WITNESS.iter().find(|(c, _)| *c as u32 == self.port_witness).map(|(_, w)| *w).ok_or_else(
+                || {
+                    Error::new(
+                        rw_status::RW_ERR_INVALID,
+                        format!("rw_config: port_witness: {} is not an rw_port_witness", self.port_witness),
+                    )
+                },
+            )?,
         };
         let config = Config { machine, drain_budget: self.drain_budget as usize, ..Config::default() };
         config.validate().map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")))?;

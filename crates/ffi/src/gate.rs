@@ -88,6 +88,9 @@ pub enum rw_pause_reason {
     /// A probe was granted; its outcome is awaited
     /// (`rw_machine_report_probe`). Everything is refused, probes too.
     RW_REASON_PROBING = 11,
+    /// The port reads ACTIVE but its netdev has no carrier
+    /// (`rw_config.port_witness`).
+    RW_REASON_NO_CARRIER = 12,
 }
 
 const _: () = {
@@ -106,6 +109,7 @@ const _: () = {
     assert!(rw_pause_reason::RW_REASON_NO_ADDRESS as u32 == PauseReason::NoAddress.code());
     assert!(rw_pause_reason::RW_REASON_HALF_OPEN as u32 == PauseReason::HalfOpen.code());
     assert!(rw_pause_reason::RW_REASON_PROBING as u32 == PauseReason::Probing.code());
+    assert!(rw_pause_reason::RW_REASON_NO_CARRIER as u32 == PauseReason::NoCarrier.code());
 };
 
 pub(crate) fn state_of(s: RailState) -> rw_rail_state {
@@ -130,6 +134,7 @@ pub(crate) fn reason_of(r: PauseReason) -> rw_pause_reason {
         PauseReason::NoAddress => rw_pause_reason::RW_REASON_NO_ADDRESS,
         PauseReason::HalfOpen => rw_pause_reason::RW_REASON_HALF_OPEN,
         PauseReason::Probing => rw_pause_reason::RW_REASON_PROBING,
+        PauseReason::NoCarrier => rw_pause_reason::RW_REASON_NO_CARRIER,
     }
 }
 

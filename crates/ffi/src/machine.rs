@@ -7,8 +7,8 @@ use std::ffi::{c_char, c_void};
 use std::io;
 
 use railwatch_core::{
-    Action, AsyncEvent, Element, Errno, Gid, GidType, LinkAttrs, LinkLayer, Machine, Millis, ObjectHandle, PortAddress,
-    PortState, RailId, Scope,
+    Action, AsyncEvent, Carrier, Element, Errno, Gid, GidType, LinkAttrs, LinkLayer, Machine, Millis, ObjectHandle,
+    PortAddress, PortState, RailId, Scope,
 };
 
 use railwatch_runtime::{DEFAULT_DRAIN_BUDGET, DrainEnd, drain_with};
@@ -445,6 +445,70 @@ pub extern "C" fn rw_machine_handle_port_state(
     with_at(machine, now_ms, |m, now| {
         let port = port_in(m, device, port)?;
         m.handle_port_state(device, port, answer(error, || PortState::from_code(state)), now);
+        Ok(())
+    })
+}
+
+/// A netdev's carrier as C passes it (`rw_machine_handle_port_reading`,
+/// `rw_machine_handle_carrier`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rw_carrier {
+    /// Not read (the port has no netdev, or the read failed): the carrier
+    /// last known stands.
+    RW_CARRIER_UNKNOWN = 0,
+    /// No carrier (or the netdev is administratively down).
+    RW_CARRIER_DOWN = 1,
+    /// The link layer has a carrier.
+    RW_CARRIER_UP = 2,
+}
+
+/// The carrier code `code`: `Ok(None)` for `RW_CARRIER_UNKNOWN`.
+fn carrier_of(code: u32) -> Result<Option<Carrier>> {
+    match code {
+        0 => Ok(None),
+        1 => Ok(Some(Carrier::Down)),
+        2 => Ok(Some(Carrier::Up)),
+        other => Err(Error::new(rw_status::RW_ERR_RANGE, format!("carrier {other} is not an rw_carrier"))),
+    }
+}
+
+/// `rw_machine_handle_port_state` with the netdev's carrier read beside
+/// the port (`rw_carrier`; `RW_CARRIER_UNKNOWN` where there is none).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_port_reading(
+    machine: *mut rw_machine,
+    device: u32,
+    port: u32,
+    error: i32,
+    state: u32,
+    carrier: u32,
+    now_ms: u64,
+) -> rw_status {
+    with_at(machine, now_ms, |m, now| {
+        let port = port_in(m, device, port)?;
+        let carrier = carrier_of(carrier)?;
+        m.handle_port_reading(device, port, answer(error, || PortState::from_code(state)), carrier, now);
+        Ok(())
+    })
+}
+
+/// The netdev of `device`'s `port` says its carrier changed (an rtnetlink
+/// link message): `RW_CARRIER_DOWN` or `RW_CARRIER_UP`.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_handle_carrier(
+    machine: *mut rw_machine,
+    device: u32,
+    port: u32,
+    carrier: u32,
+    now_ms: u64,
+) -> rw_status {
+    with_at(machine, now_ms, |m, now| {
+        let port = port_in(m, device, port)?;
+        let Some(carrier) = carrier_of(carrier)? else {
+            return Err(Error::new(rw_status::RW_ERR_RANGE, "carrier RW_CARRIER_UNKNOWN is no change".to_owned()));
+        };
+        m.handle_carrier(device, port, carrier, now);
         Ok(())
     })
 }

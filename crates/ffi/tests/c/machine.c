@@ -643,8 +643,44 @@ static void drain_says_a_misread_port(void)
 	rw_machine_free(&m);
 }
 
+/* The carrier as a second witness: a loss pauses an ACTIVE port
+ * (RW_REASON_NO_CARRIER), a reading with no carrier keeps it paused, the
+ * carrier's return re-queries and resumes; bad codes are refused. */
+static void carrier_witness(void)
+{
+	rw_machine *m = attached(1);
+	struct seen s;
+	rw_action a;
+
+	if (!m)
+		return;
+	memset(&s, 0, sizeof(s));
+	CHECK_STATUS("carrier_down_taken", rw_machine_handle_carrier(m, 0, 1, RW_CARRIER_DOWN, 10), RW_OK);
+	CHECK_EQ("carrier_down_pauses", rw_word_state(word_of(m, 0, 1)), RW_RAIL_PAUSED);
+	CHECK_EQ("carrier_down_reason", rw_word_reason(word_of(m, 0, 1)), RW_REASON_NO_CARRIER);
+	while (rw_machine_poll_action(m, &a) == RW_OK && a.kind != RW_ACTION_NONE)
+		;
+	CHECK_STATUS("reading_taken",
+		     rw_machine_handle_port_reading(m, 0, 1, 0, PORT_ACTIVE, RW_CARRIER_DOWN, 20), RW_OK);
+	CHECK_EQ("active_without_carrier_stays_paused", rw_word_state(word_of(m, 0, 1)), RW_RAIL_PAUSED);
+	while (rw_machine_poll_action(m, &a) == RW_OK && a.kind != RW_ACTION_NONE)
+		;
+	CHECK_STATUS("carrier_up_taken", rw_machine_handle_carrier(m, 0, 1, RW_CARRIER_UP, 30), RW_OK);
+	CHECK_EQ("carrier_up_asks_a_query", rw_machine_poll_action(m, &a) == RW_OK ? a.kind : RW_ACTION_NONE,
+		 RW_ACTION_QUERY_PORT);
+	rw_machine_handle_port_reading(m, 0, 1, 0, PORT_ACTIVE, RW_CARRIER_UP, 31);
+	pump(m, 31, PORT_ACTIVE, &s);
+	CHECK_EQ("carrier_up_resumes", rw_word_state(word_of(m, 0, 1)), RW_RAIL_ACTIVE);
+	CHECK_STATUS("carrier_code_refused", rw_machine_handle_carrier(m, 0, 1, 7, 40), RW_ERR_RANGE);
+	CHECK_STATUS("carrier_unknown_is_no_change", rw_machine_handle_carrier(m, 0, 1, RW_CARRIER_UNKNOWN, 40),
+		     RW_ERR_RANGE);
+	CHECK_EQ("refused_codes_change_nothing", rw_word_state(word_of(m, 0, 1)), RW_RAIL_ACTIVE);
+	rw_machine_free(&m);
+}
+
 int main(void)
 {
+	carrier_witness();
 	drain_says_a_misread_port();
 	drain_tells_lost_work_first();
 	drain_get_may_call_the_machine();
