@@ -116,6 +116,7 @@ explain_every_ms = 10000
 reopen_initial_ms = 2000
 reopen_max_ms = 120000
 reopen_jitter_pct = 10
+port_witness = "carrier"
 include = ["mlx5_0", "mlx5_1"]
 exclude = ["mlx5_1"]
 
@@ -147,7 +148,7 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
             "tick_ms": 250, "audit_ms": 60000, "settle_ms": 500, "drain_budget": 64, "notify_capacity": 4096,
             "data_path": {"failures": 8, "window_ms": 10000, "min_peers": 2, "backoff_initial_ms": 1000,
                 "backoff_max_ms": 60000, "probe_timeout_ms": 40000},
-            "silent_flaps": true, "require_address": "none",
+            "silent_flaps": true, "require_address": "none", "port_witness": "carrier",
             "explain_every_ms": 10000, "reopen_initial_ms": 2000, "reopen_max_ms": 120000,
             "reopen_jitter_pct": 10, "include": ["mlx5_0", "mlx5_1"], "exclude": ["mlx5_1"],
             "damping": {"penalty_per_flap": 1000.0, "suppress": 3000.5, "reuse": 800.0,
@@ -158,10 +159,11 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
     // Where each came from: the line it was written on.
     let from = &v["from"];
     assert_eq!(from["tick_ms"], format!("{path}:2"));
-    assert_eq!(from["exclude"], format!("{path}:11"));
-    assert_eq!(from["damping"], format!("{path}:13"));
-    assert_eq!(from["damping.half_life_ms"], format!("{path}:17"));
-    assert_eq!(from["metrics.textfile"], format!("{path}:22"));
+    assert_eq!(from["port_witness"], format!("{path}:10"));
+    assert_eq!(from["exclude"], format!("{path}:12"));
+    assert_eq!(from["damping"], format!("{path}:14"));
+    assert_eq!(from["damping.half_life_ms"], format!("{path}:18"));
+    assert_eq!(from["metrics.textfile"], format!("{path}:23"));
     assert_eq!(v["metrics_served"], true);
     // Metrics are served now: no note about them.
     assert!(!stderr.contains("metrics"), "{stderr}");
@@ -178,7 +180,7 @@ fn a_valid_file_round_trips_into_the_effective_settings() {
     assert_eq!(row("drain_budget")[1], "64");
     assert_eq!(row("damping")[1], "on");
     assert_eq!(row("include")[1..3], ["mlx5_0,", "mlx5_1"]);
-    assert_eq!(row("metrics.listen"), ["metrics.listen", "127.0.0.1:9464", &format!("{path}:21")]);
+    assert_eq!(row("metrics.listen"), ["metrics.listen", "127.0.0.1:9464", &format!("{path}:22")]);
 }
 
 #[test]
