@@ -63,6 +63,7 @@ mod shown;
 mod sync;
 mod time;
 mod wc;
+mod witness;
 
 pub use address::{AddressRequirement, Gid, GidType, LinkLayer, PortAddress};
 pub use breaker::{DataPathConfig, MAX_MIN_PEERS};
@@ -77,8 +78,8 @@ pub use machine::{
     Notification, RailView, RecoveredBy, TransferReport, WorkScope,
 };
 pub use port::{
-    Carrier, LinkAttrs, LinkRate, PortState, PortWitness, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code,
-    speed_by_name, width_by_code, width_by_name,
+    Carrier, LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name,
+    width_by_code, width_by_name,
 };
 pub use ports::{DeviceSource, NoSelector, RailId, Selector, VerbsPort};
 pub use rail::{
@@ -88,3 +89,4 @@ pub use settings::{AGENT_AUDIT_MS, ConfigError, MachineConfig, Problem, Setting,
 pub use shown::{MAX_ERROR_LINE_CHARS, MAX_SHOWN_NAME_CHARS, error_line, shown_name};
 pub use time::{Clock, MAX_DELAY_MS, Millis};
 pub use wc::{WC_STATUSES, WcClass, WcStatus, classify_wc, wc_name, wc_status};
+pub use witness::PortWitness;

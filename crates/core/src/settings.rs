@@ -15,8 +15,8 @@ use std::fmt;
 use crate::address::AddressRequirement;
 use crate::breaker::{DataPathConfig, MAX_MIN_PEERS};
 use crate::damping::DampingConfig;
-use crate::port::PortWitness;
 use crate::time::MAX_DELAY_MS;
+use crate::witness::PortWitness;
 
 /// The host agent's audit period (`railwatch watch`'s `audit_ms` default):
 /// a port that went down with no event, or flapped with its events lost,

@@ -31,12 +31,13 @@ pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy
 use crate::counters::{CountersBaseline, PortCounters};
 use crate::decide::{EventClass, RailDecision, classify, decide_event};
 use crate::event::{AsyncEvent, EventKind};
-use crate::port::{Carrier, LinkAttrs, LinkRate, PortState, PortWitness};
+use crate::port::{Carrier, LinkAttrs, LinkRate, PortState};
 use crate::ports::RailId;
 use crate::rail::{Gate, PauseReason, RailCell, RailState, RailWord};
 use crate::settings::{ConfigError, MachineConfig};
 use crate::time::Millis;
 use crate::wc::{WC_STATUSES, WcClass};
+use crate::witness::PortWitness;
 
 /// Distinct unhandled codes warned about per device; past this they are
 /// only counted, so a device spraying codes cannot grow memory.
