@@ -650,28 +650,27 @@ fn assign(spec: &Setting, slot: Slot<'_>, value: SettingValue) -> Result<(), Con
             SettingValue::Bool(b) => *v = b,
             other => return Err(spec.wrong_type(&other)),
         },
-        Slot::Address(v) => match value {
-            SettingValue::Choice(name) => {
-                *v = AddressRequirement::ALL
-                    .into_iter()
-                    .find(|r| r.name() == name)
-                    .ok_or(ConfigError { key: spec.key, problem: Problem::NotAChoice { names: &ADDRESS_NAMES } })?
-            }
-            other => return Err(spec.wrong_type(&other)),
-        },
-        Slot::Witness(v) => match value {
-            SettingValue::Choice(name) => {
-                *v = PortWitness::ALL
-                    .into_iter()
-                    .find(|w| w.name() == name)
-                    .ok_or(ConfigError { key: spec.key, problem: Problem::NotAChoice { names: &WITNESS_NAMES } })?
-            }
-            other => return Err(spec.wrong_type(&other)),
-        },
+        Slot::Address(v) => *v = choose(spec, value, &AddressRequirement::ALL, |r| r.name(), &ADDRESS_NAMES)?,
+        Slot::Witness(v) => *v = choose(spec, value, &PortWitness::ALL, |w| w.name(), &WITNESS_NAMES)?,
         Slot::Damping(d) => section(spec, d, value)?,
         Slot::DataPath(d) => section(spec, d, value)?,
     }
     Ok(())
+}
+
+/// The one of `all` whose name `value` gives (a `Choice` setting).
+fn choose<T: Copy>(
+    spec: &Setting,
+    value: SettingValue,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+    names: &'static [&'static str],
+) -> Result<T, ConfigError> {
+    let SettingValue::Choice(given) = value else { return Err(spec.wrong_type(&value)) };
+    all.iter()
+        .copied()
+        .find(|&c| name(c) == given)
+        .ok_or(ConfigError { key: spec.key, problem: Problem::NotAChoice { names } })
 }
 
 /// A section turned on (a table, `true`: its values kept, or the defaults)

@@ -442,11 +442,7 @@ pub extern "C" fn rw_machine_handle_port_state(
     state: u32,
     now_ms: u64,
 ) -> rw_status {
-    with_at(machine, now_ms, |m, now| {
-        let port = port_in(m, device, port)?;
-        m.handle_port_state(device, port, answer(error, || PortState::from_code(state)), now);
-        Ok(())
-    })
+    rw_machine_handle_port_reading(machine, device, port, error, state, rw_carrier::RW_CARRIER_UNKNOWN as u32, now_ms)
 }
 
 /// A netdev's carrier as C passes it (`rw_machine_handle_port_reading`,
