@@ -42,7 +42,8 @@
  *                         the `device` link of a PCI function there)
  *   FAKE_IBVERBS_CONTROL  a FIFO's path: a thread reads commands from it,
  *                         one per line, so a test can drive a process it
- *                         cannot call into while it runs:
+ *                         cannot call into while it runs (the events of
+ *                         one write are queued together):
  *                           port DEV PORT STATE     (fake_set_port_state)
  *                           event DEV CODE ELEMENT  (fake_push_event)
  *                           link DEV PORT SPEED WIDTH (fake_set_port, state kept)
@@ -599,35 +600,91 @@ static void fake_set_gid_last(int dev, int port, int index, unsigned last)
 	fake_set_gid(dev, port, index, raw);
 }
 
-/* The FAKE_IBVERBS_CONTROL thread: applies each command line it reads;
- * at end-of-file (the writer closed) it opens the FIFO again. */
+/* Events of one control write waiting to reach a device's async fd. A run
+ * of `event` lines for one device goes out in one write(2) (at most
+ * PIPE_BUF bytes, so atomic): a monitor that wakes on the first event of a
+ * burst finds the whole burst queued, as a kernel's queue would have it. */
+struct fake_pending {
+	int dev;
+	int count;
+	struct fake_wire_event events[64];
+};
+
+static void fake_flush_events(struct fake_pending *pending)
+{
+	FAKE_LOCKED;
+	struct fake_dev *d = fake_dev_at(pending->dev);
+	size_t len = (size_t)pending->count * sizeof(pending->events[0]);
+
+	if (pending->count && d && d->ctx && write(d->ctx->wfd, pending->events, len) != (ssize_t)len)
+		fprintf(stderr, "fake libibverbs: control: %d events of device %d lost\n", pending->count, pending->dev);
+	pending->count = 0;
+}
+
+static void fake_queue_event(struct fake_pending *pending, int dev, unsigned code, unsigned long long element)
+{
+	if (pending->count && (pending->dev != dev || pending->count == 64))
+		fake_flush_events(pending);
+	pending->dev = dev;
+	pending->events[pending->count++] = (struct fake_wire_event){ .element = element, .event_type = code };
+}
+
+/* One command line; anything but an event first sends the events before
+ * it, so the order of the lines is the order a monitor sees. */
+static void fake_apply_line(const char *line, struct fake_pending *pending)
+{
+	int dev = 0, port = 0, index = 0;
+	unsigned code = 0, speed = 0, width = 0;
+	unsigned long long element = 0;
+
+	if (sscanf(line, "event %d %u %llu", &dev, &code, &element) == 3) {
+		fake_queue_event(pending, dev, code, element);
+		return;
+	}
+	fake_flush_events(pending);
+	if (sscanf(line, "port %d %d %u", &dev, &port, &code) == 3)
+		fake_set_port_state(dev, port, code);
+	else if (sscanf(line, "link %d %d %u %u", &dev, &port, &speed, &width) == 4)
+		fake_set_link(dev, port, speed, width);
+	else if (sscanf(line, "gid %d %d %d %u", &dev, &port, &index, &code) == 4)
+		fake_set_gid_last(dev, port, index, code);
+	else
+		fprintf(stderr, "fake libibverbs: control: cannot read %s\n", line);
+}
+
+/* The FAKE_IBVERBS_CONTROL thread: applies the command lines of each read
+ * together (a test's one write is one read: at most PIPE_BUF bytes); at
+ * end-of-file (the writer closed) it opens the FIFO again. */
 static void *fake_control(void *arg)
 {
 	const char *path = arg;
-	char line[256];
+	char buf[4096 + 1];
+	size_t kept = 0;
 
 	for (;;) {
-		FILE *f = fopen(path, "r");
-		if (!f)
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n;
+
+		if (fd < 0)
 			return NULL;
-		while (fgets(line, sizeof(line), f)) {
-			int dev = 0, port = 0;
-			unsigned code = 0;
-			unsigned long long element = 0;
-			unsigned speed = 0, width = 0;
-			int index = 0;
-			if (sscanf(line, "port %d %d %u", &dev, &port, &code) == 3)
-				fake_set_port_state(dev, port, code);
-			else if (sscanf(line, "link %d %d %u %u", &dev, &port, &speed, &width) == 4)
-				fake_set_link(dev, port, speed, width);
-			else if (sscanf(line, "gid %d %d %d %u", &dev, &port, &index, &code) == 4)
-				fake_set_gid_last(dev, port, index, code);
-			else if (sscanf(line, "event %d %u %llu", &dev, &code, &element) == 3)
-				fake_push_event(dev, code, element);
-			else
-				fprintf(stderr, "fake libibverbs: control: cannot read %s", line);
+		while ((n = read(fd, buf + kept, sizeof(buf) - 1 - kept)) > 0 || (n < 0 && errno == EINTR)) {
+			struct fake_pending pending = { .count = 0 };
+			char *line = buf, *nl;
+
+			kept += n > 0 ? (size_t)n : 0;
+			buf[kept] = '\0';
+			while ((nl = strchr(line, '\n'))) {
+				*nl = '\0';
+				fake_apply_line(line, &pending);
+				line = nl + 1;
+			}
+			fake_flush_events(&pending);
+			kept = strlen(line);
+			if (kept == sizeof(buf) - 1)
+				kept = 0; /* a line longer than the buffer: dropped */
+			memmove(buf, line, kept);
 		}
-		fclose(f);
+		close(fd);
 	}
 }
 
