@@ -35,6 +35,7 @@ builtins!(
     "one-peer-failing",
     "silent-flap",
     "missing-address",
+    "port-always-active",
 );
 
 /// The scenario `simulate` runs without a file.

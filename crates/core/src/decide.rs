@@ -6,8 +6,9 @@
 //! inert rail: only an explicit attach leaves inert.
 
 use crate::event::{AsyncEvent, EventKind};
-use crate::port::{LinkRate, PortState};
+use crate::port::{Carrier, LinkRate, PortState};
 use crate::rail::{PauseReason, RailState};
+use crate::witness::PortWitness;
 
 /// What one event means for one rail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,20 +97,33 @@ pub enum PollDecision {
     /// Paused and the port is not ACTIVE yet (DOWN, INIT, ARMED,
     /// ACTIVE_DEFER, …): look again next tick.
     Wait,
-    /// Active but the port no longer reads ACTIVE. Only reached for rails
-    /// of a device whose event fd failed (poll-only), where no PORT_ERR
-    /// will arrive.
+    /// Active but the port no longer reads ACTIVE (a rail of a device
+    /// whose event fd failed, where no PORT_ERR will arrive) or its
+    /// carrier is gone: pause, for this reason.
     Pause(PauseReason),
 }
 
-/// What the recovery tick does with a rail after reading its port state.
+/// What the recovery tick does with a rail after reading its port state
+/// alone (no carrier known): [`decide_reading`] with no carrier.
 pub fn decide_poll(port: PortState, state: RailState) -> PollDecision {
-    match (state, port.is_usable()) {
+    decide_reading(port, None, PortWitness::Both, state)
+}
+
+/// What the recovery tick does with a rail after reading its port state
+/// and its netdev's carrier, judged by `witness` (`port_witness`): the
+/// machine's own rule, for engines that take the policy piecewise.
+pub fn decide_reading(
+    port: PortState,
+    carrier: Option<Carrier>,
+    witness: PortWitness,
+    state: RailState,
+) -> PollDecision {
+    match (state, witness.judge(port, carrier)) {
         (RailState::Inert, _) => PollDecision::Leave,
-        (RailState::Paused, true) => PollDecision::Activate,
-        (RailState::Paused, false) => PollDecision::Wait,
-        (RailState::Active, true) => PollDecision::Leave,
-        (RailState::Active, false) => PollDecision::Pause(PauseReason::PortNotActive),
+        (RailState::Paused, None) => PollDecision::Activate,
+        (RailState::Paused, Some(_)) => PollDecision::Wait,
+        (RailState::Active, None) => PollDecision::Leave,
+        (RailState::Active, Some(reason)) => PollDecision::Pause(reason),
     }
 }
 
@@ -176,6 +190,32 @@ mod tests {
         for code in 0..=25 {
             for element in [Element::Port(1), Element::None, Element::Object(ObjectHandle(1))] {
                 assert_eq!(decide_event(&AsyncEvent::new(code, element), 1, RailState::Inert), RailDecision::Leave);
+            }
+        }
+    }
+
+    /// The tick's decision follows the witness: a carrier loss under an
+    /// ACTIVE port pauses an active rail (`no_carrier`) and keeps a paused
+    /// one waiting, unless the witness is the port alone; with no carrier
+    /// known, the port decides (as `decide_poll`).
+    #[test]
+    fn a_reading_is_decided_by_the_witness() {
+        use PortWitness::{Both, Carrier as ByCarrier, Port};
+        let (up, down) = (Some(Carrier::Up), Some(Carrier::Down));
+        let active = PortState::Active;
+        let no_carrier = PollDecision::Pause(PauseReason::NoCarrier);
+        assert_eq!(decide_reading(active, down, Both, RailState::Active), no_carrier);
+        assert_eq!(decide_reading(active, down, Both, RailState::Paused), PollDecision::Wait);
+        assert_eq!(decide_reading(active, down, Port, RailState::Active), PollDecision::Leave);
+        assert_eq!(decide_reading(PortState::Down, up, ByCarrier, RailState::Paused), PollDecision::Activate);
+        assert_eq!(decide_reading(active, down, Both, RailState::Inert), PollDecision::Leave);
+        for port in [PortState::Down, PortState::Armed, active] {
+            for state in [RailState::Active, RailState::Paused, RailState::Inert] {
+                assert_eq!(
+                    decide_poll(port, state),
+                    decide_reading(port, None, ByCarrier, state),
+                    "{port:?} {state:?}"
+                );
             }
         }
     }

@@ -69,7 +69,9 @@ pub use address::{AddressRequirement, Gid, GidType, LinkLayer, PortAddress};
 pub use breaker::{DataPathConfig, MAX_MIN_PEERS};
 pub use counters::{Counter, PortCounters, SILENT_FLAP_CONFIRM_MS, saturated_width};
 pub use damping::{DampingConfig, FlapPenalty};
-pub use decide::{EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reseed};
+pub use decide::{
+    EventClass, PollDecision, RailDecision, classify, decide_event, decide_poll, decide_reading, decide_reseed,
+};
 pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use identity::{RailIdentity, guid_text, is_netdev_name, is_pci_address};

@@ -9,7 +9,7 @@ use crate::address::PortAddress;
 use crate::counters::PortCounters;
 use crate::event::AsyncEvent;
 use crate::identity::RailIdentity;
-use crate::port::{LinkAttrs, LinkRate, PortState};
+use crate::port::{Carrier, LinkAttrs, LinkRate, PortState};
 
 /// One opened RDMA device, as the monitor sees it.
 ///
@@ -45,6 +45,16 @@ pub trait VerbsPort {
 
     /// Reads the port's link attributes (speed, width, effective speed).
     fn link(&mut self, port: u8) -> io::Result<LinkAttrs>;
+
+    /// Reads the carrier of the port's netdev (its operstate, or the
+    /// `carrier` flag where the operstate is unknown), read with every port
+    /// query and after a carrier notification. The default says
+    /// `Unsupported`, as a port with no netdev does: the machine then
+    /// judges the port by its state alone.
+    fn carrier(&mut self, port: u8) -> io::Result<Carrier> {
+        let _ = port;
+        Err(io::ErrorKind::Unsupported.into())
+    }
 
     /// Reads the port's address: link layer, LID, the non-empty GID table
     /// entries with their types, the netdev. The default says
@@ -153,6 +163,22 @@ pub trait DeviceSource: Send {
 
     /// The names of the devices present now.
     fn list(&mut self) -> io::Result<Vec<String>>;
+
+    /// An fd that becomes readable when a netdev's carrier may have changed
+    /// (rtnetlink link messages; non-blocking, registered edge-triggered,
+    /// read by [`drain_carriers`](Self::drain_carriers)). `None` (the
+    /// default): carriers are read only with port queries.
+    fn carrier_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// Reads what made [`carrier_fd`](Self::carrier_fd) readable, a bounded
+    /// amount per call. Returns whether a carrier may have changed (lost
+    /// messages count as a change): the monitor then reads every port's
+    /// carrier once.
+    fn drain_carriers(&mut self) -> io::Result<bool> {
+        Ok(false)
+    }
 
     /// Opens the device called `name`.
     fn open(&mut self, name: &str) -> io::Result<Self::Device>;

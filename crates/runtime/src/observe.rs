@@ -3,7 +3,9 @@
 //! (`railwatch watch --record`) turns it into a scenario that replays the
 //! same inputs at the same times.
 
-use railwatch_core::{AsyncEvent, Errno, LinkAttrs, Millis, PortAddress, PortCounters, PortState, TransferReport};
+use railwatch_core::{
+    AsyncEvent, Carrier, Errno, LinkAttrs, Millis, PortAddress, PortCounters, PortState, TransferReport,
+};
 
 /// One input the monitor fed its machine: every one passes here first (a
 /// device list is seen as the devices it added and removed). Borrowed: an
@@ -80,6 +82,19 @@ pub enum Observed<'a> {
         port: u8,
         /// What it said.
         answer: Result<PortState, Errno>,
+        /// The netdev's carrier read with it (`None`: no netdev, or the
+        /// query failed).
+        carrier: Option<Carrier>,
+    },
+    /// A carrier notification led to reading a port's carrier, and it
+    /// differs from the one the machine knew.
+    Carrier {
+        /// The device read.
+        device: u32,
+        /// The port read.
+        port: u8,
+        /// Its netdev's carrier now.
+        carrier: Carrier,
     },
     /// The answer to a link read.
     Link {

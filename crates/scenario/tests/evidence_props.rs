@@ -437,7 +437,7 @@ proptest! {
         };
         let mut r = Recorder::create(&path, &opts).unwrap();
         r.observe(Millis(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-        r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+        r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
         let reads: Vec<PortCounters> = counters
             .iter()
             .map(|&(l, c)| PortCounters { link_downed: Some(l), carrier_changes: c, carrier_down: None })

@@ -46,7 +46,7 @@ fn recorder_of_one_active_port(path: &Path) -> Recorder {
     let sc = Scenario::parse("duration_ms = 1\n[[device]]\nname = \"x\"\nports = [{ port = 1 }]\n", "x").unwrap();
     let mut r = Recorder::create(path, &options(&sc, false)).unwrap();
     r.observe(Millis(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-    r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
     r
 }
 
@@ -167,7 +167,7 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
     let tick = |r: &mut Recorder, t: u64, state| {
         r.observe(at(t), Observed::Woke);
         r.observe(at(t), Observed::Timers);
-        r.observe(at(t), Observed::PortState { device: 0, port: 1, answer: Ok(state) });
+        r.observe(at(t), Observed::PortState { device: 0, port: 1, answer: Ok(state), carrier: None });
     };
     tick(&mut r, 1502, PortState::Down);
     tick(&mut r, 2500, PortState::Down);
@@ -281,7 +281,7 @@ mod arbitrary_inputs {
             }
             In::PortState(d, p, s) => {
                 let answer = s.map(PortState::from_code).ok_or(Errno(19));
-                r.observe(now, Observed::PortState { device: d, port: p, answer });
+                r.observe(now, Observed::PortState { device: d, port: p, answer, carrier: None });
             }
             In::Link(d, p, speed, width, eff) => {
                 let link = LinkAttrs {
@@ -425,7 +425,7 @@ fn a_recording_stops_before_the_file_limit_and_still_loads() {
     while r.stopped().is_none() {
         for state in [PortState::Down, PortState::Active] {
             r.observe(Millis(t), Observed::Event { device: 0, event: err });
-            r.observe(Millis(t), Observed::PortState { device: 0, port: 1, answer: Ok(state) });
+            r.observe(Millis(t), Observed::PortState { device: 0, port: 1, answer: Ok(state), carrier: None });
             t += 1;
         }
         if t % 10_000 == 1 {
@@ -483,7 +483,7 @@ fn a_change_seen_after_a_reopen_is_placed_at_the_close() {
     r.observe(Millis(500), Observed::Event { device: 0, event: fatal });
     // The live re-open came late in the backoff's jitter (1000 ms ± 20%).
     r.observe(Millis(1690), Observed::Reopened { device: 0, result: Ok(()) });
-    r.observe(Millis(1690), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down) });
+    r.observe(Millis(1690), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down), carrier: None });
     r.flush(Millis(3000)).unwrap();
     r.finish(Millis(3000), &no_rails(3000)).unwrap();
     let sc = Scenario::load(&path).unwrap();
@@ -515,7 +515,7 @@ fn a_device_appearing_before_the_first_flush_is_not_present_from_the_start() {
     let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
     r.started();
     r.observe(Millis(30), Observed::Attached { device: 0, name: "rxe0", ports: &[1] });
-    r.observe(Millis(30), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    r.observe(Millis(30), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
     r.finish(Millis(100), &no_rails(100)).unwrap();
     let rec = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(!rec.devices[0].present, "{}", std::fs::read_to_string(&path).unwrap());

@@ -32,7 +32,7 @@ fn attached(path: &Path, settings: &str, gid: Option<u8>) -> Recorder {
     let mut r = Recorder::create(path, &opts).unwrap();
     let at = Millis(0);
     r.observe(at, Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-    r.observe(at, Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active) });
+    r.observe(at, Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
     r.observe(at, Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
     address(&mut r, 0, gid);
     r.started();
@@ -68,7 +68,7 @@ fn event(r: &mut Recorder, t: u64, kind: EventKind) {
 }
 
 fn port(r: &mut Recorder, t: u64, state: PortState) {
-    r.observe(Millis(t), Observed::PortState { device: 0, port: 1, answer: Ok(state) });
+    r.observe(Millis(t), Observed::PortState { device: 0, port: 1, answer: Ok(state), carrier: None });
 }
 
 /// Ends the recording at `t` and replays it: its transitions

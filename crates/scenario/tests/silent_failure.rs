@@ -6,7 +6,9 @@
 //! - a port that goes down and stays down (the PORT_ERR lost): paused;
 //! - a flap too quick for any read to see the port down, its events lost,
 //!   the flap counter risen: a silent flap (the generation moves);
-//! - a flap whose down the audit may or may not catch: one or the other.
+//! - a flap whose down the audit may or may not catch: one or the other;
+//! - a carrier loss with the port still reading ACTIVE (the link message
+//!   lost; `port_witness` at its default, `both`): paused, `no_carrier`.
 //!
 //! Port 1's `link_downed` may start stuck at a legacy width's maximum
 //! (gpud #943): it cannot rise, and the carrier's counter witnesses alone.
@@ -34,6 +36,8 @@ enum Failure {
     Flap { down_ms: u64 },
     /// Only the flap counter rises (a flap no read could have seen).
     CounterOnly,
+    /// The netdev's carrier goes, silently; the port reads ACTIVE still.
+    CarrierLoss,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +58,7 @@ fn failure() -> impl Strategy<Value = Failure> {
         Just(Failure::Down),
         (1u64..=1500).prop_map(|down_ms| Failure::Flap { down_ms }),
         Just(Failure::CounterOnly),
+        Just(Failure::CarrierLoss),
     ]
 }
 
@@ -79,7 +84,7 @@ fn text(c: &Case) -> String {
         let ld = if p == 1 { c.link_downed } else { 0 };
         let _ = writeln!(
             t,
-            "  {{ port = {p}, state = \"active\", counters = {{ link_downed = {ld}, carrier_changes = 0 }} }},"
+            "  {{ port = {p}, state = \"active\", carrier = \"up\", counters = {{ link_downed = {ld}, carrier_changes = 0 }} }},"
         );
     }
     t.push_str("]\n");
@@ -101,6 +106,9 @@ fn text(c: &Case) -> String {
             steps.push((c.at_ms + down_ms, format!("port_state = {{ port = 1, state = \"active\" }}\n{counter}")));
         }
         Failure::CounterOnly => steps.push((c.at_ms, counter)),
+        Failure::CarrierLoss => {
+            steps.push((c.at_ms, "carrier = { port = 1, state = \"down\", notify = false }".to_owned()))
+        }
     }
     steps.sort_by_key(|(at, _)| *at);
     for (at, body) in steps {

@@ -8,7 +8,8 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use railwatch_core::{
-    AsyncEvent, Element, EventKind, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, VerbsPort,
+    AsyncEvent, Carrier, Element, EventKind, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState,
+    VerbsPort,
 };
 
 use crate::fd::{self, EventPipe};
@@ -101,15 +102,27 @@ struct Shared {
     /// anew: a `SimDevice` of an older epoch is stale and its close does
     /// nothing to the new one.
     epoch: u64,
-    /// The notification fds (eventfds: the uevent twin) of the hosts that
-    /// list this device; one that was dropped is skipped and forgotten.
-    notify: Vec<Weak<std::fs::File>>,
+    /// The notification fds of the hosts that list this device; one that
+    /// was dropped is skipped and forgotten.
+    notify: Vec<Weak<HostFds>>,
     /// Scripted GID tables: (port, index) → GID. `None` until a script sets
     /// one: the device then reads no address (`Unsupported`).
     gids: Option<BTreeMap<(u8, u32), [u8; 16]>>,
     /// Scripted flap counters by port; a port without any answers
     /// `Unsupported` (as an older driver's does).
     flap_counters: BTreeMap<u8, PortCounters>,
+    /// Scripted netdev carriers by port; a port without one has no netdev
+    /// (`Unsupported`).
+    carriers: BTreeMap<u8, Carrier>,
+}
+
+/// A simulated host's two notification eventfds, which its devices add to:
+/// the twin of the kernel's device uevents, and of rtnetlink's link
+/// messages.
+#[derive(Debug)]
+pub(crate) struct HostFds {
+    pub(crate) devices: std::fs::File,
+    pub(crate) carriers: std::fs::File,
 }
 
 impl Shared {
@@ -231,6 +244,7 @@ impl SimDevice {
             notify: Vec::new(),
             gids: None,
             flap_counters: BTreeMap::new(),
+            carriers: BTreeMap::new(),
         };
         Ok(SimDevice { inner: Arc::new(Inner { name, state: Mutex::new(shared) }), epoch: 0 })
     }
@@ -338,6 +352,14 @@ impl VerbsPort for SimDevice {
         s.flap_counters.get(&port).copied().ok_or_else(|| io::ErrorKind::Unsupported.into())
     }
 
+    /// The scripted carrier of the port's netdev; `Unsupported` while the
+    /// script set none on it (no netdev).
+    fn carrier(&mut self, port: u8) -> io::Result<Carrier> {
+        let s = self.inner.lock();
+        check_queryable(&s, port)?;
+        s.carriers.get(&port).copied().ok_or_else(|| io::ErrorKind::Unsupported.into())
+    }
+
     /// Closes the fd; events still queued are dropped. Idempotent, and a
     /// no-op on a stale device (the host opened the device anew since).
     fn close(&mut self) {
@@ -381,13 +403,14 @@ impl Drop for SimDevice {
     }
 }
 
-/// Wakes every host that lists the device (adds 1 to its eventfd: never
-/// blocks, and, unlike a pipe whose reader is gone, never raises SIGPIPE,
-/// which would kill a C host that freed its monitor before unplugging).
-fn notify(s: &mut Shared) {
+/// Wakes every host that lists the device through the fd `which` picks
+/// (adds 1 to an eventfd: never blocks, and, unlike a pipe whose reader is
+/// gone, never raises SIGPIPE, which would kill a C host that freed its
+/// monitor before unplugging).
+fn notify(s: &mut Shared, which: fn(&HostFds) -> &std::fs::File) {
     s.notify.retain(|host| match host.upgrade() {
-        Some(fd) => {
-            let _ = std::io::Write::write(&mut &*fd, &1u64.to_ne_bytes());
+        Some(fds) => {
+            let _ = std::io::Write::write(&mut which(&fds), &1u64.to_ne_bytes());
             true
         }
         None => false,
@@ -558,7 +581,7 @@ impl SimHandle {
     pub fn unplug(&self) {
         let mut s = self.inner.lock();
         s.listed = false;
-        notify(&mut s);
+        notify(&mut s, |h| &h.devices);
     }
 
     /// The device is in the host's device list again: a new device of the
@@ -567,7 +590,7 @@ impl SimHandle {
         let mut s = self.inner.lock();
         s.listed = true;
         s.removed = false;
-        notify(&mut s);
+        notify(&mut s, |h| &h.devices);
     }
 
     /// Sets GID table entry `index` of `port` (`None` empties it), silently:
@@ -597,6 +620,31 @@ impl SimHandle {
         let mut s = self.inner.lock();
         s.port(&self.inner.name, port);
         s.flap_counters.insert(port, counters);
+    }
+
+    /// Sets the carrier of the port's netdev from now on, silently (read
+    /// with the next port query, as a lost rtnetlink message leaves it); a
+    /// port with a carrier has a netdev. [`carrier_change`](Self::carrier_change)
+    /// also notifies.
+    ///
+    /// # Panics
+    ///
+    /// If the device has no port `port`.
+    pub fn set_carrier(&self, port: u8, carrier: Carrier) {
+        let mut s = self.inner.lock();
+        s.port(&self.inner.name, port);
+        s.carriers.insert(port, carrier);
+    }
+
+    /// Sets the carrier and wakes every host that lists the device, as the
+    /// kernel's rtnetlink link message does.
+    ///
+    /// # Panics
+    ///
+    /// If the device has no port `port`.
+    pub fn carrier_change(&self, port: u8, carrier: Carrier) {
+        self.set_carrier(port, carrier);
+        notify(&mut self.inner.lock(), |h| &h.carriers);
     }
 
     /// The device reads addresses from now on (an empty GID table until
@@ -630,8 +678,8 @@ impl SimHandle {
         Ok(SimDevice { inner: self.inner.clone(), epoch: s.epoch })
     }
 
-    /// Adds a host's notification eventfd (held weakly: the host owns it).
-    pub(crate) fn add_notify(&self, fd: &Arc<std::fs::File>) {
+    /// Adds a host's notification eventfds (held weakly: the host owns them).
+    pub(crate) fn add_notify(&self, fd: &Arc<HostFds>) {
         self.inner.lock().notify.push(Arc::downgrade(fd));
     }
 

@@ -7,7 +7,7 @@
 use std::io;
 use std::path::Path;
 
-use railwatch_core::{PortCounters, is_netdev_name};
+use railwatch_core::PortCounters;
 
 /// The counters of `device`'s `port`, read under `sys` (`/sys` on a host).
 /// `NotFound` when the driver has none of them (older drivers): the
@@ -16,11 +16,7 @@ pub fn read_flap_counters(sys: &Path, device: &str, port: u8) -> io::Result<Port
     let port_dir = sys.join("class/infiniband").join(device).join("ports").join(port.to_string());
     let link_downed = read_number(&port_dir.join("counters/link_downed"))
         .or_else(|| read_number(&port_dir.join("hw_counters/link_downed")));
-    let netdev = std::fs::read_to_string(port_dir.join("gid_attrs/ndevs/0"))
-        .ok()
-        .map(|n| n.trim().to_owned())
-        .filter(|n| is_netdev_name(n));
-    let net = netdev.map(|n| sys.join("class/net").join(n));
+    let net = crate::netdev::netdev_dir(sys, device, port);
     let carrier_changes = net.as_ref().and_then(|d| read_number(&d.join("carrier_changes")));
     let carrier_down = net.as_ref().and_then(|d| read_number(&d.join("carrier_down_count")));
     let counters = PortCounters { link_downed, carrier_changes, carrier_down };
@@ -31,12 +27,9 @@ pub fn read_flap_counters(sys: &Path, device: &str, port: u8) -> io::Result<Port
     }
 }
 
-/// A sysfs number: one line, a decimal integer (at most 64 bytes read).
+/// A sysfs number: one line, a decimal integer.
 fn read_number(path: &Path) -> Option<u64> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(64).read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+    crate::netdev::read_word(path)?.parse().ok()
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::ptr;
 
 use railwatch_core::{
-    AsyncEvent, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, RailIdentity, VerbsPort,
-    is_netdev_name, is_pci_address,
+    AsyncEvent, Carrier, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, RailIdentity,
+    VerbsPort, is_netdev_name, is_pci_address,
 };
 use rdma_sys::{ibv_context, ibv_device, ibv_device_attr};
 
@@ -341,6 +341,12 @@ impl VerbsPort for VerbsDevice {
             address.gids.push(Gid { index: index as u32, raw, kind });
         }
         Ok(address)
+    }
+
+    /// The carrier of the port's netdev from sysfs; `NotFound` for a port
+    /// without one (InfiniBand).
+    fn carrier(&mut self, port: u8) -> io::Result<Carrier> {
+        crate::netdev::read_carrier(Path::new("/sys"), &self.name, port)
     }
 
     /// The port's flap counters from sysfs (`link_downed`, the netdev's

@@ -79,6 +79,8 @@ mod device;
 mod error;
 mod ffi;
 mod host;
+mod link_socket;
+mod netdev;
 // Test support for this workspace's tests, not API: hidden from the docs.
 #[doc(hidden)]
 pub mod testing;
@@ -88,6 +90,8 @@ pub use counters::read_flap_counters;
 pub use device::{VerbsDevice, list_devices};
 pub use error::{VerbsError, errno_of};
 pub use host::HostDevices;
+pub use link_socket::LinkSocket;
+pub use netdev::read_carrier;
 pub use uevent::{UeventSocket, is_rdma_uevent};
 
 /// Whether this build reads `active_speed_ex` (the installed `verbs.h` is

@@ -228,6 +228,7 @@ mod tests {
                 reason: PauseReason::None,
                 since: Millis(0),
                 last_port_state: None,
+                carrier: None,
                 generation: 1,
                 available,
                 rate: Some(LinkRate::gbps(400)),

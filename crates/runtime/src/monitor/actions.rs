@@ -35,14 +35,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     self.observe(now, Observed::Reopened { device, result });
                     self.machine.handle_reopen(device, result, now);
                 }
-                Action::QueryPort { device, port } => {
-                    let answer = match self.port(device) {
-                        Some(p) => p.port_state(port).map_err(|e| errno_of(&e)),
-                        None => Err(ENODEV),
-                    };
-                    self.observe(now, Observed::PortState { device, port, answer });
-                    self.machine.handle_port_state(device, port, answer, now);
-                }
+                Action::QueryPort { device, port } => self.query_port(device, port, now),
                 Action::ReadAddress { device, port } => self.read_address(device, port, now),
                 Action::ReadCounters { device, port } => {
                     let answer = match self.port(device) {
@@ -75,6 +68,36 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// list named has none until it opens).
     fn port(&mut self, device: u32) -> Option<&mut P> {
         self.devices.get_mut(device as usize).and_then(|slot| slot.port.as_mut())
+    }
+
+    /// A port query, with the netdev's carrier read beside it (none when
+    /// the query failed or the port has no netdev).
+    fn query_port(&mut self, device: u32, port: u8, now: Millis) {
+        let (answer, carrier) = match self.port(device) {
+            Some(p) => {
+                let answer = p.port_state(port).map_err(|e| errno_of(&e));
+                (answer, answer.ok().and_then(|_| p.carrier(port).ok()))
+            }
+            None => (Err(ENODEV), None),
+        };
+        self.observe(now, Observed::PortState { device, port, answer, carrier });
+        self.machine.handle_port_reading(device, port, answer, carrier, now);
+    }
+
+    /// A carrier notification arrived: every port's carrier is read once,
+    /// and those that differ from the machine's are handed to it.
+    pub(super) fn read_carriers(&mut self, now: Millis) {
+        let open = |m: &railwatch_core::Machine, d: u32| m.device(d).is_some_and(|v| !v.mode.is_closed());
+        let rails: Vec<RailId> = self.machine.rails().map(|r| r.id).filter(|r| open(&self.machine, r.device)).collect();
+        for rail in rails {
+            let Some(carrier) = self.port(rail.device).and_then(|p| p.carrier(rail.port).ok()) else { continue };
+            if self.machine.rail(rail).is_some_and(|r| r.carrier == Some(carrier)) {
+                continue;
+            }
+            self.observe(now, Observed::Carrier { device: rail.device, port: rail.port, carrier });
+            self.machine.handle_carrier(rail.device, rail.port, carrier, now);
+            self.carry_out(now);
+        }
     }
 
     fn read_address(&mut self, device: u32, port: u8, now: Millis) {

@@ -17,6 +17,9 @@ use crate::observe::Observed;
 /// The token of the device source's fd (uevents).
 pub(super) const HOTPLUG: Token = Token(usize::MAX - 1);
 
+/// The token of the device source's carrier fd (rtnetlink link messages).
+pub(super) const CARRIERS: Token = Token(usize::MAX - 2);
+
 /// How soon a failed listing is tried again.
 const LIST_RETRY_MS: u64 = 1000;
 
@@ -42,6 +45,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     ) -> io::Result<Rescan> {
         if let Some(fd) = source.fd() {
             self.poll.registry().register(&mut SourceFd(&fd), HOTPLUG, Interest::READABLE)?;
+        }
+        if let Some(fd) = source.carrier_fd() {
+            self.poll.registry().register(&mut SourceFd(&fd), CARRIERS, Interest::READABLE)?;
         }
         let every_ms = u64::try_from(rescan_every.as_millis()).unwrap_or(u64::MAX).max(1);
         self.hotplug = Some(Hotplug { source, every_ms, next_rescan: None });
@@ -79,6 +85,19 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             if opened { found.added.push(name(device)) } else { found.failed.push(name(device)) }
         }
         found
+    }
+
+    /// After a wake-up whose carrier fd was ready: drains it and, if a
+    /// carrier may have changed, reads them all once.
+    pub(super) fn follow_carriers(&mut self, now: Millis) {
+        let Some(hp) = self.hotplug.as_mut() else { return };
+        let changed = hp.source.drain_carriers().unwrap_or_else(|e| {
+            log::warn!("reading carrier notifications failed ({e}); reading the carriers");
+            true
+        });
+        if changed {
+            self.read_carriers(now);
+        }
     }
 
     /// When the device list is read next without its fd saying so.

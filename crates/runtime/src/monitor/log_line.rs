@@ -32,11 +32,16 @@ pub(super) fn note(m: &Machine, note: &Notification) {
                  it is back",
                 rail(m, id)
             ),
+            (RailState::Active, RailState::Paused, Cause::Reason(PauseReason::NoCarrier)) => warn!(
+                "{} down: its netdev has no carrier, whatever the port reads (no_carrier); paused, the gate \
+                 refuses until the carrier is back and the port ACTIVE",
+                rail(m, id)
+            ),
             (RailState::Active, RailState::Paused, Cause::Reason(reason)) => {
                 warn!("{} down: {reason}; paused, the gate refuses until the port is ACTIVE again", rail(m, id))
             }
             (_, RailState::Active, Cause::By(RecoveredBy::Poll)) => {
-                warn!("{} up: the port reads ACTIVE but no event said so; recovered by the poll", rail(m, id))
+                warn!("{} up: the port reads usable but no event said so; recovered by the poll", rail(m, id))
             }
             (_, RailState::Active, Cause::By(by)) => info!("{} up ({by})", rail(m, id)),
             (_, RailState::Inert, Cause::Reason(reason)) => warn!("{} inert: {reason}", rail(m, id)),

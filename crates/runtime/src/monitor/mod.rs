@@ -25,7 +25,7 @@ mod hotplug;
 mod log_line;
 mod service;
 
-use hotplug::{HOTPLUG, Hotplug};
+use hotplug::{CARRIERS, HOTPLUG, Hotplug};
 
 /// The token of the waker that stops or wakes a spawned monitor.
 pub(crate) const WAKER: Token = Token(usize::MAX);
@@ -368,10 +368,14 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
 
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
-        let mut list_changed = false;
+        let (mut list_changed, mut carriers_changed) = (false, false);
         for ev in self.events.iter() {
             if ev.token() == HOTPLUG {
                 list_changed = true;
+                continue;
+            }
+            if ev.token() == CARRIERS {
+                carriers_changed = true;
                 continue;
             }
             let idx = ev.token().0;
@@ -400,6 +404,11 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.busy = busy;
 
         let now = self.clock.now();
+        // Carrier changes are read as the devices' events are, before the
+        // timers (a tick due now must not find a returned carrier first).
+        if carriers_changed {
+            self.follow_carriers(now);
+        }
         if self.observer.is_some() && self.machine.poll_timeout().is_some_and(|due| due <= now) {
             self.observe(now, Observed::Timers);
             self.observe_probes_taken(now);
@@ -425,6 +434,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     reason: r.word.reason,
                     since: r.since,
                     last_port_state: r.word.last_port_state,
+                    carrier: r.carrier,
                     generation: r.word.generation,
                     available: r.available,
                     rate: r.rate,

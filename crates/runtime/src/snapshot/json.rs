@@ -104,6 +104,9 @@ pub struct RailDetail<'a> {
     pub reason: &'static str,
     /// The port state last read (`null` before the first read).
     pub port_state: Option<&'static str>,
+    /// The netdev's carrier as last read, `up` or `down` (`null`: no
+    /// netdev, or not read).
+    pub carrier: Option<&'static str>,
     /// How its last activation happened (`null` if never).
     pub recovered_by: Option<&'static str>,
     /// Since when it is in its state (monitor clock).
@@ -191,6 +194,7 @@ impl<'a> RailJson<'a> {
             port: r.id.port,
             reason: r.reason.name(),
             port_state: r.last_port_state.map(|p| p.name()),
+            carrier: r.carrier.map(|c| c.name()),
             recovered_by: r.recovered_by.map(|b| b.name()),
             since_ms: r.since.0,
             address: r.address.as_ref().map(AddressJson::of),
@@ -323,7 +327,7 @@ impl<'a> AddressJson<'a> {
 
 #[cfg(test)]
 mod tests {
-    use railwatch_core::{DeviceMode, Millis, PauseReason, PortState, RailId, RailState, RecoveredBy};
+    use railwatch_core::{Carrier, DeviceMode, Millis, PauseReason, PortState, RailId, RailState, RecoveredBy};
 
     use super::*;
     use crate::DeviceCounters;
@@ -338,6 +342,7 @@ mod tests {
                 reason: PauseReason::PortErr,
                 since: Millis(40),
                 last_port_state: Some(PortState::Down),
+                carrier: Some(Carrier::Down),
                 generation: 3,
                 available: false,
                 rate: Some(LinkRate::gbps(200)),
@@ -371,7 +376,7 @@ mod tests {
             serde_json::to_string(&SnapshotJson::of(&s)).unwrap(),
             concat!(
                 r#"{"t_ms":42,"rails":[{"rail":"mlx5_0/1","state":"paused","available":false,"bandwidth_gbps":200.0,"generation":3,"#,
-                r#""device":"mlx5_0","port":1,"reason":"port_err","port_state":"down","recovered_by":"event","since_ms":40,"address":null,"#,
+                r#""device":"mlx5_0","port":1,"reason":"port_err","port_state":"down","carrier":"down","recovered_by":"event","since_ms":40,"address":null,"#,
                 r#""half_open":false,"breaker_until_ms":null,"gid_index":null,"link_downed":null,"carrier_changes":null,"#,
                 r#""carrier_down":null,"silent_flaps":0,"transfers":{"ok":0,"failed":{},"breaker_trips":0},"#,
                 r#""node_guid":"0002:c903:00f1:c2a0","port_guid":null,"pci_address":"0000:3b:00.0"}],"#,

@@ -4,8 +4,8 @@
 pub mod json;
 
 use railwatch_core::{
-    DeviceMode, Evidence, LinkRate, Millis, PauseReason, PortAddress, PortCounters, PortState, RailId, RailIdentity,
-    RailState, RecoveredBy,
+    Carrier, DeviceMode, Evidence, LinkRate, Millis, PauseReason, PortAddress, PortCounters, PortState, RailId,
+    RailIdentity, RailState, RecoveredBy,
 };
 
 use crate::device::DeviceCounters;
@@ -25,6 +25,9 @@ pub struct RailSnapshot {
     pub since: Millis,
     /// The last port state read.
     pub last_port_state: Option<PortState>,
+    /// The netdev's carrier as last read (`None`: no netdev, or never
+    /// read).
+    pub carrier: Option<Carrier>,
     /// Its generation.
     pub generation: u64,
     /// Whether the selector may pick it.

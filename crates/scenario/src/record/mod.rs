@@ -253,7 +253,10 @@ impl Recorder {
             }
             Observed::HungUp { device } => self.hung_up(t, device),
             Observed::Reopened { device, result } => self.reopened(t, device, result),
-            Observed::PortState { device, port, answer } => self.port_state(t, device, port, answer),
+            Observed::PortState { device, port, answer, carrier } => {
+                self.port_reading(t, device, port, answer, carrier)
+            }
+            Observed::Carrier { device, port, carrier } => self.carrier_notified(t, device, port, carrier),
             Observed::Link { device, port, answer } => self.link(t, device, port, answer),
             Observed::Address { device, port, answer } => self.address(t, device, port, answer),
         }

@@ -6,16 +6,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use railwatch_core::{
-    AsyncEvent, Element, Errno, EventKind, LinkAttrs, ObjectHandle, PortAddress, PortCounters, PortState, Scope,
-    TransferReport,
+    AsyncEvent, Carrier, Element, Errno, EventKind, LinkAttrs, ObjectHandle, PortAddress, PortCounters, PortState,
+    Scope, TransferReport,
 };
 use railwatch_sim_backend::PortSpec;
 
 use super::place::Change;
 use super::{MAX_NAMED_OBJECTS, OTHER_ADDRESS_INDEX, Recorder};
 use crate::scenario::{
-    CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange, ProbeOutcome,
-    ProbeStep, StepEvent, TransferStep,
+    CarrierChange, CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_TOTAL_EVENTS, PortStateChange,
+    ProbeOutcome, ProbeStep, StepEvent, TransferStep,
 };
 
 /// One port as the replay's simulated device will answer it.
@@ -37,6 +37,8 @@ pub(super) struct PortView {
     /// The flap counters as last read (`None`: never read, or unreadable).
     counters: Option<PortCounters>,
     last_counters: Asked,
+    /// The netdev's carrier as last read (`None`: no netdev seen).
+    carrier: Option<Carrier>,
     /// What the first answers said: the declaration (what the replay's
     /// device starts with), whatever changed before it was written.
     first: PortFirst,
@@ -98,6 +100,7 @@ struct PortFirst {
     link: Option<LinkAttrs>,
     gids: Option<BTreeMap<u32, [u8; 16]>>,
     counters: Option<PortCounters>,
+    carrier: Option<Carrier>,
 }
 
 /// One device as the replay's simulator will have it.
@@ -173,7 +176,12 @@ impl DeviceView {
             .iter()
             .filter_map(|p| Some(CountersChange { port: p.port, counters: p.first.counters? }))
             .collect();
-        DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present, counters }
+        let carriers = self
+            .ports
+            .iter()
+            .filter_map(|p| Some(CarrierChange { port: p.port, carrier: p.first.carrier?, notify: false }))
+            .collect();
+        DeviceDecl { line: 0, name: self.name.clone(), ports, gids, present: self.present, counters, carriers }
     }
 }
 
@@ -518,8 +526,47 @@ impl Recorder {
         }
     }
 
-    pub(super) fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>) {
+    /// A port query's answer, and the carrier read with it: a carrier seen
+    /// changed there changed silently (a notified one is read when its
+    /// notification arrives), placed where the replay's query finds it.
+    pub(super) fn port_reading(
+        &mut self,
+        t: u64,
+        device: u32,
+        port: u8,
+        answer: Result<PortState, Errno>,
+        carrier: Option<Carrier>,
+    ) {
         let Some(seen) = self.ask(device, port, t, |p| &mut p.last_query) else { return };
+        if let Some(carrier) = carrier {
+            let change = CarrierChange { port, carrier, notify: false };
+            self.carrier_seen(device, port, change, |r, change| r.push_seen(device, seen, t, change));
+        }
+        self.port_state(t, device, port, answer, seen);
+    }
+
+    /// A carrier notification's read found the port's carrier changed: a
+    /// notified step at its own time.
+    pub(super) fn carrier_notified(&mut self, t: u64, device: u32, port: u8, carrier: Carrier) {
+        let at = t.max(self.timeline.floor());
+        let change = CarrierChange { port, carrier, notify: true };
+        self.carrier_seen(device, port, change, |r, change| r.push_step(at, device, change));
+    }
+
+    /// The port's carrier read as `carrier`: the first declares it, a
+    /// change is a step, `notify`d as it came, placed by `push`.
+    fn carrier_seen(&mut self, device: u32, port: u8, change: CarrierChange, push: impl FnOnce(&mut Self, Change)) {
+        let Some(d) = self.live(device) else { return };
+        let declared = d.declared;
+        let Some(p) = d.port(port) else { return };
+        match p.carrier.replace(change.carrier) {
+            None if !declared => p.first.carrier = Some(change.carrier),
+            Some(known) if known == change.carrier => {}
+            _ => push(self, Change::Carrier(change)),
+        }
+    }
+
+    fn port_state(&mut self, t: u64, device: u32, port: u8, answer: Result<PortState, Errno>, seen: Seen) {
         let Some(d) = self.live(device) else { return };
         let (removed, declared) = (d.removed, d.declared);
         let state = match answer {
@@ -543,6 +590,7 @@ impl Recorder {
         };
         let Some(p) = self.live(device).and_then(|d| d.port(port)) else { return };
         let err_at = p.err_at.take();
+
         match p.state {
             None if !declared => {
                 p.state = Some(state);

@@ -36,7 +36,8 @@ use railwatch_core::{AsyncEvent, Element, PortCounters};
 
 use super::WAKE_EVENT_CODE;
 use crate::scenario::{
-    CountersChange, Fault, GidChange, LinkChange, MAX_REPEAT, PortStateChange, ProbeStep, Step, StepEvent, TransferStep,
+    CarrierChange, CountersChange, Fault, GidChange, LinkChange, MAX_REPEAT, PortStateChange, ProbeStep, Step,
+    StepEvent, TransferStep,
 };
 
 /// How far before a query's time its change may be placed (see the module
@@ -58,6 +59,8 @@ pub(super) enum Change {
         wake: bool,
     },
     Event(StepEvent),
+    /// A port's netdev carrier, notified or silent.
+    Carrier(CarrierChange),
     /// A port's flap counters, `NONE` for one it has not (an
     /// `Option<u64>` each would make every queued change larger).
     Counters {
@@ -105,6 +108,7 @@ impl Change {
             event: None,
             gid: None,
             counters: None,
+            carrier: None,
             transfers: None,
             probe: None,
             drain: false,
@@ -129,6 +133,7 @@ impl Change {
                 };
                 step.counters = Some(CountersChange { port, counters });
             }
+            Change::Carrier(c) => step.carrier = Some(c),
             Change::Transfers(t) => step.transfers = Some(t),
             Change::Probe(p) => step.probe = Some(p),
             Change::Drain => step.drain = true,

@@ -15,7 +15,7 @@ use std::fmt;
 use std::io;
 use std::path::Path;
 
-use railwatch_core::{AsyncEvent, Element, EventKind, LinkAttrs, LinkRate, PortState, RailState};
+use railwatch_core::{AsyncEvent, Carrier, Element, EventKind, LinkAttrs, LinkRate, PortState, RailState};
 
 use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 
@@ -83,6 +83,9 @@ pub struct DeviceDecl {
     /// The ports' flap counters at the start (their `counters` keys); a
     /// port without answers counter reads with `Unsupported`.
     pub counters: Vec<CountersChange>,
+    /// The ports' netdev carriers at the start (their `carrier` keys;
+    /// `notify` is unused); a port without one has no netdev.
+    pub carriers: Vec<CarrierChange>,
 }
 
 impl DeviceDecl {
@@ -95,7 +98,7 @@ impl DeviceDecl {
 /// One `[[step]]`: what happens to one device at one virtual time.
 ///
 /// Applied in this order (after the `drain`, which is the driver's):
-/// `port_state` and `link` first, then `fault`, then `event` — so an event
+/// `port_state`, `link`, `gid`, `counters` and `carrier` first, then `fault`, then `event` — so an event
 /// always sees the port state set in its own step, and an event in a
 /// `remove` step is dropped with the device.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +126,9 @@ pub struct Step {
     /// `counters`: what a counter read of the port returns from now on
     /// (silent).
     pub counters: Option<CountersChange>,
+    /// `carrier`: the port's netdev carrier from now on, notified (the
+    /// rtnetlink message's twin) unless `notify = false`.
+    pub carrier: Option<CarrierChange>,
     /// `transfers`: outcomes the engine reports on one of the device's
     /// rails (the driver hands them to the monitor).
     pub transfers: Option<TransferStep>,
@@ -145,6 +151,18 @@ pub struct GidChange {
     pub index: u32,
     /// The GID, or `None` to empty the slot (no `address`).
     pub gid: Option<[u8; 16]>,
+}
+
+/// A step's `carrier = { port, state, notify }`, or a port's `carrier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CarrierChange {
+    /// The port (declared on the device).
+    pub port: u8,
+    /// Its netdev's carrier from now on.
+    pub carrier: Carrier,
+    /// The host is told (default): a monitor following carriers reads it
+    /// at once. `false`: silent, read with the next port query.
+    pub notify: bool,
 }
 
 /// A step's `port_state = { port, state }`.
@@ -376,6 +394,9 @@ impl Scenario {
             for c in &decl.counters {
                 dev.handle().set_flap_counters(c.port, c.counters);
             }
+            for c in &decl.carriers {
+                dev.handle().set_carrier(c.port, c.carrier);
+            }
             handles.push(dev.handle());
             devices.push(dev);
         }
@@ -423,6 +444,11 @@ impl Step {
         if let Some(c) = self.counters {
             handle.set_flap_counters(c.port, c.counters);
         }
+        match self.carrier {
+            Some(c) if c.notify => handle.carrier_change(c.port, c.carrier),
+            Some(c) => handle.set_carrier(c.port, c.carrier),
+            None => {}
+        }
         if let Some(fault) = self.fault {
             fault.apply(handle);
         }
@@ -459,6 +485,10 @@ impl fmt::Display for Step {
         }
         if let Some(l) = self.link {
             parts.push(format!("port {} link {}", l.port, l.link.rate()));
+        }
+        if let Some(c) = self.carrier {
+            let silent = if c.notify { "" } else { " (silent)" };
+            parts.push(format!("port {} carrier {}{silent}", c.port, c.carrier.name()));
         }
         if let Some(fault) = self.fault {
             parts.push(format!("fault {fault}"));

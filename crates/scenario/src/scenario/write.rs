@@ -146,8 +146,14 @@ pub(crate) fn device(d: &DeviceDecl) -> String {
             .find(|c| c.port == p.port)
             .map(|c| format!(", {}", evidence::write_counters(&c.counters, None)))
             .unwrap_or_default();
+        let carrier = d
+            .carriers
+            .iter()
+            .find(|c| c.port == p.port)
+            .map(|c| format!(", carrier = {}", quoted(c.carrier.name())))
+            .unwrap_or_default();
         let (port, state, link) = (p.port, state(p.state), link(&p.link));
-        let _ = writeln!(w, "    {{ port = {port}, state = {state}, {link}{gids}{counters} }},");
+        let _ = writeln!(w, "    {{ port = {port}, state = {state}, {link}{gids}{counters}{carrier} }},");
     }
     let _ = writeln!(w, "]");
     out
@@ -173,6 +179,10 @@ pub(crate) fn step(s: &Step) -> String {
     }
     if let Some(c) = s.counters {
         let _ = writeln!(w, "{}", evidence::write_counters(&c.counters, Some(c.port)));
+    }
+    if let Some(c) = s.carrier {
+        let silent = if c.notify { "" } else { ", notify = false" };
+        let _ = writeln!(w, "carrier = {{ port = {}, state = {}{silent} }}", c.port, quoted(c.carrier.name()));
     }
     if let Some(t) = &s.transfers {
         let _ = writeln!(w, "{}", evidence::write_transfers(t));

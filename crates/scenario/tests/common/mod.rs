@@ -209,6 +209,8 @@ struct Dev {
     gids: bool,
     counters: bool,
     link_downed: Vec<u64>,
+    /// The ports with a netdev carrier.
+    carriers: Vec<u8>,
 }
 
 impl Gen {
@@ -238,9 +240,15 @@ impl Gen {
         &of[self.below(of.len() as u64) as usize]
     }
 
-    /// A random valid scenario, as TOML.
+    /// A random valid scenario, as TOML. The netdev carriers are drawn from
+    /// a stream of their own, so every seed's other draws stay what they
+    /// were before carriers existed (its regressions still reproduce).
     pub fn scenario(&mut self) -> String {
+        let mut side = Gen { state: (self.state ^ 0xD1B5_4A32_D192_ED03) | 1 };
         let mut s = String::new();
+        if side.chance(50) {
+            let _ = writeln!(s, "port_witness = \"{}\"", side.pick(&["port", "carrier", "both"]));
+        }
         let duration = 2000 + self.below(6000);
         let _ = writeln!(s, "duration_ms = {duration}");
         let _ = writeln!(s, "tick_ms = {}", self.pick(&[50, 100, 250, 1000]));
@@ -276,7 +284,7 @@ impl Gen {
         if self.chance(30) {
             let _ = writeln!(s, "[damping]\nhalf_life_ms = {}", self.pick(&[500, 2000, 15000]));
         }
-        let mut devs = self.devices(&mut s, require.is_some());
+        let mut devs = self.devices(&mut s, require.is_some(), &mut side);
         let steps = self.below(16);
         let mut t = 0;
         for _ in 0..steps {
@@ -285,12 +293,22 @@ impl Gen {
                 break;
             }
             let d = self.below(devs.len() as u64) as usize;
+            if !devs[d].carriers.is_empty() && side.chance(20) {
+                let port = *side.pick(&devs[d].carriers);
+                let state = side.pick(&["up", "down"]);
+                let silent = if side.chance(30) { ", notify = false" } else { "" };
+                let _ = writeln!(
+                    s,
+                    "\n[[step]]\nat_ms = {t}\ndevice = \"{}\"\ncarrier = {{ port = {port}, state = \"{state}\"{silent} }}",
+                    devs[d].name
+                );
+            }
             self.step(&mut s, t, &mut devs[d]);
         }
         s
     }
 
-    fn devices(&mut self, s: &mut String, need_gids: bool) -> Vec<Dev> {
+    fn devices(&mut self, s: &mut String, need_gids: bool, side: &mut Gen) -> Vec<Dev> {
         let n = 1 + self.below(3);
         let mut devs = Vec::new();
         for i in 0..n {
@@ -304,6 +322,7 @@ impl Gen {
                 let _ = writeln!(s, "present = false");
             }
             let _ = write!(s, "ports = [");
+            let mut carriers = Vec::new();
             for p in &ports {
                 let state = if self.chance(80) { "active" } else { *self.pick(&["down", "init", "armed"]) };
                 let speed = self.pick(&["hdr", "ndr", "edr"]);
@@ -315,11 +334,15 @@ impl Gen {
                 if counters {
                     let _ = write!(s, ", counters = {{ link_downed = 0 }}");
                 }
+                if side.chance(40) {
+                    let _ = write!(s, ", carrier = \"{}\"", if side.chance(85) { "up" } else { "down" });
+                    carriers.push(*p);
+                }
                 let _ = write!(s, " }}, ");
             }
             let _ = writeln!(s, "]");
             let link_downed = vec![0; ports.len()];
-            devs.push(Dev { name, ports, present, removed: false, gids, counters, link_downed });
+            devs.push(Dev { name, ports, present, removed: false, gids, counters, link_downed, carriers });
         }
         devs
     }

@@ -5,8 +5,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use railwatch_core::{
-    AsyncEvent, Element, EventKind, LinkAttrs, ObjectHandle, PortCounters, PortState, SPEEDS, Scope, TransferReport,
-    WIDTHS, speed_by_name, width_by_name,
+    AsyncEvent, Carrier, Element, EventKind, LinkAttrs, ObjectHandle, PortCounters, PortState, SPEEDS, Scope,
+    TransferReport, WIDTHS, speed_by_name, width_by_name,
 };
 use serde::Deserialize;
 use toml::{Spanned, Value};
@@ -15,8 +15,8 @@ mod expects;
 
 use super::evidence::{self, ProbeOutcome, ProbeStep, RawCounters, RawProbe, RawTransfers};
 use super::{
-    CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS, MAX_REPEAT,
-    MAX_TOTAL_EVENTS, PortStateChange, Scenario, ScenarioError, Step, StepEvent, TransferStep,
+    CarrierChange, CountersChange, DeviceDecl, Fault, GidChange, LinkChange, MAX_DEVICES, MAX_DURATION_MS, MAX_RAILS,
+    MAX_REPEAT, MAX_TOTAL_EVENTS, PortStateChange, Scenario, ScenarioError, Step, StepEvent, TransferStep,
 };
 use expects::{RawExpect, parse_expects};
 use railwatch_core::{EventClass, classify};
@@ -61,6 +61,7 @@ struct RawPort {
     effective_mbps: Option<Spanned<i64>>,
     gids: Option<Vec<Spanned<RawInitialGid>>>,
     counters: Option<Spanned<RawCounters>>,
+    carrier: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +86,7 @@ struct RawStep {
     count: Option<Spanned<i64>>,
     gid: Option<Spanned<RawGid>>,
     counters: Option<Spanned<RawCounters>>,
+    carrier: Option<Spanned<RawCarrier>>,
     transfers: Option<Spanned<RawTransfers>>,
     probe: Option<Spanned<RawProbe>>,
     drain: Option<Spanned<bool>>,
@@ -96,6 +98,14 @@ struct RawGid {
     port: Spanned<i64>,
     index: Spanned<i64>,
     address: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCarrier {
+    port: Spanned<i64>,
+    state: Spanned<String>,
+    notify: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -205,6 +215,11 @@ impl<'a> Ctx<'a> {
         self.name_or_code(v, "port state", STATE_NAMES, PortState::from_name, |i| {
             u32::try_from(i).ok().map(PortState::from_code)
         })
+    }
+
+    fn carrier(&self, v: &Spanned<String>, pre: &str) -> Res<Carrier> {
+        Carrier::from_name(v.get_ref())
+            .ok_or_else(|| self.err(v.span(), format!("{pre}carrier {:?}: use up or down", v.get_ref())))
     }
 
     fn speed(&self, v: &Spanned<Value>) -> Res<u32> {
@@ -462,6 +477,7 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
         let mut ports: Vec<PortSpec> = Vec::with_capacity(ports_raw.len());
         let mut gids: Option<Vec<GidChange>> = None;
         let mut counters = Vec::new();
+        let mut carriers = Vec::new();
         let prefix = format!("device {name}: ");
         for p in ports_raw {
             let p = p.get_ref();
@@ -474,6 +490,10 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
             let width = p.width.as_ref().map(|v| cx.width(v)).transpose()?.unwrap_or(PortSpec::WIDTH_4X);
             let effective = cx.effective(p.effective_mbps.as_ref(), &prefix)?;
             ports.push(PortSpec::new(port, state, cx.link(speed, width, effective)));
+            if let Some(c) = &p.carrier {
+                let carrier = cx.carrier(c, &format!("{prefix}port {port}: "))?;
+                carriers.push(CarrierChange { port, carrier, notify: false });
+            }
             if let Some(c) = &p.counters {
                 if c.get_ref().port.is_some() {
                     return Err(cx.err(c.span(), format!("{prefix}port {port}: counters takes no port here")));
@@ -496,7 +516,7 @@ fn parse_devices(cx: &Ctx<'_>, raw: &[Spanned<RawDevice>]) -> Res<Vec<DeviceDecl
         }
         let present = d.present.unwrap_or(true);
         let line = cx.line(d.name.span().start);
-        devices.push(DeviceDecl { line, name: name.clone(), ports, gids, present, counters });
+        devices.push(DeviceDecl { line, name: name.clone(), ports, gids, present, counters, carriers });
     }
     Ok(devices)
 }
@@ -569,17 +589,28 @@ fn parse_steps(
                 Some(CountersChange { port, counters: cx.counters(c, &pre)? })
             }
         };
+        let carrier = match &s.carrier {
+            None => None,
+            Some(c) => {
+                let c = c.get_ref();
+                let port = cx.declared_port(dev, &c.port, &pre)?;
+                Some(CarrierChange { port, carrier: cx.carrier(&c.state, &pre)?, notify: c.notify.unwrap_or(true) })
+            }
+        };
         let transfers = s.transfers.as_ref().map(|t| cx.transfers(t, dev, &pre)).transpose()?;
         let probe = s.probe.as_ref().map(|p| cx.probe(p, dev, &pre)).transpose()?;
         let fault = parse_fault(cx, s, &pre)?;
         let event = parse_event(cx, s, dev, &pre)?;
-        let nothing = [port_state.is_none(), link.is_none(), fault.is_none(), event.is_none(), gid.is_none()];
         let drain = s.drain.as_ref().is_some_and(|d| *d.get_ref());
-        if nothing.iter().all(|&n| n) && counters.is_none() && transfers.is_none() && probe.is_none() && !drain {
+        let something = [port_state.is_some(), link.is_some(), fault.is_some(), event.is_some(), gid.is_some()]
+            .into_iter()
+            .chain([counters.is_some(), carrier.is_some(), transfers.is_some(), probe.is_some(), drain]);
+        if !something.into_iter().any(|g| g) {
             return Err(cx.err(
                 spanned.span(),
                 format!(
-                    "step {n} does nothing: give port_state, link, gid, counters, transfers, probe, event, fault or drain"
+                    "step {n} does nothing: give port_state, link, gid, counters, carrier, transfers, probe, event, \
+                     fault or drain"
                 ),
             ));
         }
@@ -595,6 +626,7 @@ fn parse_steps(
             event,
             gid,
             counters,
+            carrier,
             transfers,
             probe,
             drain,
