@@ -109,6 +109,18 @@ typedef enum rw_status {
   RW_ERR_BUFFER = 9,
 } rw_status;
 
+// A netdev's carrier as C passes it (`rw_machine_handle_port_reading`,
+// `rw_machine_handle_carrier`).
+typedef enum rw_carrier {
+  // Not read (the port has no netdev, or the read failed): the carrier
+  // last known stands.
+  RW_CARRIER_UNKNOWN = 0,
+  // No carrier (or the netdev is administratively down).
+  RW_CARRIER_DOWN = 1,
+  // The link layer has a carrier.
+  RW_CARRIER_UP = 2,
+} rw_carrier;
+
 // What a rail needs in its GID table before it is used
 // (`rw_config.require_address`).
 typedef enum rw_address_requirement {
@@ -136,18 +148,6 @@ typedef enum rw_port_witness {
   // read ACTIVE).
   RW_WITNESS_CARRIER = 2,
 } rw_port_witness;
-
-// A netdev's carrier as C passes it (`rw_machine_handle_port_reading`,
-// `rw_machine_handle_carrier`).
-typedef enum rw_carrier {
-  // Not read (the port has no netdev, or the read failed): the carrier
-  // last known stands.
-  RW_CARRIER_UNKNOWN = 0,
-  // No carrier (or the netdev is administratively down).
-  RW_CARRIER_DOWN = 1,
-  // The link layer has a carrier.
-  RW_CARRIER_UP = 2,
-} rw_carrier;
 
 // How much the log callback hears (`rw_set_log_callback`'s `max_level`),
 // and the level of one message.
@@ -442,7 +442,9 @@ typedef struct rw_sim_context rw_sim_context;
 
 // The device uevents of the host (`rw_uevents_open`) or of a simulated
 // one (`rw_sim_uevents_open`): readable when devices may have appeared or
-// left. Destroyed by [`rw_uevents_free`]; one thread at a time.
+// left; or the carrier changes of either (`rw_carrier_events_open`,
+// `rw_sim_carrier_events_open`): readable when a netdev's carrier may
+// have changed. Destroyed by [`rw_uevents_free`]; one thread at a time.
 typedef struct rw_uevents rw_uevents;
 
 // Flap damping settings (see `docs/STATE-MACHINE.md`).
@@ -1330,6 +1332,14 @@ int32_t rw_sim_query_counters(struct rw_sim_context *context,
                               uint32_t port,
                               struct rw_sim_port_counters *counters);
 
+// The carrier of `port`'s netdev into `*carrier`, ready for
+// `rw_machine_handle_port_reading`: 0; `ENOENT` while none was ever set
+// on the port (no netdev: `*carrier` is `RW_CARRIER_UNKNOWN`); `ENODEV`
+// once it hung up.
+int32_t rw_sim_query_carrier(struct rw_sim_context *context,
+                             uint32_t port,
+                             enum rw_carrier *carrier);
+
 // Queues `repeat` copies of the event (`code`, `element`: the port number
 // for port events, an object's pointer value for QP/CQ/SRQ/WQ events) on
 // the device's async fd. `repeat` is at most `RW_SIM_MAX_REPEAT`
@@ -1408,6 +1418,19 @@ enum rw_status rw_sim_set_flap_counters(const struct rw_sim *sim,
                                         uint64_t carrier_changes,
                                         uint64_t carrier_down);
 
+// Sets the carrier of `port`'s netdev (`RW_CARRIER_DOWN` or
+// `RW_CARRIER_UP`; a port given one has a netdev from now on, read by
+// `rw_sim_query_carrier`). `notify`: the host is told, as the kernel's
+// rtnetlink link message tells (a `rw_sim_carrier_events_open` handle
+// becomes readable, and a monitor reads every carrier); false: silent, a
+// lost message, seen at the next port query. `RW_ERR_RANGE` for another
+// code.
+enum rw_status rw_sim_set_carrier(const struct rw_sim *sim,
+                                  uint32_t device,
+                                  uint32_t port,
+                                  uint32_t carrier,
+                                  bool notify);
+
 // The device goes away under whoever has it open: its fd hangs up
 // (`EPOLLHUP`), reads fail with `EIO`, port queries with `ENODEV`, and
 // opening it again fails with `ENODEV` until `rw_sim_restore`; queued
@@ -1433,6 +1456,28 @@ const char *rw_status_name(int32_t status);
 // list on a timer instead.
 enum rw_status rw_uevents_open(struct rw_uevents **out);
 
+// Opens the kernel's link-message socket (rtnetlink `RTMGRP_LINK`; no
+// privilege is needed) into `*out`: readable when a netdev's carrier may
+// have changed; after `rw_uevents_drain` says so, read each port's
+// carrier (`rw_carrier_read`) and hand those that changed to
+// `rw_machine_handle_carrier`. At most 64 messages are read per drain.
+// `RW_ERR_UNSUPPORTED` without the `verbs` feature; `RW_ERR_IO` when the
+// kernel refuses the socket: read carriers with port queries only.
+enum rw_status rw_carrier_events_open(struct rw_uevents **out);
+
+// The carrier of the netdev under `device`'s `port` on this host (sysfs:
+// its `operstate`, or its `carrier` flag where that is `unknown`) into
+// `*carrier`, ready for `rw_machine_handle_port_reading`: 0, or `ENOENT`
+// for a port with no netdev (an InfiniBand port; `*carrier` is then
+// `RW_CARRIER_UNKNOWN`), `EINVAL` for a device name that is not one or a
+// port outside 1..=255, `ENOSYS` without the `verbs` feature.
+int32_t rw_carrier_read(const char *device, uint32_t port, enum rw_carrier *carrier);
+
+// The carrier changes of the simulated host `sim` into `*out`: readable
+// after every `rw_sim_set_carrier` with `notify` of its devices (those
+// added before this call), drained with `rw_uevents_drain`.
+enum rw_status rw_sim_carrier_events_open(const struct rw_sim *sim, struct rw_uevents **out);
+
 // The uevents of the simulated host `sim` into `*out`: readable after
 // every `rw_sim_unplug` and `rw_sim_plug` of its devices (those added
 // before this call), drained with `rw_uevents_drain`, so that an engine
@@ -1447,7 +1492,9 @@ int32_t rw_uevents_fd(const struct rw_uevents *uevents);
 // the device list may have changed (an `infiniband` or
 // `infiniband_verbs` uevent, uevents lost, or a simulated plug or
 // unplug): then list the devices and hand the list to
-// `rw_machine_handle_device_list`.
+// `rw_machine_handle_device_list`. On a carrier-events handle: whether a
+// carrier may have changed (a link message, messages lost, a notified
+// `rw_sim_set_carrier`): then read the ports' carriers.
 enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
 
 // Closes the uevents at `*uevents` and sets `*uevents` to NULL; NULL

@@ -459,8 +459,19 @@ pub enum rw_carrier {
     RW_CARRIER_UP = 2,
 }
 
+impl rw_carrier {
+    /// The code of a carrier read (`RW_CARRIER_UNKNOWN` for none).
+    pub(crate) fn of(carrier: Option<Carrier>) -> rw_carrier {
+        match carrier {
+            None => rw_carrier::RW_CARRIER_UNKNOWN,
+            Some(Carrier::Down) => rw_carrier::RW_CARRIER_DOWN,
+            Some(Carrier::Up) => rw_carrier::RW_CARRIER_UP,
+        }
+    }
+}
+
 /// The carrier code `code`: `Ok(None)` for `RW_CARRIER_UNKNOWN`.
-fn carrier_of(code: u32) -> Result<Option<Carrier>> {
+pub(crate) fn carrier_of(code: u32) -> Result<Option<Carrier>> {
     match code {
         0 => Ok(None),
         1 => Ok(Some(Carrier::Down)),

@@ -16,7 +16,7 @@ use railwatch_sim_backend::{SimDevice, SimHandle};
 use super::{EngineCounts, rw_sim};
 use crate::args::{handle, handle_mut, put, take, text};
 use crate::evidence::RW_COUNTER_NONE;
-use crate::machine::{rw_gid, rw_port_address};
+use crate::machine::{rw_carrier, rw_gid, rw_port_address};
 use crate::status::{Error, Result, guard_errno, guard_void, rw_status};
 
 /// An open simulated device, the twin of an `ibv_context`. Made by
@@ -340,5 +340,26 @@ pub extern "C" fn rw_sim_query_counters(
         // SAFETY: checked non-null; the caller passes writable counters.
         unsafe { put(counters, out, "counters") }?;
         Ok(0)
+    })
+}
+
+/// The carrier of `port`'s netdev into `*carrier`, ready for
+/// `rw_machine_handle_port_reading`: 0; `ENOENT` while none was ever set
+/// on the port (no netdev: `*carrier` is `RW_CARRIER_UNKNOWN`); `ENODEV`
+/// once it hung up.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_query_carrier(context: *mut rw_sim_context, port: u32, carrier: *mut rw_carrier) -> i32 {
+    with_context(context, |c| {
+        if carrier.is_null() {
+            return Err(crate::status::null("carrier"));
+        }
+        let (read, errno) = match c.device.carrier(port8(port)?) {
+            Ok(read) => (Some(read), 0),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => (None, libc::ENOENT),
+            Err(e) => (None, errno_of(&e)),
+        };
+        // SAFETY: checked non-null; the caller passes a writable rw_carrier.
+        unsafe { put(carrier, rw_carrier::of(read), "carrier") }?;
+        Ok(errno)
     })
 }

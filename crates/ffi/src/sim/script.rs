@@ -178,6 +178,34 @@ pub extern "C" fn rw_sim_set_flap_counters(
     })
 }
 
+/// Sets the carrier of `port`'s netdev (`RW_CARRIER_DOWN` or
+/// `RW_CARRIER_UP`; a port given one has a netdev from now on, read by
+/// `rw_sim_query_carrier`). `notify`: the host is told, as the kernel's
+/// rtnetlink link message tells (a `rw_sim_carrier_events_open` handle
+/// becomes readable, and a monitor reads every carrier); false: silent, a
+/// lost message, seen at the next port query. `RW_ERR_RANGE` for another
+/// code.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_sim_set_carrier(
+    sim: *const rw_sim,
+    device: u32,
+    port: u32,
+    carrier: u32,
+    notify: bool,
+) -> rw_status {
+    with_port(sim, device, port, |h, p| {
+        let Some(carrier) = crate::machine::carrier_of(carrier)? else {
+            return Err(Error::new(rw_status::RW_ERR_RANGE, "carrier RW_CARRIER_UNKNOWN is no carrier".to_owned()));
+        };
+        if notify {
+            h.carrier_change(p, carrier)
+        } else {
+            h.set_carrier(p, carrier)
+        }
+        Ok(())
+    })
+}
+
 /// The device goes away under whoever has it open: its fd hangs up
 /// (`EPOLLHUP`), reads fail with `EIO`, port queries with `ENODEV`, and
 /// opening it again fails with `ENODEV` until `rw_sim_restore`; queued

@@ -369,6 +369,7 @@ static void newer_surface(void)
 	rw_sim_port_attr attr;
 	rw_port_address addr;
 	rw_sim_port_counters pc;
+	rw_carrier carrier = RW_CARRIER_UNKNOWN;
 	const uint8_t one[] = { 1 };
 	rw_transfer_report line = { 1, 12, 1 };
 
@@ -402,6 +403,15 @@ static void newer_surface(void)
 	CHECK_FAILS("device_list_null_count", rw_sim_device_list(sim, NULL, 0, NULL), RW_ERR_NULL, "count");
 	CHECK_FAILS("device_list_null_names", rw_sim_device_list(sim, NULL, 4, &count), RW_ERR_NULL, "names");
 	CHECK_FAILS("sim_uevents_null_out", rw_sim_uevents_open(sim, NULL), RW_ERR_NULL, "out");
+	CHECK_FAILS("sim_carrier_events_null_sim", rw_sim_carrier_events_open(NULL, &u), RW_ERR_NULL, "sim");
+	CHECK_FAILS("sim_carrier_events_null_out", rw_sim_carrier_events_open(sim, NULL), RW_ERR_NULL, "out");
+	CHECK_FAILS("carrier_events_null_out", rw_carrier_events_open(NULL), RW_ERR_NULL, "out");
+	CHECK_FAILS("set_carrier_unknown", rw_sim_set_carrier(sim, 0, 1, RW_CARRIER_UNKNOWN, true), RW_ERR_RANGE,
+		    "UNKNOWN");
+	CHECK_FAILS("set_carrier_code_7", rw_sim_set_carrier(sim, 0, 1, 7, false), RW_ERR_RANGE, "7");
+	CHECK_FAILS("set_carrier_port_2", rw_sim_set_carrier(sim, 0, 2, RW_CARRIER_UP, false), RW_ERR_RANGE, "port 2");
+	CHECK_EQ_I("carrier_read_null_name", rw_carrier_read(NULL, 1, &carrier), EINVAL);
+	CHECK_EQ_I("carrier_read_null_out", rw_carrier_read("mlx5_0", 1, NULL), EINVAL);
 	CHECK_EQ_I("sim_open_null_name", rw_sim_open(sim, NULL, &ctx), EINVAL);
 	CHECK_FAILS("set_link_port_2", rw_sim_set_link(sim, 0, 2, 128, 2), RW_ERR_RANGE, "port 2");
 	CHECK_OK("set_gid_null_empties", rw_sim_set_gid(sim, 0, 1, 0, NULL));
@@ -416,12 +426,20 @@ static void newer_surface(void)
 	CHECK_EQ_I("query_port_null", rw_sim_query_port(NULL, 1, &attr), EINVAL);
 	CHECK_EQ_I("query_address_null", rw_sim_query_address(NULL, 1, &addr), EINVAL);
 	CHECK_EQ_I("query_counters_null", rw_sim_query_counters(NULL, 1, &pc), EINVAL);
+	CHECK_EQ_I("query_carrier_null", rw_sim_query_carrier(NULL, 1, &carrier), EINVAL);
 	rw_sim_close(NULL);
 	rw_sim_close(&ctx);
 	CHECK_EQ_I("newer_open", rw_sim_open(sim, "mlx5_0", &ctx), 0);
 	CHECK_EQ_I("query_device_null_out", rw_sim_query_device(ctx, NULL), EINVAL);
 	CHECK_EQ_I("query_address_null_out", rw_sim_query_address(ctx, 1, NULL), EINVAL);
 	CHECK_EQ_I("query_counters_null_out", rw_sim_query_counters(ctx, 1, NULL), EINVAL);
+	CHECK_EQ_I("query_carrier_null_out", rw_sim_query_carrier(ctx, 1, NULL), EINVAL);
+	carrier = RW_CARRIER_UP;
+	CHECK_EQ_I("query_carrier_no_netdev", rw_sim_query_carrier(ctx, 1, &carrier), ENOENT);
+	CHECK_EQ_I("query_carrier_no_netdev_unknown", carrier, RW_CARRIER_UNKNOWN);
+	CHECK_OK("set_carrier_silent", rw_sim_set_carrier(sim, 0, 1, RW_CARRIER_DOWN, false));
+	CHECK_EQ_I("query_carrier_set", rw_sim_query_carrier(ctx, 1, &carrier), 0);
+	CHECK_EQ_I("query_carrier_set_down", carrier, RW_CARRIER_DOWN);
 	CHECK_EQ_I("query_address_port_300", rw_sim_query_address(ctx, 300, &addr), EINVAL);
 	check(strstr(rw_last_error(), "300") != NULL, "query_address_port_300_says_so", "\"%s\"", rw_last_error());
 	rw_sim_close(&ctx);

@@ -25,6 +25,7 @@
 
 #define MAX_DEV 4
 #define UEVENTS_KEY 1000u
+#define CARRIERS_KEY 1001u
 #define PORT_DOWN 1
 #define PORT_ACTIVE 4
 #define CODE_COMM_EST 4
@@ -36,6 +37,7 @@ struct engine {
 	rw_machine *m;
 	rw_sim *sim;
 	rw_uevents *uevents;
+	rw_uevents *carriers;
 	int epfd;
 	rw_sim_context *ctx[MAX_DEV]; /* by the machine's device index */
 	bool reading[MAX_DEV];
@@ -123,9 +125,14 @@ static void answer_port(struct engine *e, const rw_action *a)
 
 	memset(&attr, 0, sizeof(attr));
 	err = e->ctx[a->device] ? rw_sim_query_port(e->ctx[a->device], a->port, &attr) : ENODEV;
-	if (a->kind == RW_ACTION_QUERY_PORT)
-		rw_machine_handle_port_state(e->m, a->device, a->port, err, attr.state, e->now);
-	else
+	if (a->kind == RW_ACTION_QUERY_PORT) {
+		rw_carrier carrier = RW_CARRIER_UNKNOWN;
+
+		/* The netdev's carrier with every port read (none: ENOENT). */
+		if (err == 0)
+			rw_sim_query_carrier(e->ctx[a->device], a->port, &carrier);
+		rw_machine_handle_port_reading(e->m, a->device, a->port, err, attr.state, carrier, e->now);
+	} else
 		rw_machine_handle_link(e->m, a->device, a->port, err, attr.active_speed, attr.active_width, 0, e->now);
 }
 
@@ -247,6 +254,21 @@ static void device_list(struct engine *e)
 }
 
 /* Services whatever the epoll set says is ready, without waiting. */
+/* A carrier may have changed: read every open port's, hand the machine
+ * each (it ignores those it knew). */
+static void read_carriers(struct engine *e)
+{
+	for (uint32_t d = 0; d < MAX_DEV; d++) {
+		for (uint32_t p = 1; e->ctx[d] && p <= 2; p++) {
+			rw_carrier carrier = RW_CARRIER_UNKNOWN;
+
+			if (rw_sim_query_carrier(e->ctx[d], p, &carrier) == 0)
+				rw_machine_handle_carrier(e->m, d, p, carrier, e->now);
+		}
+	}
+	carry_out(e);
+}
+
 static void service(struct engine *e)
 {
 	struct epoll_event evs[8];
@@ -260,6 +282,11 @@ static void service(struct engine *e)
 			if (dev == UEVENTS_KEY) {
 				if (rw_uevents_drain(e->uevents, &changed) == RW_OK && changed)
 					device_list(e);
+				continue;
+			}
+			if (dev == CARRIERS_KEY) {
+				if (rw_uevents_drain(e->carriers, &changed) == RW_OK && changed)
+					read_carriers(e);
 				continue;
 			}
 			if (dev >= MAX_DEV || !e->reading[dev])
@@ -319,6 +346,10 @@ static bool engine_start(struct engine *e, rw_sim *sim)
 	ev.data.u32 = UEVENTS_KEY;
 	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, rw_uevents_fd(e->uevents), &ev) != 0)
 		return false;
+	ev.data.u32 = CARRIERS_KEY;
+	if (rw_sim_carrier_events_open(sim, &e->carriers) != RW_OK ||
+	    epoll_ctl(e->epfd, EPOLL_CTL_ADD, rw_uevents_fd(e->carriers), &ev) != 0)
+		return false;
 	device_list(e); /* the devices the host has at start */
 	return true;
 }
@@ -328,6 +359,7 @@ static void engine_stop(struct engine *e)
 	for (int d = 0; d < MAX_DEV; d++)
 		rw_sim_close(&e->ctx[d]);
 	rw_uevents_free(&e->uevents);
+	rw_uevents_free(&e->carriers);
 	rw_machine_free(&e->m);
 	if (e->epfd >= 0)
 		close(e->epfd);
@@ -443,6 +475,27 @@ static void the_loop(void)
 	run_until(&e, e.now + 10);
 	check(e.address_changes >= 1, "loop_address_change_notified", "none");
 	CHECK_EQ("loop_gid_change_moves_the_generation", rw_word_generation(word(&e, 0, 1)), gen + 1);
+
+	/* The netdev's carrier goes with the port still ACTIVE: the link
+	 * message's twin wakes the loop, the carrier read says down, the rail
+	 * pauses (no_carrier, the default witness); back, it is re-admitted.
+	 * A silent loss is found by the audit's next port read. */
+	CHECK_OK("loop_carrier_down", rw_sim_set_carrier(sim, 1, 1, RW_CARRIER_DOWN, true));
+	run_until(&e, e.now + 1);
+	CHECK_EQ("loop_carrier_loss_pauses", rw_word_state(word(&e, 1, 1)), RW_RAIL_PAUSED);
+	CHECK_EQ("loop_carrier_loss_reason", rw_word_reason(word(&e, 1, 1)), RW_REASON_NO_CARRIER);
+	CHECK_OK("loop_carrier_up", rw_sim_set_carrier(sim, 1, 1, RW_CARRIER_UP, true));
+	run_until(&e, e.now + 1);
+	check(admits(&e, 1, 1), "loop_carrier_back_admits", "word %#llx", (unsigned long long)word(&e, 1, 1));
+	CHECK_OK("loop_carrier_down_silently", rw_sim_set_carrier(sim, 1, 1, RW_CARRIER_DOWN, false));
+	run_until(&e, e.now + 1);
+	check(admits(&e, 1, 1), "loop_silent_carrier_loss_unseen_at_once", "word %#llx",
+	      (unsigned long long)word(&e, 1, 1));
+	run_until(&e, e.now + 150);
+	CHECK_EQ("loop_silent_carrier_loss_audited", rw_word_reason(word(&e, 1, 1)), RW_REASON_NO_CARRIER);
+	CHECK_OK("loop_carrier_up_silently", rw_sim_set_carrier(sim, 1, 1, RW_CARRIER_UP, false));
+	run_until(&e, e.now + 150);
+	check(admits(&e, 1, 1), "loop_silent_carrier_return_ticked", "word %#llx", (unsigned long long)word(&e, 1, 1));
 
 	/* Unplugged: the uevent twin wakes the loop, the list no longer has
 	 * it, the machine closes it; plugged back, it is opened and attached
