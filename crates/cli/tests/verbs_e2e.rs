@@ -270,6 +270,7 @@ mod with_verbs {
                 "port",
                 "reason",
                 "port_state",
+                "carrier",
                 "recovered_by",
                 "since_ms",
                 "address",
