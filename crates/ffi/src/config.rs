@@ -152,6 +152,19 @@ const WITNESS: [(rw_port_witness, PortWitness); 3] = [
     (rw_port_witness::RW_WITNESS_CARRIER, PortWitness::Carrier),
 ];
 
+/// The C code of `value` in a table of (code, value) (0 if absent).
+fn code_of<C: Copy + Into<u32>, V: PartialEq>(table: &[(C, V)], value: &V) -> u32 {
+    table.iter().find(|(_, v)| v == value).map_or(0, |(c, _)| (*c).into())
+}
+
+/// The value of C code `code` in a table of (code, value); an error naming
+/// the `field` and the C `type` when it has none.
+fn value_of<C: Copy + Into<u32>, V: Copy>(table: &[(C, V)], code: u32, field: &str, type_name: &str) -> Result<V> {
+    table.iter().find(|(c, _)| (*c).into() == code).map(|(_, v)| *v).ok_or_else(|| {
+        Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {field}: {code} is not an {type_name}"))
+    })
+}
+
 const ADDRESS: [(rw_address_requirement, AddressRequirement); 5] = [
     (rw_address_requirement::RW_ADDRESS_NONE, AddressRequirement::None),
     (rw_address_requirement::RW_ADDRESS_ANY, AddressRequirement::Any),
@@ -188,7 +201,6 @@ impl From<&Config> for rw_config {
         } = machine;
         let d = damping.unwrap_or_default();
         let p = data_path.unwrap_or_default();
-        let address = ADDRESS.iter().find(|(_, r)| r == require_address).map_or(0, |(c, _)| *c as u32);
         rw_config {
             size: std::mem::size_of::<rw_config>() as u32,
             tick_ms: *tick_ms,
@@ -218,8 +230,8 @@ impl From<&Config> for rw_config {
                 probe_timeout_ms: p.probe_timeout_ms,
             },
             silent_flaps: u8::from(*silent_flaps),
-            require_address: address,
-            port_witness: WITNESS.iter().find(|(_, w)| w == port_witness).map_or(0, |(c, _)| *c as u32),
+            require_address: code_of(&ADDRESS, require_address),
+            port_witness: code_of(&WITNESS, port_witness),
         }
     }
 }
@@ -253,27 +265,8 @@ impl rw_config {
                 probe_timeout_ms: self.data_path.probe_timeout_ms,
             }),
             silent_flaps: self.silent_flaps != 0,
-            require_address: ADDRESS
-                .iter()
-                .find(|(c, _)| *c as u32 == self.require_address)
-                .map(|(_, r)| *r)
-                .ok_or_else(|| {
-                    Error::new(
-                        rw_status::RW_ERR_INVALID,
-                        format!(
-                            "rw_config: require_address: {} is not an rw_address_requirement",
-                            self.require_address
-                        ),
-                    )
-                })?,
-            port_witness: WITNESS.iter().find(|(c, _)| *c as u32 == self.port_witness).map(|(_, w)| *w).ok_or_else(
-                || {
-                    Error::new(
-                        rw_status::RW_ERR_INVALID,
-                        format!("rw_config: port_witness: {} is not an rw_port_witness", self.port_witness),
-                    )
-                },
-            )?,
+            require_address: value_of(&ADDRESS, self.require_address, "require_address", "rw_address_requirement")?,
+            port_witness: value_of(&WITNESS, self.port_witness, "port_witness", "rw_port_witness")?,
         };
         let config = Config { machine, drain_budget: self.drain_budget as usize, ..Config::default() };
         config.validate().map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")))?;
@@ -346,4 +339,16 @@ pub(crate) unsafe fn read(p: *const rw_config) -> Result<rw_config> {
     // header), so all of it is readable, and every field is an integer or
     // a float: any bits C left there are a valid value.
     Ok(unsafe { p.read() })
+}
+
+impl From<rw_address_requirement> for u32 {
+    fn from(c: rw_address_requirement) -> u32 {
+        c as u32
+    }
+}
+
+impl From<rw_port_witness> for u32 {
+    fn from(c: rw_port_witness) -> u32 {
+        c as u32
+    }
 }
