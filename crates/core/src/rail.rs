@@ -380,21 +380,23 @@ impl RailCell {
     /// bumping the generation: the device was (re)opened. Refused from any
     /// other state.
     pub fn attach(&self, port: PortState, now: Millis) -> Outcome {
+        match port.is_usable() {
+            true => self.attach_active(port, now),
+            false => self.attach_paused(port, PauseReason::PortNotActive, now),
+        }
+    }
+
+    /// inert → active whatever `port` reads, bumping the generation: the
+    /// device was (re)opened and a witness other than the port state
+    /// (`port_witness = "carrier"`) says the port is usable. Refused from
+    /// any other state.
+    pub fn attach_active(&self, port: PortState, now: Millis) -> Outcome {
         self.transition(Some(now), |w| match w.state {
-            RailState::Inert => Ok(if port.is_usable() {
-                RailWord {
-                    state: RailState::Active,
-                    reason: PauseReason::None,
-                    last_port_state: Some(port),
-                    generation: w.generation + 1,
-                }
-            } else {
-                RailWord {
-                    state: RailState::Paused,
-                    reason: PauseReason::PortNotActive,
-                    last_port_state: Some(port),
-                    generation: w.generation + 1,
-                }
+            RailState::Inert => Ok(RailWord {
+                state: RailState::Active,
+                reason: PauseReason::None,
+                last_port_state: Some(port),
+                generation: w.generation + 1,
             }),
             from => Err(Outcome::Refused { from }),
         })

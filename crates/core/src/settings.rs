@@ -291,6 +291,8 @@ pub enum Problem {
     },
     /// Not one of a choice setting's names.
     NotAChoice {
+        /// What was given (shown escaped).
+        given: String,
         /// The names it may be.
         names: &'static [&'static str],
     },
@@ -314,7 +316,7 @@ impl fmt::Display for Problem {
             Problem::OutOfOrder { value, relation, other, other_value } => {
                 write!(f, "must be positive and {relation} {other} ({other_value:?}), not {value:?}")
             }
-            Problem::NotAChoice { names } => write!(f, "must be one of {}", names.join(", ")),
+            Problem::NotAChoice { ref given, names } => write!(f, "{given:?} is not one of {}", names.join(", ")),
             Problem::HoldTooLong { seconds } => write!(
                 f,
                 "a capped penalty would hold a rail for {seconds:.0} s (half_life_ms × log2(max_penalty / reuse)); \
@@ -588,7 +590,7 @@ impl Setting {
         };
         match names.iter().find(|n| **n == text) {
             Some(name) => Ok(SettingValue::Choice(name)),
-            None => Err(ConfigError { key: self.key, problem: Problem::NotAChoice { names } }),
+            None => Err(ConfigError { key: self.key, problem: Problem::NotAChoice { given: text.to_owned(), names } }),
         }
     }
 
@@ -670,7 +672,7 @@ fn choose<T: Copy>(
     all.iter()
         .copied()
         .find(|&c| name(c) == given)
-        .ok_or(ConfigError { key: spec.key, problem: Problem::NotAChoice { names } })
+        .ok_or_else(|| ConfigError { key: spec.key, problem: Problem::NotAChoice { given: given.to_owned(), names } })
 }
 
 /// A section turned on (a table, `true`: its values kept, or the defaults)
@@ -802,7 +804,7 @@ mod tests {
         assert_eq!(c.require_address, AddressRequirement::RoceV2Ipv4);
         assert_eq!(
             spec.choice("ipv4").unwrap_err().to_string(),
-            "require_address: must be one of none, any, roce_v2, roce_v2_ipv4, ib"
+            "require_address: \"ipv4\" is not one of none, any, roce_v2, roce_v2_ipv4, ib"
         );
         assert_eq!(c.get("damping.reuse"), None, "no damping key while damping is off");
     }

@@ -884,6 +884,17 @@ impl Harness {
                     assert!(settle_ms == 0 || !dev.attached_once, "a re-attach skipped the settle delay: {what}");
                     assert!(t.plus(1) >= tr.hold_floor, "attached active while damped until {}: {what}", tr.hold_floor);
                 }
+                // The attach judges by the witness: a port its witness calls
+                // usable is never paused for not being ACTIVE.
+                // (An attach ends on its last port's answer: judge only the
+                // rail whose answer it is.)
+                if let (Input::Port { port, answer: Ok(state), carrier, .. }, Cause::Reason(PauseReason::PortNotActive)) =
+                    (input, cause)
+                    && port == rail.port
+                {
+                    let usable_now = usable(self.cfg.port_witness, state, carrier.or(tr.carrier));
+                    assert!(!usable_now, "attached paused port_not_active while usable by the witness: {what}");
+                }
             }
             (_, RailState::Inert) => {
                 let device_lost = match input {

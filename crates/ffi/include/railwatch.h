@@ -1335,7 +1335,8 @@ int32_t rw_sim_query_counters(struct rw_sim_context *context,
 // The carrier of `port`'s netdev into `*carrier`, ready for
 // `rw_machine_handle_port_reading`: 0; `ENOENT` while none was ever set
 // on the port (no netdev: `*carrier` is `RW_CARRIER_UNKNOWN`); `ENODEV`
-// once it hung up.
+// once it hung up, `EINVAL` for a port it does not have (`*carrier`
+// untouched, as `rw_sim_query_port` leaves its answer).
 int32_t rw_sim_query_carrier(struct rw_sim_context *context,
                              uint32_t port,
                              enum rw_carrier *carrier);
@@ -1469,8 +1470,10 @@ enum rw_status rw_carrier_events_open(struct rw_uevents **out);
 // its `operstate`, or its `carrier` flag where that is `unknown`) into
 // `*carrier`, ready for `rw_machine_handle_port_reading`: 0, or `ENOENT`
 // for a port with no netdev (an InfiniBand port; `*carrier` is then
-// `RW_CARRIER_UNKNOWN`), `EINVAL` for a device name that is not one or a
-// port outside 1..=255, `ENOSYS` without the `verbs` feature.
+// `RW_CARRIER_UNKNOWN`); `EINVAL` for a device name that is not one (`.`
+// and `..` included) or a port outside 1..=255, with `rw_last_error`
+// naming it; `ENOSYS` without the `verbs` feature. `*carrier` is written
+// only with 0 and `ENOENT`.
 int32_t rw_carrier_read(const char *device, uint32_t port, enum rw_carrier *carrier);
 
 // The carrier changes of the simulated host `sim` into `*out`: readable

@@ -97,8 +97,10 @@ fn kernel_links() -> Result<Source> {
 /// its `operstate`, or its `carrier` flag where that is `unknown`) into
 /// `*carrier`, ready for `rw_machine_handle_port_reading`: 0, or `ENOENT`
 /// for a port with no netdev (an InfiniBand port; `*carrier` is then
-/// `RW_CARRIER_UNKNOWN`), `EINVAL` for a device name that is not one or a
-/// port outside 1..=255, `ENOSYS` without the `verbs` feature.
+/// `RW_CARRIER_UNKNOWN`); `EINVAL` for a device name that is not one (`.`
+/// and `..` included) or a port outside 1..=255, with `rw_last_error`
+/// naming it; `ENOSYS` without the `verbs` feature. `*carrier` is written
+/// only with 0 and `ENOENT`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_carrier_read(device: *const c_char, port: u32, carrier: *mut rw_carrier) -> i32 {
     guard_errno(|| {
@@ -107,9 +109,10 @@ pub extern "C" fn rw_carrier_read(device: *const c_char, port: u32, carrier: *mu
         if carrier.is_null() {
             return Err(crate::status::null("carrier"));
         }
-        let (read, errno) = match host_carrier(name, port) {
+        let (read, errno) = match host_carrier(name, port)? {
             Ok(read) => (Some(read), 0),
-            Err(errno) => (None, errno),
+            Err(libc::ENOENT) => (None, libc::ENOENT),
+            Err(errno) => return Ok(errno),
         };
         // SAFETY: checked non-null; the caller passes a writable rw_carrier.
         unsafe { put(carrier, rw_carrier::of(read), "carrier") }?;
@@ -117,18 +120,24 @@ pub extern "C" fn rw_carrier_read(device: *const c_char, port: u32, carrier: *mu
     })
 }
 
+/// The carrier of `name`'s `port` read on the host (or the errno of the
+/// read); an error for arguments that name no port.
 #[cfg(feature = "verbs")]
-fn host_carrier(name: &str, port: u32) -> std::result::Result<railwatch_core::Carrier, i32> {
-    let port = u8::try_from(port).ok().filter(|&p| p != 0).ok_or(libc::EINVAL)?;
-    if railwatch_core::device_name_problem(name).is_some() {
-        return Err(libc::EINVAL);
+fn host_carrier(name: &str, port: u32) -> Result<std::result::Result<railwatch_core::Carrier, i32>> {
+    let port = u8::try_from(port)
+        .ok()
+        .filter(|&p| p != 0)
+        .ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("port {port} (need 1..=255)")))?;
+    if let Some(why) = railwatch_core::device_name_problem(name) {
+        let shown = railwatch_core::shown_name(name);
+        return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device {shown}: {why}")));
     }
-    railwatch_verbs_backend::read_carrier(std::path::Path::new("/sys"), name, port).map_err(|_| libc::ENOENT)
+    Ok(railwatch_verbs_backend::read_carrier(std::path::Path::new("/sys"), name, port).map_err(|_| libc::ENOENT))
 }
 
 #[cfg(not(feature = "verbs"))]
-fn host_carrier(_name: &str, _port: u32) -> std::result::Result<railwatch_core::Carrier, i32> {
-    Err(libc::ENOSYS)
+fn host_carrier(_name: &str, _port: u32) -> Result<std::result::Result<railwatch_core::Carrier, i32>> {
+    Ok(Err(libc::ENOSYS))
 }
 
 /// The carrier changes of the simulated host `sim` into `*out`: readable

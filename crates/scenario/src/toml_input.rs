@@ -429,7 +429,7 @@ mod tests {
         assert_eq!(w.iter().find(|w| w.key == "require_address").map(|w| w.line), Some(2));
         let e = apply("require_address = \"ipv4\"\n").unwrap_err();
         assert_eq!(e.line, 1);
-        assert!(e.to_string().starts_with("require_address: must be one of none, any, roce_v2"), "{e}");
+        assert!(e.to_string().starts_with("require_address: \"ipv4\" is not one of none, any, roce_v2"), "{e}");
         let e = apply("require_address = 4\n").unwrap_err();
         assert_eq!((e.line, e.to_string()), (1, "require_address: must be a name, not an integer".into()));
     }

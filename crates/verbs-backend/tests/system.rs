@@ -71,7 +71,11 @@ fn the_link_socket_hears_a_carrier_change() {
     }
     let _pair = Veth("rwlk0");
     while socket.drain().unwrap() {}
-    assert!(ip(&["link", "set", "rwlk0", "up"]) && ip(&["link", "set", "rwlk1", "up"]));
+    // (A guest's busybox `ip` may make the pair but not bring it up.)
+    if !(ip(&["link", "set", "rwlk0", "up"]) && ip(&["link", "set", "rwlk1", "up"])) {
+        eprintln!("skipped: the veth pair cannot be brought up here");
+        return;
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !socket.drain().unwrap() {
         assert!(std::time::Instant::now() < deadline, "no link message within 5 s of the pair coming up");

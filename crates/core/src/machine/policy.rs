@@ -77,8 +77,9 @@ impl Machine {
             rail.must_seed = true;
             let needs_address = self.config.require_address != crate::AddressRequirement::None;
             let held = match (unusable.is_none(), reattach) {
-                // The port reads ACTIVE; the carrier does not agree.
-                (false, _) if unusable == Some(PauseReason::NoCarrier) => unusable,
+                // Not usable, by the witness in force (the port, or the
+                // carrier): paused for its reason, held by nothing.
+                (false, _) => unusable,
                 (true, true) if self.suppressed(ri, now) => Some(PauseReason::Damped),
                 (true, true) if self.config.settle_ms > 0 => Some(PauseReason::Settling),
                 // The address is read below; its answer activates the rail
@@ -89,7 +90,9 @@ impl Machine {
             let rail = &mut self.rails[ri];
             let outcome = match held {
                 Some(reason) => rail.cell.attach_paused(state, reason, now),
-                None => rail.cell.attach(state, now),
+                // Usable by the witness: active, whatever the port reads
+                // (`port_witness = "carrier"`).
+                None => rail.cell.attach_active(state, now),
             };
             if outcome != Outcome::Changed {
                 continue;
@@ -103,9 +106,8 @@ impl Machine {
             match held {
                 Some(PauseReason::Damped) => self.hold_damped(ri, now),
                 Some(PauseReason::NoAddress) => self.rails[ri].wants_address = Some(RecoveredBy::Attach),
-                Some(PauseReason::NoCarrier) => {}
-                Some(_) => self.start_settle(ri, RecoveredBy::Attach, now),
-                None => {}
+                Some(PauseReason::Settling) => self.start_settle(ri, RecoveredBy::Attach, now),
+                Some(_) | None => {}
             }
             if w.state == RailState::Active {
                 self.rails[ri].recovered_by = Some(RecoveredBy::Attach);

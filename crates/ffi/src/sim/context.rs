@@ -346,7 +346,8 @@ pub extern "C" fn rw_sim_query_counters(
 /// The carrier of `port`'s netdev into `*carrier`, ready for
 /// `rw_machine_handle_port_reading`: 0; `ENOENT` while none was ever set
 /// on the port (no netdev: `*carrier` is `RW_CARRIER_UNKNOWN`); `ENODEV`
-/// once it hung up.
+/// once it hung up, `EINVAL` for a port it does not have (`*carrier`
+/// untouched, as `rw_sim_query_port` leaves its answer).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_sim_query_carrier(context: *mut rw_sim_context, port: u32, carrier: *mut rw_carrier) -> i32 {
     with_context(context, |c| {
@@ -356,7 +357,7 @@ pub extern "C" fn rw_sim_query_carrier(context: *mut rw_sim_context, port: u32, 
         let (read, errno) = match c.device.carrier(port8(port)?) {
             Ok(read) => (Some(read), 0),
             Err(e) if e.kind() == io::ErrorKind::Unsupported => (None, libc::ENOENT),
-            Err(e) => (None, errno_of(&e)),
+            Err(e) => return Ok(errno_of(&e)),
         };
         // SAFETY: checked non-null; the caller passes a writable rw_carrier.
         unsafe { put(carrier, rw_carrier::of(read), "carrier") }?;

@@ -412,6 +412,15 @@ static void newer_surface(void)
 	CHECK_FAILS("set_carrier_port_2", rw_sim_set_carrier(sim, 0, 2, RW_CARRIER_UP, false), RW_ERR_RANGE, "port 2");
 	CHECK_EQ_I("carrier_read_null_name", rw_carrier_read(NULL, 1, &carrier), EINVAL);
 	CHECK_EQ_I("carrier_read_null_out", rw_carrier_read("mlx5_0", 1, NULL), EINVAL);
+	/* A name that is not a device's (".." would climb out of sysfs' class
+	 * directory) or a port outside 1..=255: EINVAL, named, *out untouched. */
+	carrier = RW_CARRIER_UP;
+	CHECK_EQ_I("carrier_read_dotdot", rw_carrier_read("..", 1, &carrier), EINVAL);
+	check(strstr(rw_last_error(), "..") != NULL, "carrier_read_dotdot_named", "\"%s\"", rw_last_error());
+	CHECK_EQ_I("carrier_read_dotdot_out_untouched", carrier, RW_CARRIER_UP);
+	CHECK_EQ_I("carrier_read_port_0", rw_carrier_read("mlx5_0", 0, &carrier), EINVAL);
+	check(strstr(rw_last_error(), "port 0") != NULL, "carrier_read_port_0_named", "\"%s\"", rw_last_error());
+	CHECK_EQ_I("carrier_read_port_0_out_untouched", carrier, RW_CARRIER_UP);
 	CHECK_EQ_I("sim_open_null_name", rw_sim_open(sim, NULL, &ctx), EINVAL);
 	CHECK_FAILS("set_link_port_2", rw_sim_set_link(sim, 0, 2, 128, 2), RW_ERR_RANGE, "port 2");
 	CHECK_OK("set_gid_null_empties", rw_sim_set_gid(sim, 0, 1, 0, NULL));
@@ -440,6 +449,8 @@ static void newer_surface(void)
 	CHECK_OK("set_carrier_silent", rw_sim_set_carrier(sim, 0, 1, RW_CARRIER_DOWN, false));
 	CHECK_EQ_I("query_carrier_set", rw_sim_query_carrier(ctx, 1, &carrier), 0);
 	CHECK_EQ_I("query_carrier_set_down", carrier, RW_CARRIER_DOWN);
+	CHECK_EQ_I("query_carrier_port_2", rw_sim_query_carrier(ctx, 2, &carrier), EINVAL);
+	CHECK_EQ_I("query_carrier_port_2_out_untouched", carrier, RW_CARRIER_DOWN);
 	CHECK_EQ_I("query_address_port_300", rw_sim_query_address(ctx, 300, &addr), EINVAL);
 	check(strstr(rw_last_error(), "300") != NULL, "query_address_port_300_says_so", "\"%s\"", rw_last_error());
 	rw_sim_close(&ctx);

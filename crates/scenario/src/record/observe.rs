@@ -18,6 +18,10 @@ use crate::scenario::{
     ProbeOutcome, ProbeStep, StepEvent, TransferStep,
 };
 
+/// The carrier notifications' fd, as [`Wakes`](super::wake::Wakes) counts
+/// reads: a source of its own beside the devices.
+const CARRIER_FD: u32 = u32::MAX;
+
 /// One port as the replay's simulated device will answer it.
 #[derive(Debug, Default)]
 pub(super) struct PortView {
@@ -549,6 +553,12 @@ impl Recorder {
     /// notified step at its own time.
     pub(super) fn carrier_notified(&mut self, t: u64, device: u32, port: u8, carrier: Carrier) {
         let at = t.max(self.timeline.floor());
+        // The carrier fd is read as a device's is: in a later wake-up of
+        // the instant than the timers, another read or its own last read,
+        // the replay must read what came before first (`wake.rs`).
+        if self.live(device).is_some() && self.wakes.state_read_needs_drain(CARRIER_FD) {
+            self.drain_before_wake(at, device);
+        }
         let change = CarrierChange { port, carrier, notify: true };
         self.carrier_seen(device, port, change, |r, change| r.push_step(at, device, change));
     }

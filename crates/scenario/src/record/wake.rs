@@ -144,6 +144,16 @@ impl Wakes {
         need
     }
 
+    /// A source of state (the carrier fd: what it tells is read anew, not
+    /// queued) is read now: as [`read_needs_drain`](Self::read_needs_drain),
+    /// and also when an earlier wake-up of the instant read the same
+    /// source (the replay would read both changes as one).
+    pub(super) fn state_read_needs_drain(&mut self, source: u32) -> bool {
+        let now = self.count;
+        let read_before = self.read.iter().any(|&(d, w)| d == source && w < now);
+        self.read_needs_drain(source) || read_before
+    }
+
     /// `device`'s fd is read now (its reads were interrupted, say).
     pub(super) fn note_read(&mut self, device: u32) {
         let now = self.count;

@@ -101,7 +101,7 @@ struct RawGid {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table { port, state, notify? }")]
 struct RawCarrier {
     port: Spanned<i64>,
     state: Spanned<String>,
