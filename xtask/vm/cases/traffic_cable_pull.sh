@@ -6,8 +6,10 @@
 # ibv_asyncwatch on rxe0). Last, twice each with railwatch and the seed's
 # loop, the cable of A's far end (p1, rxe1's): rxe0's port stays ACTIVE
 # while its QPs fail, the data-path breaker's case, run at one failure so
-# that every pull opens it (the first RETRY_EXC_ERR may be the only one:
-# the QP set goes down with it and its other writes are flushed).
+# that any failure opens it (the first RETRY_EXC_ERR may be the only one:
+# the QP set goes down with it and its other writes are flushed; and the
+# engine sees the far end's PORT_ERR on this host and stops posting, so a
+# pull may find nothing in flight).
 . /vm/traffic.sh
 rails_up || fail "the bridged rails could not be set up"
 asyncwatch_start rxe0
