@@ -10,7 +10,7 @@
 //! is left is older than the read that follows, and a new message wakes it.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Messages read per drain, at most.
 const DRAIN_BUDGET: usize = 64;
@@ -24,35 +24,7 @@ pub struct LinkSocket {
 impl LinkSocket {
     /// Opens and binds the socket (no privilege is needed to listen).
     pub fn open() -> io::Result<LinkSocket> {
-        // SAFETY: a plain socket(2) call with constant arguments; the
-        // result is checked before use.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new, valid descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        addr.nl_groups = libc::RTMGRP_LINK as u32;
-        // SAFETY: `addr` is a valid sockaddr_nl and the length is its size.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = crate::uevent::open_netlink(libc::SOCK_RAW, libc::NETLINK_ROUTE, libc::RTMGRP_LINK as u32)?;
         Ok(LinkSocket { fd })
     }
 

@@ -27,35 +27,7 @@ pub fn is_rdma_uevent(message: &[u8]) -> bool {
 impl UeventSocket {
     /// Opens and binds the socket (no privilege is needed to listen).
     pub fn open() -> io::Result<UeventSocket> {
-        // SAFETY: a plain socket(2) call with constant arguments; the
-        // result is checked before use.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                libc::NETLINK_KOBJECT_UEVENT,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new, valid descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        addr.nl_groups = 1;
-        // SAFETY: `addr` is a valid sockaddr_nl and the length is its size.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = open_netlink(libc::SOCK_DGRAM, libc::NETLINK_KOBJECT_UEVENT, 1)?;
         Ok(UeventSocket { fd })
     }
 
@@ -88,6 +60,37 @@ impl UeventSocket {
             }
         }
     }
+}
+
+/// A non-blocking netlink socket of `protocol` (`socket_type` `SOCK_DGRAM`
+/// or `SOCK_RAW`), bound to the multicast `groups`: the uevent socket's
+/// and the link socket's (no privilege is needed to listen).
+pub(crate) fn open_netlink(socket_type: i32, protocol: i32, groups: u32) -> io::Result<OwnedFd> {
+    // SAFETY: a plain socket(2) call with integer arguments; the
+    // result is checked before use.
+    let raw =
+        unsafe { libc::socket(libc::AF_NETLINK, socket_type | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, protocol) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new, valid descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    addr.nl_groups = groups;
+    // SAFETY: `addr` is a valid sockaddr_nl and the length is its size.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
 }
 
 #[cfg(test)]
