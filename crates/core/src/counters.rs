@@ -82,15 +82,18 @@ impl PortCounters {
         present != 0 && self.stuck() == present
     }
 
-    /// Whether any counter both reads have rose from `before` to `self`
-    /// (one that went back, as after a driver reload, is a new baseline,
-    /// not a flap). A counter stuck at its maximum never rises, so it
-    /// never makes a false flap; the others still witness one.
+    /// Whether any counter rose from `before` to `self` between two reads
+    /// that both know its value: one that went back, as after a driver
+    /// reload, is a new baseline, not a flap; a read at a width's maximum
+    /// ([`saturated_width`]) is unknown, so a rise into a maximum, from one
+    /// maximum to another or from a maximum on is never a flap (the first
+    /// read below every maximum is a new baseline). The other counters
+    /// still witness one.
     pub fn rose_since(&self, before: &PortCounters) -> bool {
-        let rose = |now: Option<u64>, then: Option<u64>| matches!((now, then), (Some(n), Some(t)) if n > t);
-        rose(self.link_downed, before.link_downed)
-            || rose(self.carrier_changes, before.carrier_changes)
-            || rose(self.carrier_down, before.carrier_down)
+        let known = |v: Option<u64>| v.filter(|&v| saturated_width(v).is_none());
+        Counter::ALL
+            .into_iter()
+            .any(|c| matches!((known(self.get(c)), known(before.get(c))), (Some(n), Some(t)) if n > t))
     }
 
     /// Whether the read found any counter at all.
@@ -221,6 +224,13 @@ mod tests {
         // Stuck, it does not rise; the carrier's counter still does.
         assert!(!c.rose_since(&c));
         assert!(PortCounters { carrier_changes: Some(14), ..c }.rose_since(&c));
+        // Into a maximum, from one maximum to another, from a maximum on:
+        // a read there is unknown, so none is a rise.
+        let link = |v| PortCounters { link_downed: Some(v), ..Default::default() };
+        for (from, to) in [(254, 255), (255, 65_535), (255, 256), (65_534, 65_535)] {
+            assert!(!link(to).rose_since(&link(from)), "{from} -> {to}");
+        }
+        assert!(link(257).rose_since(&link(256)));
     }
 
     #[test]
