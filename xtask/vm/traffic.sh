@@ -69,9 +69,15 @@ asyncwatch_start() {
     _spid=$!
     stdbuf -oL ibv_asyncwatch -d "$1" >"aw.$1.fifo" &
     APID=$!
-    # The reference goes ahead of the engine's threads: it is two processes
-    # (the print, then its stamp) against the engine's one wake-up.
-    renice -n -10 -p "$_spid" "$APID" >/dev/null
+    # As the reference it goes ahead of the engine's threads (two processes,
+    # the print then its stamp, against the engine's one wake-up); beside
+    # the kernel's trace it is only a cross-check and yields to the engine,
+    # which it would otherwise delay on the same event.
+    if [ "$KTRACE" = 1 ]; then
+        renice -n 10 -p "$_spid" "$APID" >/dev/null
+    else
+        renice -n -10 -p "$_spid" "$APID" >/dev/null
+    fi
     expect_line "ibv_asyncwatch's first line" $WAIT "aw.$1" 0 "async event FD"
 }
 
@@ -88,8 +94,10 @@ asyncwatch_stop() {
 # (struct ib_event's `event`, at offset 16), on the tracing "mono" clock
 # (CLOCK_MONOTONIC, the clock of `stamp` and the engine). A note, not a
 # failure, when the kernel refuses it: the host then measures against
-# ibv_asyncwatch's stamped lines and says so.
+# ibv_asyncwatch's stamped lines and says so. KTRACE=1 while it is in
+# force: start it before asyncwatch_start, which reads that.
 KT=/sys/kernel/tracing
+KTRACE=0
 ktrace_start() {
     [ -d $KT/events ] || mount -t tracefs tracefs $KT 2>ktrace.err
     if ! [ -d $KT/events ]; then
@@ -100,6 +108,7 @@ ktrace_start() {
     if echo 'p:rw/ib_event ib_dispatch_event event=+16(%di):u32' >$KT/kprobe_events 2>>ktrace.err &&
         echo 1 >$KT/events/rw/ib_event/enable 2>>ktrace.err; then
         echo 1 >$KT/tracing_on
+        KTRACE=1
     else
         note "no kprobe on ib_dispatch_event ($(tr '\n' ' ' <ktrace.err); $(tail -n 3 $KT/error_log 2>/dev/null | tr '\n' ' ')): the reference is ibv_asyncwatch"
     fi

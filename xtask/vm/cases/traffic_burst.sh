@@ -6,8 +6,8 @@
 # the rest of the case while its port reads ACTIVE.
 . /vm/traffic.sh
 rails_up || fail "the bridged rails could not be set up"
-asyncwatch_start rxe0
 ktrace_start
+asyncwatch_start rxe0
 if engine_start railwatch --idle-qps 1000 && burst_pull railwatch; then
     new_set railwatch "$AT" A && sleep 1.5
 fi

@@ -12,8 +12,8 @@
 # pull may find nothing in flight).
 . /vm/traffic.sh
 rails_up || fail "the bridged rails could not be set up"
-asyncwatch_start rxe0
 ktrace_start
+asyncwatch_start rxe0
 watch_start --metrics-listen 127.0.0.1:9465
 # The agent yields the CPU to the engine it watches, as a node agent
 # should: under emulation both share two vCPUs, and the agent's own wake-up
