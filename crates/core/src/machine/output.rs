@@ -27,6 +27,9 @@ pub enum RecoveredBy {
 }
 
 impl RecoveredBy {
+    /// Every path, in code order.
+    pub const ALL: [RecoveredBy; 4] = [RecoveredBy::Event, RecoveredBy::Poll, RecoveredBy::Attach, RecoveredBy::Probe];
+
     /// Lower-case name (`"poll"`), as in scenario files and JSON.
     pub const fn name(self) -> &'static str {
         match self {
@@ -60,6 +63,31 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// Every cause a transition carries: each pause reason but `none` and
+    /// `probing` (the gate takes a probe without a transition), each
+    /// recovery path, the three bumping events and the silent flap.
+    pub const ALL: [Cause; 19] = [
+        Cause::Reason(PauseReason::PortErr),
+        Cause::Reason(PauseReason::PortNotActive),
+        Cause::Reason(PauseReason::DeviceFatal),
+        Cause::Reason(PauseReason::DeviceRemoved),
+        Cause::Reason(PauseReason::NotOpened),
+        Cause::Reason(PauseReason::Damped),
+        Cause::Reason(PauseReason::Settling),
+        Cause::Reason(PauseReason::DataPath),
+        Cause::Reason(PauseReason::NoAddress),
+        Cause::Reason(PauseReason::HalfOpen),
+        Cause::Reason(PauseReason::NoCarrier),
+        Cause::By(RecoveredBy::Event),
+        Cause::By(RecoveredBy::Poll),
+        Cause::By(RecoveredBy::Attach),
+        Cause::By(RecoveredBy::Probe),
+        Cause::Bump(EventKind::CqErr),
+        Cause::Bump(EventKind::LidChange),
+        Cause::Bump(EventKind::GidChange),
+        Cause::SilentFlap,
+    ];
+
     /// Its snake_case name, as JSON, metrics and logs give it: the pause
     /// reason (`"port_err"`), the recovery path (`"poll"`), the bumping
     /// event (`"gid_change"`) or `"silent_flap"`.
