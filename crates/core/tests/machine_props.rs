@@ -210,6 +210,9 @@ struct Track {
     /// The carrier last given to the machine (with a port answer, or as a
     /// change).
     carrier: Option<Carrier>,
+    /// When the gate granted the probe now out, if one is: it ends only by
+    /// its report, a `probe_failed`, or its device's context going.
+    probe_out: Option<Millis>,
 }
 
 impl Default for Track {
@@ -232,6 +235,7 @@ impl Default for Track {
             tripped: false,
             rose_at: None,
             carrier: None,
+            probe_out: None,
         }
     }
 }
@@ -278,6 +282,9 @@ struct Harness {
     input: Input,
     /// Every action carried out, with its time (tests read it).
     record: Option<Vec<(Millis, Action)>>,
+    /// The last time the harness woke later than a deadline (a timer can
+    /// fire no earlier than the driver wakes).
+    overslept: Option<Millis>,
 }
 
 impl Harness {
@@ -323,6 +330,7 @@ impl Harness {
             drop_next: 0,
             input: Input::Timeout,
             record: Some(Vec::new()),
+            overslept: None,
         };
         for d in 0..h.world.len() {
             let ports: Vec<u8> = (1..=h.world[d].ports.len() as u8).collect();
@@ -480,9 +488,14 @@ impl Harness {
         if granted {
             assert!(self.gates[r].probe().is_err(), "{device}/{port}: a second probe granted while one is out");
             assert!(self.gates[r].check().is_err(), "{device}/{port}: ordinary work admitted while probing");
+            self.tracks[r].probe_out = Some(self.now);
         }
         let Some(succeeded) = outcome.filter(|_| granted || unasked) else { return };
         let now = self.now;
+        // A report while a probe is out is that probe's, asked or not.
+        if self.gates[r].word().reason == PauseReason::Probing {
+            self.tracks[r].probe_out = None;
+        }
         self.input(Input::Probe { device, port, succeeded }, |m| m.handle_probe(device, port, succeeded, now));
         self.settle();
     }
@@ -727,6 +740,7 @@ impl Harness {
     /// A driver that overslept: one late `handle_timeout`.
     fn oversleep(&mut self, ms: u64) {
         let to = self.now.plus(ms);
+        self.overslept = Some(to);
         self.timeout_at(to);
         self.advance_to(to);
     }
@@ -846,8 +860,31 @@ impl Harness {
             Action::Notify(Notification { t, what: Happening::Transition { rail, from, to, cause, generation } }) => {
                 self.on_transition(t, rail, from, to, cause, generation)
             }
+            Action::Notify(Notification { t, what: Happening::ProbeFailed { rail, timed_out } }) => {
+                self.on_probe_failed(t, rail, timed_out)
+            }
             _ => {}
         }
+    }
+
+    /// A probe failed: one was out, and a timeout fires between
+    /// `probe_timeout_ms` and a tick more after the grant (the machine
+    /// learns of the grant at its next tick), unless the driver overslept.
+    fn on_probe_failed(&mut self, t: Millis, rail: RailId, timed_out: bool) {
+        let r = self.rail_index(rail).expect("a rail");
+        if matches!(self.input, Input::Probe { device, port, succeeded: false } if rail == RailId { device, port }) {
+            return; // the report of a failure
+        }
+        let taken = self.tracks[r].probe_out.take();
+        let Some(taken) = taken else { panic!("{rail}: probe_failed with no probe out at {t}") };
+        if !timed_out {
+            return;
+        }
+        let timeout = self.cfg.data_path.expect("a breaker").probe_timeout_ms;
+        assert!(t >= taken.plus(timeout), "{rail}: a probe taken at {taken} timed out early, at {t}");
+        let bound = taken.plus(timeout + self.cfg.tick_ms);
+        let late = self.overslept.is_some_and(|o| o > taken);
+        assert!(late || t <= bound, "{rail}: a probe taken at {taken} timed out at {t}, after {bound}");
     }
 
     /// The reference model's view of one transition note.
@@ -1057,6 +1094,11 @@ impl Harness {
             assert!(v.breaker_until.is_none() || !v.available, "{id}: available while its breaker is open");
             if self.tracks[r].tripped {
                 assert!(self.gates[r].check().is_err() && !v.available, "{id}: admits while its breaker is tripped");
+            }
+            // A probe out ends by its report or a `probe_failed` (also when
+            // the port or the device goes), never by vanishing.
+            if w.reason != PauseReason::Probing {
+                assert!(self.tracks[r].probe_out.is_none(), "{id}: the probe out vanished: {w:?}");
             }
         }
         // 4
@@ -2765,4 +2807,81 @@ fn silent_flap_after(before: PortCounters, after: PortCounters) -> bool {
         serve(&mut m, after, Millis(t));
     }
     gate.word().generation != generation
+}
+
+/// A breaker that trips on one local failure, with a 1 s backoff, no
+/// jitter and a 1.5 s probe timeout; the rail `0/1` half-open at the
+/// returned time.
+fn half_open_rail() -> Harness {
+    let cfg = MachineConfig {
+        data_path: Some(DataPathConfig {
+            failures: 1,
+            min_peers: 1,
+            backoff_initial_ms: 1000,
+            probe_timeout_ms: 1500,
+            ..Default::default()
+        }),
+        reopen_jitter_pct: 0,
+        ..Default::default()
+    };
+    let mut h = Harness::healthy(cfg, &[1]);
+    h.advance_to(Millis(100));
+    h.transfers(0, 1, 7, 12, 1); // RETRY_EXC_ERR: the local path
+    assert!(h.advance_until(Millis(5000), |h| h.snap(0, 1).reason == PauseReason::HalfOpen), "never half-open");
+    h
+}
+
+fn probe_failures(h: &Harness) -> Vec<(Millis, bool)> {
+    let record = h.record.as_ref().expect("recording");
+    record
+        .iter()
+        .filter_map(|&(_, a)| match a {
+            Action::Notify(Notification { t, what: Happening::ProbeFailed { timed_out, .. } }) => Some((t, timed_out)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A probe's timeout has a deadline of its own: taken just after a tick,
+/// it fails `probe_timeout_ms` after the tick that saw it (within one
+/// `tick_ms` of the documented bound), not at a later tick.
+#[test]
+fn a_probe_times_out_on_its_own_deadline() {
+    for offset in [1, 500, 999] {
+        let mut h = half_open_rail();
+        // The next tick, then the probe taken `offset` ms after it.
+        let tick = h.m.next_tick().expect("a tick while half-open");
+        h.advance_to(tick.plus(offset));
+        h.take_record();
+        h.probe(0, 1, None, false);
+        let taken = h.now;
+        assert!(h.advance_until(taken.plus(10_000), |h| !probe_failures(h).is_empty()), "the probe never timed out");
+        let [(t, true)] = probe_failures(&h)[..] else { panic!("{:?}", probe_failures(&h)) };
+        assert!(t >= taken.plus(1500) && t <= taken.plus(1500 + TICK), "taken at {taken}, timed out at {t}");
+        assert_eq!(h.snap(0, 1).reason, PauseReason::DataPath);
+    }
+}
+
+/// A port loss while a probe is out fails the probe: said at once, the
+/// next backoff is the longer one, the rail shows the loss; back, the
+/// breaker grants a new probe after that backoff, and its success closes it.
+#[test]
+fn a_port_loss_fails_the_probe_out() {
+    let mut h = half_open_rail();
+    h.probe(0, 1, None, false);
+    h.advance(300);
+    h.take_record();
+    h.world_port(0, 1).state = PortState::Down;
+    h.port_event(0, EventKind::PortErr, 1);
+    assert_eq!(probe_failures(&h), [(h.now, false)], "the lost probe was not said");
+    assert_eq!(h.snap(0, 1).reason, PauseReason::PortErr);
+    let lost = h.now;
+    h.advance(100);
+    h.world_port(0, 1).state = PortState::Active;
+    h.port_event(0, EventKind::PortActive, 1);
+    assert!(h.advance_until(lost.plus(10_000), |h| h.snap(0, 1).reason == PauseReason::HalfOpen));
+    // The second backoff: 2 s after the loss, not 1 s.
+    assert!(h.now >= lost.plus(2000), "half-open again at {} after a loss at {lost}", h.now);
+    h.probe(0, 1, Some(true), false);
+    assert_eq!(h.snap(0, 1).state, RailState::Active);
 }

@@ -229,23 +229,58 @@ impl Machine {
         }
     }
 
-    /// At each tick, for a half-open rail: a probe first seen out starts
-    /// its timeout; one out longer than `probe_timeout_ms` counts as
-    /// failed. A rail that left half-open (its port went down) waits for
-    /// the port again.
+    /// At each tick, for a half-open rail: a probe first seen out (the
+    /// gate grants it without a clock) starts its timeout, a deadline of
+    /// its own ([`probe_deadline`](Self::probe_deadline)). A rail that left
+    /// half-open with no probe out (its port went down) waits for the port
+    /// again.
     pub(super) fn watch_probe(&mut self, ri: usize, now: Millis) {
         let Some(Breaker::HalfOpen { trials, taken }) = self.rails[ri].breaker() else { return };
-        let Some(cfg) = self.config.data_path else { return };
         match (self.rails[ri].cell.load().reason, taken) {
             (PauseReason::Probing, None) => {
                 self.rails[ri].set_breaker(Some(Breaker::HalfOpen { trials, taken: Some(now) }));
             }
-            (PauseReason::Probing, Some(t)) if now.since(t) >= cfg.probe_timeout_ms => {
-                self.probe_failed(ri, trials, true, now);
-            }
             (PauseReason::HalfOpen | PauseReason::Probing, _) => {}
             _ => self.rails[ri].set_breaker(Some(Breaker::Due { trials })),
         }
+    }
+
+    /// When rail `ri`'s probe out times out: `probe_timeout_ms` after the
+    /// tick that first saw it, so within one `tick_ms` more of its grant.
+    pub(super) fn probe_deadline(&self, ri: usize) -> Option<Millis> {
+        let timeout = self.config.data_path?.probe_timeout_ms;
+        match self.rails[ri].breaker() {
+            Some(Breaker::HalfOpen { taken: Some(t), .. })
+                if self.rails[ri].cell.load().reason == PauseReason::Probing =>
+            {
+                Some(t.plus(timeout))
+            }
+            _ => None,
+        }
+    }
+
+    /// The probe out on rail `ri` was not reported in time: failed.
+    pub(super) fn probe_timed_out(&mut self, ri: usize, now: Millis) {
+        if let Some(Breaker::HalfOpen { trials, .. }) = self.rails[ri].breaker() {
+            self.probe_failed(ri, trials, true, now);
+        }
+    }
+
+    /// Rail `ri` leaves probing for another reason (its port, carrier or
+    /// device went): the probe out counts as failed, said at once, and the
+    /// next backoff is the longer one (`reopen`: the breaker stays, as it
+    /// does not when the device's context goes). The caller sets the
+    /// rail's new reason.
+    pub(super) fn probe_lost(&mut self, ri: usize, reopen: bool, now: Millis) {
+        let Some(Breaker::HalfOpen { trials, .. }) = self.rails[ri].breaker() else { return };
+        if self.rails[ri].cell.load().reason != PauseReason::Probing {
+            return;
+        }
+        if reopen {
+            self.open_breaker(ri, trials.saturating_add(1), now);
+        }
+        let rail = self.rails[ri].id;
+        self.notify(now, Happening::ProbeFailed { rail, timed_out: false });
     }
 
     /// When rail `ri`'s backoff ends, if its breaker is open.

@@ -298,6 +298,8 @@ impl Machine {
             // old path (its failures, its breaker, its address, its
             // counters) is not about the new one.
             rail.clear_window();
+            self.probe_lost(ri, false, now);
+            let rail = &mut self.rails[ri];
             if rail.breaker().is_some() {
                 rail.set_breaker(None);
                 let id = rail.id;

@@ -392,8 +392,12 @@ impl Machine {
         self.notify(now, Happening::Available { rail: id, available });
     }
 
-    /// Changes why a paused rail is paused, and says so.
+    /// Changes why a paused rail is paused, and says so; a probe out is
+    /// lost when the rail stops probing for another reason.
     pub(super) fn set_reason(&mut self, ri: usize, reason: PauseReason, now: Millis) {
+        if reason != PauseReason::Probing {
+            self.probe_lost(ri, true, now);
+        }
         if self.rails[ri].cell.set_reason(reason) == Outcome::Changed {
             self.transition(ri, RailState::Paused, Cause::Reason(reason), now);
         }

@@ -121,7 +121,8 @@ impl Machine {
                         let r = &self.rails[ri];
                         let settle = r.settle().filter(|s| !s.confirming).map(|s| s.until);
                         let suspect = r.counters.suspect().filter(|s| !s.asked).map(|s| s.until);
-                        [settle, r.damped_until(), self.trial_at(ri), suspect].into_iter().flatten().min()
+                        let probe = self.probe_deadline(ri);
+                        [settle, r.damped_until(), self.trial_at(ri), probe, suspect].into_iter().flatten().min()
                     })
                     .min();
                 [reopen, rails].into_iter().flatten().min()
@@ -167,6 +168,8 @@ impl Machine {
                 } else if self.trial_at(ri).is_some_and(|t| t <= now) {
                     // The breaker's backoff is over: a trial query (half-open if ACTIVE).
                     self.run_trial(ri);
+                } else if self.probe_deadline(ri).is_some_and(|t| t <= now) {
+                    self.probe_timed_out(ri, now);
                 }
                 // Apart from the rest: a due deadline is always taken.
                 if let Some(s) = self.rails[ri].counters.suspect().filter(|s| !s.asked && s.until <= now) {
