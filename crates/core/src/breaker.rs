@@ -10,45 +10,41 @@
 //! backoff); the machine applies it (docs/STATE-MACHINE.md, "The data-path
 //! breaker").
 
+use crate::settings::{SettingKind, settings};
 use crate::time::Millis;
 
 /// The most distinct peers the breaker needs to see (`min_peers`), so the
 /// per-rail record of peers is a small fixed array.
 pub const MAX_MIN_PEERS: usize = 16;
 
-/// The breaker's settings. `Default` gives the documented defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DataPathConfig {
-    /// Local-path failures within `window_ms` that open the breaker
-    /// (default 8).
-    pub failures: u64,
-    /// The window they must fall in, from the first (default 10 s).
-    pub window_ms: u64,
-    /// The distinct peers they must come through (default 2, at most 16):
-    /// failures through fewer are notified per peer and leave the rail in
-    /// service.
-    pub min_peers: u64,
-    /// The first backoff before a probe (default 1 s).
-    pub backoff_initial_ms: u64,
-    /// The longest backoff (default 60 s): it doubles after each failed
-    /// probe; the jitter is taken within it.
-    pub backoff_max_ms: u64,
-    /// How long a granted probe may go unreported before it counts as
-    /// failed (default 40 s: longer than an RC transport's retry budget at
-    /// NCCL's defaults, about 34 s).
-    pub probe_timeout_ms: u64,
-}
-
-impl Default for DataPathConfig {
-    fn default() -> Self {
-        DataPathConfig {
-            failures: 8,
-            window_ms: 10_000,
-            min_peers: 2,
-            backoff_initial_ms: 1000,
-            backoff_max_ms: 60_000,
-            probe_timeout_ms: 40_000,
-        }
+settings! {
+    /// The breaker's settings. `Default` gives the documented defaults.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DataPathConfig (prefix "data_path.") {
+        /// Local-path failures within `window_ms` that open the breaker
+        /// (default 8).
+        pub failures: u64 = 8
+            => SettingKind::Count { min: 1, max: 1_000_000 }, "local-path failures within the window that open it";
+        /// The window they must fall in, from the first (default 10 s).
+        pub window_ms: u64 = 10_000
+            => SettingKind::Millis { min: 1 }, "the window they must fall in";
+        /// The distinct peers they must come through (default 2, at most 16):
+        /// failures through fewer are notified per peer and leave the rail in
+        /// service.
+        pub min_peers: u64 = 2
+            => SettingKind::Count { min: 1, max: MAX_MIN_PEERS as u64 }, "the distinct peers they must come through";
+        /// The first backoff before a probe (default 1 s).
+        pub backoff_initial_ms: u64 = 1000
+            => SettingKind::Millis { min: 1 }, "the first wait before a probe";
+        /// The longest backoff (default 60 s): it doubles after each failed
+        /// probe; the jitter is taken within it.
+        pub backoff_max_ms: u64 = 60_000
+            => SettingKind::Millis { min: 1 }, "the longest wait before a probe";
+        /// How long a granted probe may go unreported before it counts as
+        /// failed (default 40 s: longer than an RC transport's retry budget at
+        /// NCCL's defaults, about 34 s).
+        pub probe_timeout_ms: u64 = 40_000
+            => SettingKind::Millis { min: 1 }, "a granted probe unreported this long counts as failed";
     }
 }
 

@@ -9,36 +9,32 @@
 //! thus sits out, while one that flapped once long ago is not held at all.
 //! docs/STATE-MACHINE.md has a worked example.
 
+use crate::settings::{SettingKind, settings};
 use crate::time::Millis;
 
-/// Damping parameters. Penalties are dimensionless; only their ratios
-/// matter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DampingConfig {
-    /// Added per flap (default 1000).
-    pub penalty_per_flap: f64,
-    /// At or above this the rail is suppressed (default 2500: the third
-    /// flap in quick succession).
-    pub suppress: f64,
-    /// A suppressed rail is released below this (default 750).
-    pub reuse: f64,
-    /// The penalty halves every this many milliseconds (default 15 s).
-    pub half_life_ms: u64,
-    /// The penalty never exceeds this, so a rail that flapped for an hour
-    /// is not held for a day (default 6000: at most
-    /// `half_life × log2(6000 / 750)` = 3 half-lives suppressed).
-    pub max_penalty: f64,
-}
-
-impl Default for DampingConfig {
-    fn default() -> Self {
-        DampingConfig {
-            penalty_per_flap: 1000.0,
-            suppress: 2500.0,
-            reuse: 750.0,
-            half_life_ms: 15_000,
-            max_penalty: 6000.0,
-        }
+settings! {
+    /// Damping parameters. Penalties are dimensionless; only their ratios
+    /// matter.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct DampingConfig (prefix "damping.") {
+        /// Added per flap (default 1000).
+        pub penalty_per_flap: f64 = 1000.0
+            => SettingKind::Positive, "penalty added per flap";
+        /// At or above this the rail is suppressed (default 2500: the third
+        /// flap in quick succession).
+        pub suppress: f64 = 2500.0
+            => SettingKind::Positive, "at or above this a rail is held";
+        /// A suppressed rail is released below this (default 750).
+        pub reuse: f64 = 750.0
+            => SettingKind::Positive, "a held rail is released below this";
+        /// The penalty halves every this many milliseconds (default 15 s).
+        pub half_life_ms: u64 = 15_000
+            => SettingKind::Millis { min: 1 }, "the penalty halves this often";
+        /// The penalty never exceeds this, so a rail that flapped for an hour
+        /// is not held for a day (default 6000: at most
+        /// `half_life × log2(6000 / 750)` = 3 half-lives suppressed).
+        pub max_penalty: f64 = 6000.0
+            => SettingKind::Positive, "the penalty's ceiling";
     }
 }
 

@@ -1,19 +1,27 @@
-//! The machine's settings, defined once: each field of [`MachineConfig`],
-//! its key as every front end spells it, its range, and the one check.
+//! The machine's settings, declared once: each is one line in a
+//! [`settings!`] declaration (its field, type, default, kind and one-line
+//! summary; the struct's doc comment is its prose), which makes the struct,
+//! its `Default`, its rows of [`MachineConfig::SETTINGS`] and its lookup by
+//! key. `DampingConfig` and `DataPathConfig` are declared the same way,
+//! their keys under `damping.` and `data_path.`.
 //!
 //! Front ends (the scenario parser, `watch`'s config file and flags, the C
-//! API's `rw_config`, the scenario writer) never restate a setting: they
-//! look keys up in [`MachineConfig::SETTINGS`], assign with
-//! [`MachineConfig::set`], read with [`MachineConfig::get`] and check with
-//! [`MachineConfig::validate`], whose [`ConfigError`] names the full key
-//! (`damping.half_life_ms`). Adding a setting means adding its field, its
-//! entry in `SETTINGS` and its docs; the exhaustive pattern in `slot` (and
-//! in `rw_config`'s conversion) makes the compiler point at the rest.
+//! API, the scenario writer) never restate a setting: they look keys up in
+//! [`MachineConfig::SETTINGS`], assign with [`MachineConfig::set`], read
+//! with [`MachineConfig::get`] and check with [`MachineConfig::validate`],
+//! whose [`ConfigError`] names the full key (`damping.half_life_ms`).
+//! Adding a setting is its line and its prose in docs/CONFIG.md (a test
+//! checks the table there against this one).
+
+pub(crate) mod declare;
 
 use std::fmt;
 
+pub(crate) use declare::settings;
+use declare::{Field, Fields};
+
 use crate::address::AddressRequirement;
-use crate::breaker::{DataPathConfig, MAX_MIN_PEERS};
+use crate::breaker::DataPathConfig;
 use crate::damping::DampingConfig;
 use crate::time::MAX_DELAY_MS;
 use crate::witness::PortWitness;
@@ -23,76 +31,70 @@ use crate::witness::PortWitness;
 /// is found within two of them. The library's default is off.
 pub const AGENT_AUDIT_MS: u64 = 1000;
 
-/// Policy settings. `Default` gives the documented defaults.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MachineConfig {
-    /// Recovery tick period in milliseconds (default 1000). The tick runs
-    /// only while something needs it (a paused rail, a poll-only device).
-    pub tick_ms: u64,
-    /// Opt-in audit period: every this many milliseconds the port state of
-    /// every active rail is re-read, so a port that went down with no event
-    /// at all is noticed. `None` (the default) keeps a healthy host at zero
-    /// idle wake-ups.
-    pub audit_ms: Option<u64>,
-    /// How often a paused rail is explained in the log (default 30 s).
-    pub explain_every_ms: u64,
-    /// First delay before re-opening a device that went away, or opening
-    /// again one that appeared and would not open (default 1 s).
-    pub reopen_initial_ms: u64,
-    /// Longest delay between (re-)open attempts (default 60 s).
-    pub reopen_max_ms: u64,
-    /// Each (re-)open delay is lengthened by a random 0..=this percent of it
-    /// (default 20, at most 100), so hosts do not all re-open at once.
-    pub reopen_jitter_pct: u32,
-    /// Seed of that jitter. `None` (the default): the driver draws one per
-    /// process (the runtime does; a machine made with `None` uses 1). The
-    /// simulator fixes it so runs are reproducible. Not a file setting.
-    pub seed: Option<u64>,
-    /// After the port reads ACTIVE, wait this long and re-check before
-    /// activating (default 0: activate at once). mlx5/RoCE can reject
-    /// connection setup right after link-up; the port going down during the
-    /// wait cancels it. Applies to re-attached devices too.
-    pub settle_ms: u64,
-    /// Flap damping (default off): a rail that flaps too often stays paused
-    /// (`damped`) until its penalty decays.
-    pub damping: Option<DampingConfig>,
-    /// The data-path breaker (default on): transfer failures against the
-    /// local path, reported by the engine through enough distinct peers,
-    /// take a rail out (`data_path`) until a probe after a backoff succeeds.
-    /// `None`: reports are counted, never acted on.
-    pub data_path: Option<DataPathConfig>,
-    /// A rise of the port's `link_downed` or the netdev's carrier counters
-    /// with no PORT_ERR seen is a silent flap: the generation moves and
-    /// damping is charged (default on).
-    pub silent_flaps: bool,
-    /// What a rail needs in its GID table before it is made available
-    /// (default `none`): a port that reads ACTIVE without it stays paused
-    /// (`no_address`).
-    pub require_address: AddressRequirement,
-    /// Which witness says a port is usable (default `both`): the port
-    /// state, the netdev's carrier, or both (a port that reads ACTIVE with
-    /// its carrier down is paused `no_carrier`). Ports with no netdev have
-    /// only the port state.
-    pub port_witness: PortWitness,
-}
-
-impl Default for MachineConfig {
-    fn default() -> Self {
-        MachineConfig {
-            tick_ms: 1000,
-            audit_ms: None,
-            explain_every_ms: 30_000,
-            reopen_initial_ms: 1000,
-            reopen_max_ms: 60_000,
-            reopen_jitter_pct: 20,
-            seed: None,
-            settle_ms: 0,
-            damping: None,
-            data_path: Some(DataPathConfig::default()),
-            silent_flaps: true,
-            require_address: AddressRequirement::None,
-            port_witness: PortWitness::Both,
-        }
+settings! {
+    /// Policy settings. `Default` gives the documented defaults.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct MachineConfig (prefix "") {
+        /// Recovery tick period in milliseconds (default 1000). The tick runs
+        /// only while something needs it (a paused rail, a poll-only device).
+        pub tick_ms: u64 = 1000
+            => SettingKind::Millis { min: 1 }, "recovery tick period; runs only while needed";
+        /// Opt-in audit period: every this many milliseconds the port state of
+        /// every active rail is re-read, so a port that went down with no event
+        /// at all is noticed. `None` (the default) keeps a healthy host at zero
+        /// idle wake-ups.
+        pub audit_ms: Option<u64> = None
+            => SettingKind::OptionalMillis { min: 1 }, "re-read every active rail this often (off)";
+        /// After the port reads ACTIVE, wait this long and re-check before
+        /// activating (default 0: activate at once). mlx5/RoCE can reject
+        /// connection setup right after link-up; the port going down during the
+        /// wait cancels it. Applies to re-attached devices too.
+        pub settle_ms: u64 = 0
+            => SettingKind::Millis { min: 0 }, "wait after a port reads ACTIVE before activating";
+        /// How often a paused rail is explained in the log (default 30 s).
+        pub explain_every_ms: u64 = 30_000
+            => SettingKind::Millis { min: 0 }, "how often a paused rail is explained";
+        /// First delay before re-opening a device that went away, or opening
+        /// again one that appeared and would not open (default 1 s).
+        pub reopen_initial_ms: u64 = 1000
+            => SettingKind::Millis { min: 1 }, "first delay before a (re-)open";
+        /// Longest delay between (re-)open attempts (default 60 s).
+        pub reopen_max_ms: u64 = 60_000
+            => SettingKind::Millis { min: 1 }, "longest delay between (re-)opens";
+        /// Each (re-)open delay is lengthened by a random 0..=this percent of it
+        /// (default 20, at most 100), so hosts do not all re-open at once.
+        pub reopen_jitter_pct: u32 = 20
+            => SettingKind::Percent, "random lengthening of each (re-)open delay";
+        /// Seed of that jitter. `None` (the default): the driver draws one per
+        /// process (the runtime does; a machine made with `None` uses 1). The
+        /// simulator fixes it so runs are reproducible. Not a file setting.
+        pub seed: Option<u64> = None;
+        /// Flap damping (default off): a rail that flaps too often stays paused
+        /// (`damped`) until its penalty decays.
+        pub damping: Option<DampingConfig> = None
+            => SettingKind::Section, "flap damping; on when the table is present";
+        /// The data-path breaker (default on): transfer failures against the
+        /// local path, reported by the engine through enough distinct peers,
+        /// take a rail out (`data_path`) until a probe after a backoff succeeds.
+        /// `None`: reports are counted, never acted on.
+        pub data_path: Option<DataPathConfig> = Some(DataPathConfig::default())
+            => SettingKind::Section, "the data-path breaker; on unless false";
+        /// A rise of the port's `link_downed` or the netdev's carrier counters
+        /// with no PORT_ERR seen is a silent flap: the generation moves and
+        /// damping is charged (default on).
+        pub silent_flaps: bool = true
+            => SettingKind::Flag, "a counter rise with no PORT_ERR bumps the generation";
+        /// What a rail needs in its GID table before it is made available
+        /// (default `none`): a port that reads ACTIVE without it stays paused
+        /// (`no_address`).
+        pub require_address: AddressRequirement = AddressRequirement::None
+            => SettingKind::Choice(&ADDRESS_NAMES), "a GID a rail needs before it is used";
+        /// Which witness says a port is usable (default `both`): the port
+        /// state, the netdev's carrier, or both (a port that reads ACTIVE with
+        /// its carrier down is paused `no_carrier`). Ports with no netdev have
+        /// only the port state.
+        pub port_witness: PortWitness = PortWitness::Both
+            => SettingKind::Choice(&WITNESS_NAMES), "what says a port is up: port, carrier or both";
     }
 }
 
@@ -170,10 +172,6 @@ pub struct Setting {
     pub kind: SettingKind,
     /// One line on what it does.
     pub doc: &'static str,
-}
-
-const fn setting(key: &'static str, kind: SettingKind, doc: &'static str) -> Setting {
-    Setting { key, kind, doc }
 }
 
 /// A setting's value as a front end hands it in or reads it out.
@@ -332,20 +330,6 @@ fn refuse(key: &'static str, problem: Problem) -> Result<(), ConfigError> {
 
 // ---- assigning and reading ---------------------------------------------------
 
-/// A place in a config a setting's value goes.
-enum Slot<'a> {
-    Millis(&'a mut u64),
-    OptionalMillis(&'a mut Option<u64>),
-    Count(&'a mut u64),
-    Percent(&'a mut u32),
-    Positive(&'a mut f64),
-    Flag(&'a mut bool),
-    Address(&'a mut AddressRequirement),
-    Witness(&'a mut PortWitness),
-    Damping(&'a mut Option<DampingConfig>),
-    DataPath(&'a mut Option<DataPathConfig>),
-}
-
 /// The names `port_witness` takes.
 const WITNESS_NAMES: [&str; 3] = [PortWitness::ALL[0].name(), PortWitness::ALL[1].name(), PortWitness::ALL[2].name()];
 
@@ -360,136 +344,49 @@ const ADDRESS_NAMES: [&str; 5] = {
     names
 };
 
+/// How many rows the whole table has.
+const ROW_COUNT: usize = MachineConfig::ROWS.len() + DampingConfig::ROWS.len() + DataPathConfig::ROWS.len();
+
 impl MachineConfig {
     /// Every setting a file or flag may give (not `seed`), in the order
-    /// docs list them.
-    pub const SETTINGS: &'static [Setting] = &[
-        setting("tick_ms", SettingKind::Millis { min: 1 }, "recovery tick period; runs only while needed"),
-        setting("audit_ms", SettingKind::OptionalMillis { min: 1 }, "re-read every active rail this often (off)"),
-        setting("settle_ms", SettingKind::Millis { min: 0 }, "wait after a port reads ACTIVE before activating"),
-        setting("explain_every_ms", SettingKind::Millis { min: 0 }, "how often a paused rail is explained"),
-        setting("reopen_initial_ms", SettingKind::Millis { min: 1 }, "first delay before a (re-)open"),
-        setting("reopen_max_ms", SettingKind::Millis { min: 1 }, "longest delay between (re-)opens"),
-        setting("reopen_jitter_pct", SettingKind::Percent, "random lengthening of each (re-)open delay"),
-        setting("damping", SettingKind::Section, "flap damping; on when the table is present"),
-        setting("damping.penalty_per_flap", SettingKind::Positive, "penalty added per flap"),
-        setting("damping.suppress", SettingKind::Positive, "at or above this a rail is held"),
-        setting("damping.reuse", SettingKind::Positive, "a held rail is released below this"),
-        setting("damping.half_life_ms", SettingKind::Millis { min: 1 }, "the penalty halves this often"),
-        setting("damping.max_penalty", SettingKind::Positive, "the penalty's ceiling"),
-        setting("data_path", SettingKind::Section, "the data-path breaker; on unless false"),
-        setting(
-            "data_path.failures",
-            SettingKind::Count { min: 1, max: 1_000_000 },
-            "local-path failures within the window that open it",
-        ),
-        setting("data_path.window_ms", SettingKind::Millis { min: 1 }, "the window they must fall in"),
-        setting(
-            "data_path.min_peers",
-            SettingKind::Count { min: 1, max: MAX_MIN_PEERS as u64 },
-            "the distinct peers they must come through",
-        ),
-        setting("data_path.backoff_initial_ms", SettingKind::Millis { min: 1 }, "the first wait before a probe"),
-        setting("data_path.backoff_max_ms", SettingKind::Millis { min: 1 }, "the longest wait before a probe"),
-        setting(
-            "data_path.probe_timeout_ms",
-            SettingKind::Millis { min: 1 },
-            "a granted probe unreported this long counts as failed",
-        ),
-        setting("silent_flaps", SettingKind::Flag, "a counter rise with no PORT_ERR bumps the generation"),
-        setting("require_address", SettingKind::Choice(&ADDRESS_NAMES), "a GID a rail needs before it is used"),
-        setting("port_witness", SettingKind::Choice(&WITNESS_NAMES), "what says a port is up: port, carrier or both"),
-    ];
+    /// docs list them: each section's keys follow its own.
+    pub const SETTINGS: &'static [Setting] =
+        &declare::flatten::<ROW_COUNT>(MachineConfig::ROWS, &[DampingConfig::ROWS, DataPathConfig::ROWS]);
 
     /// The setting called `key`, if there is one.
     pub fn setting(key: &str) -> Option<&'static Setting> {
         Self::SETTINGS.iter().find(|s| s.key == key)
     }
 
-    /// Where `key`'s value lives. A `damping.` key turns damping on (with
-    /// the defaults) when it was off: writing one of its settings means it.
-    fn slot(&mut self, key: &str) -> Option<Slot<'_>> {
-        // Exhaustive: a new field is a compile error here until it has a key.
-        let MachineConfig {
-            tick_ms,
-            audit_ms,
-            explain_every_ms,
-            reopen_initial_ms,
-            reopen_max_ms,
-            reopen_jitter_pct,
-            seed: _,
-            settle_ms,
-            damping,
-            data_path,
-            silent_flaps,
-            require_address,
-            port_witness,
-        } = self;
-        let slot = match key {
-            "tick_ms" => Slot::Millis(tick_ms),
-            "audit_ms" => Slot::OptionalMillis(audit_ms),
-            "settle_ms" => Slot::Millis(settle_ms),
-            "explain_every_ms" => Slot::Millis(explain_every_ms),
-            "reopen_initial_ms" => Slot::Millis(reopen_initial_ms),
-            "reopen_max_ms" => Slot::Millis(reopen_max_ms),
-            "reopen_jitter_pct" => Slot::Percent(reopen_jitter_pct),
-            "damping" => Slot::Damping(damping),
-            "data_path" => Slot::DataPath(data_path),
-            "silent_flaps" => Slot::Flag(silent_flaps),
-            "require_address" => Slot::Address(require_address),
-            "port_witness" => Slot::Witness(port_witness),
-            _ => return section_slot(key, damping, data_path),
-        };
-        Some(slot)
+    /// The field of `key` (a section's key only while the section is on).
+    fn field_of(&self, key: &str) -> Option<&dyn Field> {
+        match key.split_once('.') {
+            Some((section, sub)) => self.field(section)?.section()?.field(sub),
+            None => self.field(key),
+        }
     }
 
     /// Sets `key` to `value`, refusing a value of the wrong type or sign
     /// (the range is [`validate`](Self::validate)'s, so the whole config is
-    /// judged together).
+    /// judged together). A section's key turns the section on (with its
+    /// defaults) when it was off: writing one of its keys means it.
     pub fn set(&mut self, key: &str, value: SettingValue) -> Result<(), ConfigError> {
         // An unknown key has no static name to give: front ends look keys
         // up in SETTINGS first, so this is their bug, named as such.
         let spec = Self::setting(key).ok_or(ConfigError { key: "(unknown key)", problem: Problem::Unknown })?;
-        let slot = self.slot(key).ok_or(ConfigError { key: spec.key, problem: Problem::Unknown })?;
-        assign(spec, slot, value)
+        let field = match key.split_once('.') {
+            Some((section, sub)) => {
+                self.field_mut(section).and_then(|f| f.section_mut()).and_then(|s| s.field_mut(sub))
+            }
+            None => self.field_mut(key),
+        };
+        field.ok_or(ConfigError { key: spec.key, problem: Problem::Unknown })?.assign(spec, value)
     }
 
     /// The value of `key`, if it is a setting (a section's key only while
     /// the section is on).
     pub fn get(&self, key: &str) -> Option<SettingValue> {
-        if (key.starts_with("damping.") && self.damping.is_none())
-            || (key.starts_with("data_path.") && self.data_path.is_none())
-        {
-            return None;
-        }
-        let mut copy = self.clone();
-        let value = match copy.slot(key)? {
-            Slot::Millis(v) | Slot::Count(v) => SettingValue::Integer(whole(*v)),
-            Slot::OptionalMillis(v) => v.map_or(SettingValue::Bool(false), |ms| SettingValue::Integer(whole(ms))),
-            Slot::Percent(v) => SettingValue::Integer(i64::from(*v)),
-            Slot::Positive(v) => SettingValue::Float(*v),
-            Slot::Flag(v) => SettingValue::Bool(*v),
-            Slot::Address(v) => SettingValue::Choice(v.name()),
-            Slot::Witness(v) => SettingValue::Choice(v.name()),
-            Slot::Damping(d) => SettingValue::Bool(d.is_some()),
-            Slot::DataPath(d) => SettingValue::Bool(d.is_some()),
-        };
-        Some(value)
-    }
-
-    /// The whole number `key` holds, if it is one (and on).
-    fn held_whole(&self, key: &str) -> Option<u64> {
-        if (key.starts_with("damping.") && self.damping.is_none())
-            || (key.starts_with("data_path.") && self.data_path.is_none())
-        {
-            return None;
-        }
-        let mut copy = self.clone();
-        match copy.slot(key)? {
-            Slot::Millis(v) | Slot::Count(v) => Some(*v),
-            Slot::OptionalMillis(v) => *v,
-            _ => None,
-        }
+        Some(self.field_of(key)?.value())
     }
 
     /// Checks every setting against its range and the rules between them;
@@ -498,10 +395,10 @@ impl MachineConfig {
         for spec in Self::SETTINGS {
             // A whole number is checked as it is held (a `u64`): past
             // `i64::MAX` its `SettingValue` would say another number.
-            if let Some(n) = self.held_whole(spec.key) {
-                spec.check_whole(n)?;
-            } else if let Some(value) = self.get(spec.key) {
-                spec.check(value)?;
+            let Some(field) = self.field_of(spec.key) else { continue };
+            match field.held_whole() {
+                Some(n) => spec.check_whole(n)?,
+                None => spec.check(field.value())?,
             }
         }
         if self.reopen_max_ms < self.reopen_initial_ms {
@@ -533,42 +430,6 @@ impl MachineConfig {
     }
 }
 
-/// Where a section's key (`damping.reuse`, `data_path.window_ms`) lives; it
-/// turns its section on (with the defaults) when it was off: writing one of
-/// its keys means it.
-fn section_slot<'a>(
-    key: &str,
-    damping: &'a mut Option<DampingConfig>,
-    data_path: &'a mut Option<DataPathConfig>,
-) -> Option<Slot<'a>> {
-    if let Some(sub) = key.strip_prefix("damping.") {
-        let d = damping.get_or_insert_with(DampingConfig::default);
-        return Some(match sub {
-            "penalty_per_flap" => Slot::Positive(&mut d.penalty_per_flap),
-            "suppress" => Slot::Positive(&mut d.suppress),
-            "reuse" => Slot::Positive(&mut d.reuse),
-            "half_life_ms" => Slot::Millis(&mut d.half_life_ms),
-            "max_penalty" => Slot::Positive(&mut d.max_penalty),
-            _ => return None,
-        });
-    }
-    let sub = key.strip_prefix("data_path.")?;
-    let d = data_path.get_or_insert_with(DataPathConfig::default);
-    Some(match sub {
-        "failures" => Slot::Count(&mut d.failures),
-        "window_ms" => Slot::Millis(&mut d.window_ms),
-        "min_peers" => Slot::Count(&mut d.min_peers),
-        "backoff_initial_ms" => Slot::Millis(&mut d.backoff_initial_ms),
-        "backoff_max_ms" => Slot::Millis(&mut d.backoff_max_ms),
-        "probe_timeout_ms" => Slot::Millis(&mut d.probe_timeout_ms),
-        _ => return None,
-    })
-}
-
-fn whole(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 impl Setting {
     /// `value` as a whole number for this setting, refusing another type or
     /// a negative number (the range is [`check`](Self::check)'s).
@@ -594,7 +455,7 @@ impl Setting {
         }
     }
 
-    fn wrong_type(&self, value: &SettingValue) -> ConfigError {
+    pub(crate) fn wrong_type(&self, value: &SettingValue) -> ConfigError {
         ConfigError {
             key: self.key,
             problem: Problem::WrongType { expected: self.kind.expected(), found: found(value) },
@@ -633,59 +494,6 @@ impl Setting {
         }
         Ok(())
     }
-}
-
-fn assign(spec: &Setting, slot: Slot<'_>, value: SettingValue) -> Result<(), ConfigError> {
-    match slot {
-        Slot::Millis(v) | Slot::Count(v) => *v = spec.whole(value)?,
-        Slot::OptionalMillis(v) => match value {
-            SettingValue::Bool(false) => *v = None,
-            other => *v = Some(spec.whole(other)?),
-        },
-        Slot::Percent(v) => *v = u32::try_from(spec.whole(value)?).unwrap_or(u32::MAX),
-        Slot::Positive(v) => match value {
-            SettingValue::Integer(i) => *v = i as f64,
-            SettingValue::Float(x) => *v = x,
-            other => return Err(spec.wrong_type(&other)),
-        },
-        Slot::Flag(v) => match value {
-            SettingValue::Bool(b) => *v = b,
-            other => return Err(spec.wrong_type(&other)),
-        },
-        Slot::Address(v) => *v = choose(spec, value, &AddressRequirement::ALL, |r| r.name(), &ADDRESS_NAMES)?,
-        Slot::Witness(v) => *v = choose(spec, value, &PortWitness::ALL, |w| w.name(), &WITNESS_NAMES)?,
-        Slot::Damping(d) => section(spec, d, value)?,
-        Slot::DataPath(d) => section(spec, d, value)?,
-    }
-    Ok(())
-}
-
-/// The one of `all` whose name `value` gives (a `Choice` setting).
-fn choose<T: Copy>(
-    spec: &Setting,
-    value: SettingValue,
-    all: &[T],
-    name: impl Fn(T) -> &'static str,
-    names: &'static [&'static str],
-) -> Result<T, ConfigError> {
-    let SettingValue::Choice(given) = value else { return Err(spec.wrong_type(&value)) };
-    all.iter()
-        .copied()
-        .find(|&c| name(c) == given)
-        .ok_or_else(|| ConfigError { key: spec.key, problem: Problem::NotAChoice { given: given.to_owned(), names } })
-}
-
-/// A section turned on (a table, `true`: its values kept, or the defaults)
-/// or off (`false`).
-fn section<T: Default>(spec: &Setting, slot: &mut Option<T>, value: SettingValue) -> Result<(), ConfigError> {
-    match value {
-        SettingValue::Table | SettingValue::Bool(true) => {
-            slot.get_or_insert_with(T::default);
-        }
-        SettingValue::Bool(false) => *slot = None,
-        other => return Err(spec.wrong_type(&other)),
-    }
-    Ok(())
 }
 
 impl DampingConfig {
