@@ -1,0 +1,279 @@
+//! Every name a doc table lists is the code's, both ways: a name the doc
+//! has and the code lacks fails, and so does a name the code has and the
+//! doc lacks (as `every_setting_is_documented_in_both_file_formats` holds
+//! the settings). Each check names the doc file, the table and the name.
+//!
+//! The code's lists: `PauseReason::ALL`, `RecoveredBy::ALL`, `Cause::ALL`;
+//! the families the metrics encode; the alerts of the shipped rules; the
+//! keys of a snapshot's JSON; the keys each scenario table accepts (its
+//! parser's own list, from the error an unknown key gets); the functions
+//! and constants of `railwatch.h` (tested equal to the exports by
+//! `crates/ffi/tests/header.rs`).
+
+mod doc_tables;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use doc_tables::{Doc, ticked};
+use railwatch_core::{Cause, PauseReason, RecoveredBy};
+
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+fn set<S: Into<String>>(names: impl IntoIterator<Item = S>) -> BTreeSet<String> {
+    names.into_iter().map(Into::into).collect()
+}
+
+fn reasons() -> BTreeSet<String> {
+    set(PauseReason::ALL.map(PauseReason::name))
+}
+
+fn paths() -> BTreeSet<String> {
+    set(RecoveredBy::ALL.map(RecoveredBy::name))
+}
+
+fn causes() -> BTreeSet<String> {
+    set(Cause::ALL.map(Cause::name))
+}
+
+/// The causes that are no recovery path: pause reasons, bumps, silent flap.
+fn causes_not_by() -> BTreeSet<String> {
+    set(Cause::ALL.into_iter().filter(|c| !matches!(c, Cause::By(_))).map(Cause::name))
+}
+
+// ---- causes and reasons ---------------------------------------------------------
+
+#[test]
+fn state_machine_md_lists_every_pause_reason() {
+    let doc = Doc::read(root(), "docs/STATE-MACHINE.md");
+    doc.table("Pause reasons (kept in the word", "| reason | meaning |").first_column().same_as(&reasons());
+}
+
+#[test]
+fn json_md_lists_every_cause_and_recovery_path() {
+    let doc = Doc::read(root(), "docs/JSON.md");
+    let transition = doc.table("## `transition`", "| field | type | meaning |");
+    transition.cell("reason", 2).same_as(&causes_not_by());
+    transition.cell("by", 2).same_as(&paths());
+    let rail = doc.table("A rail:", "| field | type | meaning |");
+    rail.cell("recovered_by", 2).same_as(&paths());
+    rail.cell("reason", 2).same_as(&reasons());
+}
+
+#[test]
+fn metrics_md_lists_every_transition_cause() {
+    let doc = Doc::read(root(), "docs/METRICS.md");
+    let metrics = doc.table("## The metrics", "| metric | type | labels | what |");
+    metrics.cell_after("railwatch_transitions_total", 3, "the cause:").same_as(&causes());
+}
+
+#[test]
+fn scenarios_md_lists_every_reason_and_recovery_path_an_expect_takes() {
+    let doc = Doc::read(root(), "docs/SCENARIOS.md");
+    let expect = doc.table("## `[[expect]]`", "| key | type | default | meaning |");
+    expect.cell("reason", 1).same_as(&reasons());
+    expect.cell("recovered_by", 1).same_as(&paths());
+}
+
+// ---- metrics and alerts -------------------------------------------------------
+
+/// Every family the agent encodes, as its `# TYPE` line names it.
+fn metric_families() -> BTreeSet<String> {
+    let text =
+        railwatch_cli::metrics::Metrics::new("0.0.0").exporter().encode(railwatch_cli::metrics::Format::Prometheus);
+    let names = set(text.lines().filter_map(|l| Some(l.strip_prefix("# TYPE ")?.split(' ').next()?.to_owned())));
+    assert!(names.len() > 20, "the encoding names its families: {text}");
+    names
+}
+
+#[test]
+fn metrics_md_lists_every_metric() {
+    let doc = Doc::read(root(), "docs/METRICS.md");
+    doc.table("## The metrics", "| metric | type | labels | what |").first_column().same_as(&metric_families());
+}
+
+#[test]
+fn metrics_md_lists_every_alert() {
+    let rules = std::fs::read_to_string(root().join("crates/cli/dist/prometheus/railwatch.rules.yml")).unwrap();
+    let alerts = set(rules.lines().filter_map(|l| Some(l.trim().strip_prefix("- alert: ")?.to_owned())));
+    let doc = Doc::read(root(), "docs/METRICS.md");
+    doc.table("## Alerts and dashboards", "| alert | fires when |").first_column().same_as(&alerts);
+}
+
+// ---- JSON ---------------------------------------------------------------------
+
+/// A snapshot of one simulated rail, as JSON.
+fn snapshot_json() -> serde_json::Value {
+    use railwatch_runtime::{BandwidthSelector, Config, Monitor};
+    use railwatch_sim_backend::{PortSpec, SimClock, SimDevice};
+    let mut monitor = Monitor::new(Config::default(), Arc::new(BandwidthSelector::new()), SimClock::new()).unwrap();
+    monitor.add_device(SimDevice::new("mlx5_0", &[PortSpec::active(1)]).unwrap());
+    monitor.poll_once(Some(std::time::Duration::ZERO)).unwrap();
+    serde_json::to_value(railwatch_runtime::json::SnapshotJson::of(&monitor.snapshot())).unwrap()
+}
+
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    v.as_object().expect("an object").keys().cloned().collect()
+}
+
+#[test]
+fn json_md_lists_every_snapshot_field_in_order() {
+    let doc = Doc::read(root(), "docs/JSON.md");
+    let snapshot = snapshot_json();
+    let top = doc.table("## Snapshot", "| field | type | meaning |");
+    top.first_column().in_order(&keys(&snapshot));
+    doc.table("A rail:", "| field | type | meaning |").first_column().in_order(&keys(&snapshot["rails"][0]));
+    doc.table("A device:", "| field | type | meaning |").first_column().in_order(&keys(&snapshot["devices"][0]));
+}
+
+// ---- scenario files -------------------------------------------------------------
+
+/// The keys the scenario parser accepts in the table `place` puts an
+/// unknown key `zzz` into: its own list, from serde's error.
+fn accepted(place: &str) -> BTreeSet<String> {
+    let text = format!("duration_ms = 10\n[[device]]\nname = \"d\"\nports = [{{ port = 1 }}]\n{place}");
+    let err = railwatch_scenario::Scenario::parse(&text, "keys.toml").expect_err("zzz is no key").to_string();
+    let (_, list) =
+        err.split_once("expected").unwrap_or_else(|| panic!("an unknown key's error lists the keys: {err}"));
+    let names = ticked(list);
+    assert!(!names.is_empty(), "{err}");
+    names
+}
+
+const STEP: &str = "[[step]]\nat_ms = 1\ndevice = \"d\"\n";
+
+#[test]
+fn scenarios_md_lists_every_key_of_a_step() {
+    let doc = Doc::read(root(), "docs/SCENARIOS.md");
+    let steps = doc.table("## `[[step]]`", "| key | type | default | meaning |");
+    steps.first_column().same_as(&accepted(&format!("{STEP}zzz = 1\n")));
+    // Each step table's form, `{ port, state, notify? }`, is its keys.
+    for key in ["port_state", "link", "gid", "counters", "carrier", "transfers", "probe"] {
+        let form = steps.cell_form(key);
+        form.same_as(&accepted(&format!("{STEP}{key} = {{ zzz = 1 }}\n")));
+    }
+}
+
+#[test]
+fn scenarios_md_lists_every_key_of_an_expect_and_a_device() {
+    let doc = Doc::read(root(), "docs/SCENARIOS.md");
+    let expect = doc.table("## `[[expect]]`", "| key | type | default | meaning |");
+    expect.first_column().same_as(&accepted("[[expect]]\nat_ms = 1\nrail = \"d/1\"\nzzz = 1\n"));
+    let device = doc.table("## `[[device]]`", "| key | type | default | meaning |");
+    device.first_column().same_as(&accepted("zzz = 1\n"));
+    let port = doc.table("Each entry of `ports`:", "| key | type | default | meaning |");
+    port.first_column().same_as(&accepted("[[device]]\nname = \"e\"\nports = [{ port = 1, zzz = 1 }]\n"));
+}
+
+#[test]
+fn scenarios_md_lists_every_probe_outcome() {
+    let doc = Doc::read(root(), "docs/SCENARIOS.md");
+    let steps = doc.table("## `[[step]]`", "| key | type | default | meaning |");
+    let outcomes = set(railwatch_scenario::scenario::ProbeOutcome::ALL.map(|(name, _)| name));
+    steps.cell_after("probe", 3, "by outcome:").same_as(&outcomes);
+}
+
+// ---- the C API ------------------------------------------------------------------
+
+fn header() -> String {
+    std::fs::read_to_string(root().join("crates/ffi/include/railwatch.h")).expect("railwatch.h")
+}
+
+/// The functions `railwatch.h` declares.
+fn c_functions(h: &str) -> BTreeSet<String> {
+    let declared = h.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_lowercase()) && l.contains('('));
+    set(declared.filter_map(|l| {
+        let name = l[..l.find('(')?].rsplit([' ', '*']).next()?;
+        name.starts_with("rw_").then(|| name.to_owned())
+    }))
+}
+
+/// The constants of one `typedef enum NAME { ... }` of `railwatch.h`.
+fn c_enum(h: &str, name: &str) -> Vec<String> {
+    let start = h.find(&format!("typedef enum {name} {{")).unwrap_or_else(|| panic!("railwatch.h has no enum {name}"));
+    let body = &h[start..start + h[start..].find('}').expect("the enum ends")];
+    body.lines()
+        .filter_map(|l| Some(l.trim().split([' ', ',']).next()?.to_owned()))
+        .filter(|c| c.starts_with("RW_"))
+        .collect()
+}
+
+fn c_enums(h: &str) -> Vec<String> {
+    h.lines().filter_map(|l| Some(l.strip_prefix("typedef enum ")?.split(' ').next()?.to_owned())).collect()
+}
+
+fn c_macros(h: &str) -> Vec<String> {
+    h.lines()
+        .filter_map(|l| Some(l.strip_prefix("#define ")?.split([' ', '(']).next()?.to_owned()))
+        .filter(|m| m.starts_with("RW_"))
+        .collect()
+}
+
+#[test]
+fn the_ffi_readme_lists_every_function_of_the_header() {
+    let h = header();
+    let doc = Doc::read(root(), "crates/ffi/README.md");
+    let table = doc.table("### Every name in the header", "| functions | names |");
+    table.all_cells(1).same_as(&c_functions(&h));
+}
+
+#[test]
+fn the_ffi_readme_lists_every_constant_of_the_header() {
+    let h = header();
+    let doc = Doc::read(root(), "crates/ffi/README.md");
+    let table = doc.table("### Every name in the header", "| type | constants |");
+    table.first_column().same_as(&set(c_enums(&h).into_iter().chain(["macros".to_owned()])));
+    for e in c_enums(&h) {
+        table.cell(&e, 1).same_as(&set(c_enum(&h, &e)));
+    }
+    table.cell("macros", 1).same_as(&set(c_macros(&h)));
+}
+
+#[test]
+fn the_c_names_of_reasons_and_paths_are_the_codes() {
+    let h = header();
+    let upper =
+        |prefix: &str, names: &BTreeSet<String>| set(names.iter().map(|n| format!("{prefix}{}", n.to_uppercase())));
+    assert_eq!(set(c_enum(&h, "rw_pause_reason")), upper("RW_REASON_", &reasons()), "rw_pause_reason");
+    assert_eq!(set(c_enum(&h, "rw_recovered_by")), upper("RW_BY_", &paths()), "rw_recovered_by");
+}
+
+/// Every `rw_*` / `RW_*` name a doc gives is in a header (or the bench
+/// build's exports); a name ending in `_` is a prefix of one.
+#[test]
+fn every_c_name_in_the_docs_exists() {
+    let headers = ["railwatch.h", "railwatch_verbs.h", "railwatch.hpp"]
+        .map(|f| std::fs::read_to_string(root().join("crates/ffi/include").join(f)).expect(f));
+    let bench = std::fs::read_to_string(root().join("crates/ffi/src/bench.rs")).expect("bench.rs");
+    let known: BTreeSet<String> = headers.iter().chain([&bench]).flat_map(|t| doc_tables::c_names(t)).collect();
+    let mut docs: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path().file_name()?.to_str()?.to_owned()))
+        .filter(|f| f.ends_with(".md"))
+        .map(|f| format!("docs/{f}"))
+        .collect();
+    docs.push("crates/ffi/README.md".to_owned());
+    let changelog = std::fs::read_to_string(root().join("CHANGELOG.md")).unwrap();
+    let texts = docs.into_iter().map(|f| (std::fs::read_to_string(root().join(&f)).unwrap(), f));
+    // The changelog names what was removed too: what it says is added is there.
+    let added = (unreleased_added(&changelog), "CHANGELOG.md ([Unreleased], Added)".to_owned());
+    for (text, file) in texts.chain([added]) {
+        for name in doc_tables::c_names(&text) {
+            let found = match name.strip_suffix('_') {
+                Some(prefix) => known.iter().any(|k| k.starts_with(prefix)),
+                None => known.contains(&name),
+            };
+            assert!(found, "{file} names `{name}`, which no header of crates/ffi/include declares");
+        }
+    }
+}
+
+/// The "### Added" part of the changelog's "## [Unreleased]".
+fn unreleased_added(changelog: &str) -> String {
+    let unreleased = &changelog[changelog.find("## [Unreleased]").expect("CHANGELOG.md has [Unreleased]")..];
+    let added = &unreleased[unreleased.find("### Added").expect("[Unreleased] has ### Added")..];
+    added[3..].split("\n### ").next().unwrap_or_default().to_owned()
+}
