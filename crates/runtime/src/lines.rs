@@ -275,24 +275,42 @@ pub struct Verdicts {
 }
 
 impl Body<'_> {
+    /// Every `kind` a line can have; [`kind`](Self::kind) gives only these.
+    pub const KINDS: [&'static str; 14] = [
+        "event",
+        "transition",
+        "reseed",
+        "available",
+        "drain",
+        "address",
+        "peer_failing",
+        "half_open",
+        "probe_failed",
+        "work_lost",
+        "gid_index",
+        "output_dropped",
+        "expect",
+        "summary",
+    ];
+
     /// The line's `kind`.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Body::Event { .. } => "event",
-            Body::Transition { .. } => "transition",
-            Body::Reseed { .. } => "reseed",
-            Body::Available { .. } => "available",
-            Body::Drain { .. } => "drain",
-            Body::Address { .. } => "address",
-            Body::PeerFailing { .. } => "peer_failing",
-            Body::HalfOpen { .. } => "half_open",
-            Body::ProbeFailed { .. } => "probe_failed",
-            Body::WorkLost { .. } => "work_lost",
-            Body::GidIndex { .. } => "gid_index",
-            Body::OutputDropped { .. } => "output_dropped",
-            Body::Expect { .. } => "expect",
-            Body::RunSummary { .. } | Body::WatchSummary(_) => "summary",
-        }
+        Self::KINDS[match self {
+            Body::Event { .. } => 0,
+            Body::Transition { .. } => 1,
+            Body::Reseed { .. } => 2,
+            Body::Available { .. } => 3,
+            Body::Drain { .. } => 4,
+            Body::Address { .. } => 5,
+            Body::PeerFailing { .. } => 6,
+            Body::HalfOpen { .. } => 7,
+            Body::ProbeFailed { .. } => 8,
+            Body::WorkLost { .. } => 9,
+            Body::GidIndex { .. } => 10,
+            Body::OutputDropped { .. } => 11,
+            Body::Expect { .. } => 12,
+            Body::RunSummary { .. } | Body::WatchSummary(_) => 13,
+        }]
     }
 }
 
