@@ -78,6 +78,13 @@ fn scenarios_md_lists_every_reason_and_recovery_path_an_expect_takes() {
     expect.cell("recovered_by", 1).same_as(&paths());
 }
 
+#[test]
+fn report_md_gives_every_reason_the_report_colours() {
+    let doc = Doc::read(root(), "docs/REPORT.md");
+    let bands = doc.table("## What it shows", "| colour (light) | band |").paused_bands();
+    bands.same_as(&set(railwatch_report::PAUSE_REASONS));
+}
+
 // ---- metrics and alerts -------------------------------------------------------
 
 /// Every family the agent encodes, as its `# TYPE` line names it.
@@ -104,6 +111,16 @@ fn metrics_md_lists_every_alert() {
 }
 
 // ---- JSON ---------------------------------------------------------------------
+
+#[test]
+fn json_md_has_a_section_for_every_kind_of_line() {
+    let doc = Doc::read(root(), "docs/JSON.md");
+    let timeline = doc.headings("## ", "# `--json` output", "## Real devices");
+    let watch = doc.headings("#### ", "### `railwatch watch --json`", "## Snapshot");
+    let kinds = set(railwatch_runtime::lines::Body::KINDS);
+    let documented = timeline.and(watch);
+    documented.same_as(&kinds);
+}
 
 /// A snapshot of one simulated rail, as JSON.
 fn snapshot_json() -> serde_json::Value {

@@ -31,6 +31,17 @@ impl Doc {
         Doc { file: file.to_owned(), text }
     }
 
+    /// The first backticked word of every heading `level` (`"## "`) gives,
+    /// between the lines that start with `from` and with `to`.
+    pub fn headings(&self, level: &str, from: &str, to: &str) -> Names {
+        let mut lines = self.text.lines().skip_while(|l| !l.starts_with(from));
+        assert!(lines.next().is_some(), "{}: no line starts with \"{from}\"", self.file);
+        let section: Vec<&str> = lines.take_while(|l| !l.starts_with(to)).collect();
+        let names = section.iter().filter_map(|l| ticks(l.strip_prefix(level)?).into_iter().next());
+        let place = format!("{}: the \"{level}\" headings after \"{from}\" up to \"{to}\"", self.file);
+        Names { place, names: names.collect() }
+    }
+
     /// The first table whose header row starts with `header`, after the
     /// first line that starts with `anchor`.
     pub fn table(&self, anchor: &str, header: &str) -> Table<'_> {
@@ -131,6 +142,12 @@ impl Table<'_> {
         self.names(&format!("the form of row `{key}`"), keys.collect())
     }
 
+    /// The reasons of the rows whose second column reads "paused: `reason`".
+    pub fn paused_bands(&self) -> Names {
+        let names = self.rows.iter().filter_map(|r| ticks(r.get(1)?.strip_prefix("paused: ")?).into_iter().next());
+        self.names("its \"paused: \" rows", names.collect())
+    }
+
     /// The backticked words of column `column` in every row.
     pub fn all_cells(&self, column: usize) -> Names {
         let names = self.rows.iter().flat_map(|r| r.get(column).map(|c| ticks(c)).unwrap_or_default()).collect();
@@ -139,6 +156,17 @@ impl Table<'_> {
 }
 
 impl Names {
+    /// These names and `other`'s, the same name once.
+    pub fn and(self, other: Names) -> Names {
+        let mut names = self.names;
+        for name in other.names {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        Names { place: format!("{} and {}", self.place, other.place), names }
+    }
+
     /// The same names as the code's, both ways, each once.
     pub fn same_as(&self, code: &BTreeSet<String>) {
         let doc: BTreeSet<String> = self.names.iter().cloned().collect();
