@@ -85,6 +85,26 @@ fn report_md_gives_every_reason_the_report_colours() {
     bands.same_as(&set(railwatch_report::PAUSE_REASONS));
 }
 
+/// The machine's inputs: its `pub fn handle_*` and `add_device`, as the
+/// source of `crates/core/src/machine/` declares them.
+fn machine_inputs() -> BTreeSet<String> {
+    let dir = root().join("crates/core/src/machine");
+    let sources = std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap());
+    let text: String = sources.collect();
+    let inputs = text.lines().filter_map(|l| {
+        let name = l.trim().strip_prefix("pub fn ")?.split(['(', '<']).next()?;
+        (name.starts_with("handle_") || name == "add_device").then(|| name.to_owned())
+    });
+    set(inputs)
+}
+
+#[test]
+fn state_machine_md_lists_every_input_of_the_machine() {
+    let doc = Doc::read(root(), "docs/STATE-MACHINE.md");
+    let table = doc.table("**Inputs**", "| input | what it says |");
+    table.first_column().before('(').same_as(&machine_inputs());
+}
+
 // ---- metrics and alerts -------------------------------------------------------
 
 /// Every family the agent encodes, as its `# TYPE` line names it.

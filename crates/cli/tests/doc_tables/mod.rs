@@ -167,6 +167,12 @@ impl Names {
         Names { place: format!("{} and {}", self.place, other.place), names }
     }
 
+    /// Each name up to `end` (`add_device(name, now)` → `add_device`).
+    pub fn before(self, end: char) -> Names {
+        let names = self.names.iter().map(|n| n.split(end).next().unwrap_or_default().to_owned()).collect();
+        Names { place: self.place, names }
+    }
+
     /// The same names as the code's, both ways, each once.
     pub fn same_as(&self, code: &BTreeSet<String>) {
         let doc: BTreeSet<String> = self.names.iter().cloned().collect();
