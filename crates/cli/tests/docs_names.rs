@@ -206,6 +206,17 @@ fn scenarios_md_lists_every_key_of_an_expect_and_a_device() {
 }
 
 #[test]
+fn scenarios_md_lists_every_event_by_its_scope() {
+    use railwatch_core::{EventKind, Scope};
+    let doc = Doc::read(root(), "docs/SCENARIOS.md");
+    let scopes = doc.table("**Events.**", "| scope | events | element |");
+    let of = |scopes: &[Scope]| set(EventKind::KNOWN.iter().filter(|k| scopes.contains(&k.scope())).map(|k| k.name()));
+    scopes.cell("port", 1).same_as(&of(&[Scope::Port]));
+    scopes.cell("device", 1).same_as(&of(&[Scope::Device]));
+    scopes.cell_until("object", 1, "(").same_as(&of(&[Scope::Cq, Scope::Qp, Scope::Srq, Scope::Wq]));
+}
+
+#[test]
 fn scenarios_md_lists_every_probe_outcome() {
     let doc = Doc::read(root(), "docs/SCENARIOS.md");
     let steps = doc.table("## `[[step]]`", "| key | type | default | meaning |");

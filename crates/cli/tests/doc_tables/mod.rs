@@ -129,6 +129,13 @@ impl Table<'_> {
         self.names(&format!("row `{key}` after \"{marker}\""), ticks(after))
     }
 
+    /// The backticked words before `marker` in column `column` of `key`'s row.
+    pub fn cell_until(&self, key: &str, column: usize, marker: &str) -> Names {
+        let cell = self.column(self.row(key), key, column);
+        let before = cell.split(marker).next().unwrap_or_default();
+        self.names(&format!("row `{key}` before \"{marker}\""), ticks(before))
+    }
+
     /// The keys of the inline-table form `{ port, state, notify? }` in
     /// the type column (1) of `key`'s row.
     pub fn cell_form(&self, key: &str) -> Names {
