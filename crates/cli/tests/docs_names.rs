@@ -142,6 +142,78 @@ fn json_md_has_a_section_for_every_kind_of_line() {
     documented.same_as(&kinds);
 }
 
+/// One happening of every kind, with every optional field given by one of
+/// them (a transition's `reason` and `by`, an event's `rail` and `device`).
+fn happenings() -> Vec<railwatch_core::Happening> {
+    use railwatch_core::{EventKind, Happening as H, LinkRate, ObjectHandle, RailId, RailState, WorkScope};
+    let rail = RailId { device: 0, port: 1 };
+    let qp = WorkScope::Qp { kind: EventKind::QpFatal, handle: Some(ObjectHandle(1)) };
+    let (paused, active) = (RailState::Paused, RailState::Active);
+    vec![
+        H::Event { device: 0, port: Some(1), kind: EventKind::PortErr },
+        H::Event { device: 0, port: None, kind: EventKind::DeviceFatal },
+        H::Transition { rail, from: active, to: paused, cause: Cause::Reason(PauseReason::PortErr), generation: 1 },
+        H::Transition { rail, from: paused, to: active, cause: Cause::By(RecoveredBy::Poll), generation: 2 },
+        H::Reseed { rail, from: None, to: LinkRate::gbps(400) },
+        H::Available { rail, available: true },
+        H::Drain { device: 0, events: 1, errno: Some(5) },
+        H::AddressChanged { rail, generation: 3 },
+        H::PeerFailing { rail, peer: 7 },
+        H::HalfOpen { rail },
+        H::ProbeFailed { rail, timed_out: true },
+        H::GidIndex { rail, index: 1 },
+        H::WorkLost { device: 0, scope: qp },
+        H::WorkLost { device: 0, scope: WorkScope::Device(PauseReason::DeviceFatal) },
+    ]
+}
+
+/// Every field each kind of line has, by kind, as the lines encode them
+/// (`t_ms` and `kind` apart): `watch`'s address with its address, and an
+/// expectation's verdict.
+fn fields_by_kind() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    use railwatch_runtime::lines::{ExpectResult, Line, Names, Record};
+    let names =
+        Names::new(vec!["mlx5_0".to_owned()], [(railwatch_core::RailId { device: 0, port: 1 }, "mlx5_0/1".into())]);
+    let address = railwatch_core::PortAddress::default();
+    let notes: Vec<_> = happenings()
+        .into_iter()
+        .map(|what| railwatch_core::Notification { t: railwatch_core::Millis(1), what })
+        .collect();
+    let verdict = ExpectResult { at_ms: 1, rail: "mlx5_0/1".into(), passed: true, detail: String::new() };
+    let records = notes.iter().map(Record::Note).chain([Record::Expect(&verdict)]);
+    let mut out = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for record in records {
+        let line = Line::of(&names, &record).expect("a line").with_address(Some(&address));
+        let v = serde_json::to_value(&line).unwrap();
+        let kind = v["kind"].as_str().unwrap().to_owned();
+        out.entry(kind).or_default().extend(keys(&v).into_iter().filter(|k| k != "t_ms" && k != "kind"));
+    }
+    out
+}
+
+#[test]
+fn json_md_lists_every_field_of_every_kind_of_line() {
+    let doc = Doc::read(root(), "docs/JSON.md");
+    for (kind, fields) in fields_by_kind() {
+        doc.table(&format!("## `{kind}`"), "| field | type | meaning |").all_cells(0).same_as(&fields);
+    }
+}
+
+#[test]
+fn json_md_lists_every_field_of_simulates_summary() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_railwatch"))
+        .args(["simulate", "--builtin", "missed-port-active", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().expect("a summary")).unwrap();
+    let fields = set(keys(&summary).into_iter().filter(|k| k != "t_ms" && k != "kind"));
+    let doc = Doc::read(root(), "docs/JSON.md");
+    let table = doc.table("## `summary`: last line", "| field | type | meaning |");
+    table.first_column().same_as(&fields);
+    table.cell_after("rails", 2, "rail,").in_order(&keys(&summary["rails"][0]));
+}
+
 /// A snapshot of one simulated rail, as JSON.
 fn snapshot_json() -> serde_json::Value {
     use railwatch_runtime::{BandwidthSelector, Config, Monitor};
