@@ -107,19 +107,29 @@ fn state_machine_md_lists_every_input_of_the_machine() {
 
 // ---- metrics and alerts -------------------------------------------------------
 
-/// Every family the agent encodes, as its `# TYPE` line names it.
-fn metric_families() -> BTreeSet<String> {
+/// Every family the agent encodes and its type, as its `# TYPE` line
+/// names them.
+fn metric_families() -> std::collections::BTreeMap<String, String> {
     let text =
         railwatch_cli::metrics::Metrics::new("0.0.0").exporter().encode(railwatch_cli::metrics::Format::Prometheus);
-    let names = set(text.lines().filter_map(|l| Some(l.strip_prefix("# TYPE ")?.split(' ').next()?.to_owned())));
-    assert!(names.len() > 20, "the encoding names its families: {text}");
-    names
+    let types = text.lines().filter_map(|l| {
+        let (name, kind) = l.strip_prefix("# TYPE ")?.split_once(' ')?;
+        Some((name.to_owned(), kind.to_owned()))
+    });
+    let families: std::collections::BTreeMap<_, _> = types.collect();
+    assert!(families.len() > 20, "the encoding names its families: {text}");
+    families
 }
 
 #[test]
-fn metrics_md_lists_every_metric() {
+fn metrics_md_lists_every_metric_with_its_type() {
     let doc = Doc::read(root(), "docs/METRICS.md");
-    doc.table("## The metrics", "| metric | type | labels | what |").first_column().same_as(&metric_families());
+    let table = doc.table("## The metrics", "| metric | type | labels | what |");
+    let families = metric_families();
+    table.first_column().same_as(&set(families.keys().cloned()));
+    for (name, kind) in families {
+        table.cell_text(&name, 1).starts_with_word(&kind);
+    }
 }
 
 #[test]

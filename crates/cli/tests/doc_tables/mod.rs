@@ -18,6 +18,20 @@ pub struct Table<'a> {
     rows: Vec<Vec<String>>,
 }
 
+/// A cell's text, with where it came from.
+pub struct Text {
+    place: String,
+    text: String,
+}
+
+impl Text {
+    /// The cell's first word is `word` (`gauge (OpenMetrics: info)`).
+    pub fn starts_with_word(&self, word: &str) {
+        let first = self.text.split_whitespace().next().unwrap_or_default();
+        assert_eq!(first, word, "{} says {:?}, the code {word:?}", self.place, self.text);
+    }
+}
+
 /// Names a doc table gives, with where they came from.
 pub struct Names {
     place: String,
@@ -112,6 +126,12 @@ impl Table<'_> {
     fn column<'r>(&self, row: &'r [String], key: &str, column: usize) -> &'r str {
         let cell = row.get(column);
         cell.unwrap_or_else(|| panic!("{}: {}, row `{key}` has no column {column}", self.file, self.name))
+    }
+
+    /// The text of column `column` in the row of `key`.
+    pub fn cell_text(&self, key: &str, column: usize) -> Text {
+        let cell = self.column(self.row(key), key, column).to_owned();
+        Text { place: format!("{}: {}, row `{key}` column {column}", self.file, self.name), text: cell }
     }
 
     /// The backticked words of column `column` in the row of `key`.
