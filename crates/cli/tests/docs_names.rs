@@ -3,12 +3,14 @@
 //! doc lacks (as `every_setting_is_documented_in_both_file_formats` holds
 //! the settings). Each check names the doc file, the table and the name.
 //!
-//! The code's lists: `PauseReason::ALL`, `RecoveredBy::ALL`, `Cause::ALL`;
-//! the families the metrics encode; the alerts of the shipped rules; the
-//! keys of a snapshot's JSON; the keys each scenario table accepts (its
-//! parser's own list, from the error an unknown key gets); the functions
-//! and constants of `railwatch.h` (tested equal to the exports by
-//! `crates/ffi/tests/header.rs`).
+//! The code's lists: `PauseReason::ALL`, `RecoveredBy::ALL`, `Cause::ALL`,
+//! `EventKind::KNOWN`, `Body::KINDS`, the report's `PAUSE_REASONS`; the
+//! machine's `pub fn handle_*` in its source; the families and types the
+//! metrics encode; the alerts of the shipped rules; the keys of a
+//! snapshot's JSON and of a line of every kind; the keys each scenario
+//! table accepts (its parser's own list, from the error an unknown key
+//! gets); the functions and constants of `railwatch.h` (tested equal to
+//! the exports by `crates/ffi/tests/header.rs`).
 
 mod doc_tables;
 
