@@ -48,6 +48,34 @@ fn causes_not_by() -> BTreeSet<String> {
 
 // ---- causes and reasons ---------------------------------------------------------
 
+/// `Cause::ALL` is what transitions carry: every cause of every built-in's
+/// transitions is in it.
+#[test]
+fn every_built_in_transition_has_a_cause_of_the_list() {
+    let bin = env!("CARGO_BIN_EXE_railwatch");
+    let list = std::process::Command::new(bin).arg("scenarios").output().unwrap();
+    let builtins: Vec<String> = String::from_utf8(list.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| Some(l.split_whitespace().next()?.to_owned()))
+        .collect();
+    assert!(builtins.len() > 10, "{builtins:?}");
+    let mut seen = BTreeSet::new();
+    for name in builtins {
+        let run = std::process::Command::new(bin).args(["simulate", "--builtin", &name, "--json"]).output().unwrap();
+        for line in String::from_utf8(run.stdout).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["kind"] == "transition" {
+                let cause = v["reason"].as_str().or(v["by"].as_str()).unwrap_or_else(|| panic!("{name}: {line}"));
+                seen.insert(cause.to_owned());
+            }
+        }
+    }
+    let listed = causes();
+    let unlisted: Vec<_> = seen.difference(&listed).collect();
+    assert!(unlisted.is_empty(), "built-ins' transitions carry {unlisted:?}, which Cause::ALL lacks");
+}
+
 #[test]
 fn state_machine_md_lists_every_pause_reason() {
     let doc = Doc::read(root(), "docs/STATE-MACHINE.md");
