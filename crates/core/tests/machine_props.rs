@@ -1455,11 +1455,14 @@ fn config() -> impl Strategy<Value = MachineConfig> {
         proptest::option::weighted(0.35, damping()),
         proptest::option::weighted(0.3, 1u64..=10_000),
         (1u64..=2000, 1u64..=8, 0u32..=100, any::<u64>(), 0u64..=60_000),
+        prop_oneof![3 => Just(0u64), 1 => 1u64..=3],
     )
         .prop_flat_map(|base| (Just(base), evidence()))
-        .prop_map(|((tick_ms, settle_ms, damping, audit_ms, (initial, mult, jitter, seed, explain)), evidence)| {
+        .prop_map(|((tick_ms, settle_ms, damping, audit_ms, reopen, query_retries), evidence)| {
+            let (initial, mult, jitter, seed, explain) = reopen;
             let (data_path, silent_flaps, require_address, port_witness) = evidence;
             MachineConfig {
+                query_retries,
                 tick_ms,
                 audit_ms,
                 explain_every_ms: explain,
@@ -2884,4 +2887,26 @@ fn a_port_loss_fails_the_probe_out() {
     assert!(h.now >= lost.plus(2000), "half-open again at {} after a loss at {lost}", h.now);
     h.probe(0, 1, Some(true), false);
     assert_eq!(h.snap(0, 1).state, RailState::Active);
+}
+
+/// A port query that fails is retried at the next ticks, `query_retries`
+/// times in a row, before the device counts as gone; a good answer
+/// between failures starts the count again. With none (the default) the
+/// first failure closes the device.
+#[test]
+fn failed_queries_are_retried_before_a_device_is_gone() {
+    for retries in [0u64, 2] {
+        let cfg = MachineConfig { query_retries: retries, audit_ms: Some(TICK), ..Default::default() };
+        let mut h = Harness::healthy(cfg, &[1]);
+        h.world_port(0, 1).query_fails = true;
+        // The audit's read fails, then each retry, one tick apart.
+        for _ in 0..retries {
+            h.advance(TICK);
+            assert_eq!(h.snap(0, 1).state, RailState::Active, "gone before {retries} retries");
+            assert!(!h.mode(0).is_closed());
+        }
+        h.advance(TICK);
+        assert_eq!(h.snap(0, 1).state, RailState::Inert, "not gone after {retries} retries");
+        assert!(h.mode(0).is_closed(), "{:?}", h.mode(0));
+    }
 }

@@ -206,6 +206,8 @@ impl Machine {
             reads_addresses: true,
             stats: DeviceStats::default(),
             warned: Vec::new(),
+            query_failures: 0,
+            query_retry_at: Millis::ZERO,
         };
         device.set_rails(first..first);
         self.devices.push(device);
@@ -253,6 +255,29 @@ impl Machine {
         dev.open_in_flight = true;
         self.watch(idx);
         self.push(Action::Open { device: idx as u32 });
+    }
+
+    /// A port query of rail `ri` failed: the device is gone, unless the
+    /// queries of fewer than `query_retries` ticks failed in a row before;
+    /// then its ports are asked again at the next tick, their states kept
+    /// (failures before that tick, such as the audit's beside it, count
+    /// once).
+    pub(super) fn query_failed(&mut self, ri: usize, errno: Errno, now: Millis) {
+        let idx = self.rails[ri].id.device as usize;
+        self.push(Action::Log(Log::QueryFailed { rail: self.rails[ri].id, errno }));
+        let dev = &self.devices[idx];
+        if dev.query_failures > 0 && now < dev.query_retry_at {
+            return;
+        }
+        if u64::from(dev.query_failures) < self.config.query_retries {
+            self.devices[idx].query_failures += 1;
+            self.watch(idx);
+            self.arm_tick(now);
+            self.devices[idx].query_retry_at = self.next_tick.unwrap_or(now);
+            return;
+        }
+        self.devices[idx].query_failures = 0;
+        self.device_gone(idx, PauseReason::DeviceRemoved, now);
     }
 
     /// Every rail of the device goes inert and unavailable; the device is

@@ -148,6 +148,11 @@ struct Device {
     /// Codes already warned about, at most [`MAX_WARNED_CODES`] (grown only
     /// when a new unhandled code first shows up; most devices never see one).
     warned: Vec<u32>,
+    /// Ticks at which port queries failed in a row (`query_retries` of
+    /// them are retried at the next ticks before the device counts as
+    /// gone), and the tick that retries: failures before it are the same.
+    query_failures: u32,
+    query_retry_at: Millis,
 }
 
 /// A settle delay in progress.
@@ -587,11 +592,9 @@ impl Machine {
         }
         let state = match answer {
             Ok(state) => state,
-            Err(errno) => {
-                self.push(Action::Log(Log::QueryFailed { rail: self.rails[ri].id, errno }));
-                return self.device_gone(idx, PauseReason::DeviceRemoved, now);
-            }
+            Err(errno) => return self.query_failed(ri, errno, now),
         };
+        self.devices[idx].query_failures = 0;
         self.observe(ri, state, now);
         // The flap counters with every port read, after what the read led
         // to (an activation is not delayed by them).

@@ -65,6 +65,7 @@ impl Machine {
         }
         d.mode != DeviceMode::Events
             || d.attach.is_some()
+            || d.query_failures > 0
             || self.rails[d.rails()].iter().any(|r| {
                 r.settle().is_some()
                     || r.damped_until().is_some()
@@ -82,8 +83,9 @@ impl Machine {
         self.watched.iter().any(|&idx| {
             let d = &self.devices[idx as usize];
             let rails = &self.rails[d.rails()];
-            if d.attach.is_some() && !d.mode.is_closed() {
-                // An attach whose answers did not come: ask again.
+            if (d.attach.is_some() || d.query_failures > 0) && !d.mode.is_closed() {
+                // An attach whose answers did not come, or a failed query
+                // to retry: ask again.
                 return true;
             }
             match d.mode {
@@ -209,10 +211,15 @@ impl Machine {
                 }
                 continue;
             }
+            let retry = self.devices[idx].query_failures > 0;
             for ri in self.devices[idx].rails() {
                 let state = self.rails[ri].cell.load().state;
                 if state == RailState::Paused && !mode.is_closed() {
                     self.watch_probe(ri, now);
+                }
+                if retry && mode == DeviceMode::Events && state == RailState::Active {
+                    // A failed query retried (a paused rail's is asked below).
+                    self.query(ri);
                 }
                 match (mode, state) {
                     (DeviceMode::Gone { .. } | DeviceMode::Opening { .. } | DeviceMode::Removed, _)

@@ -69,6 +69,13 @@ settings! {
         /// process (the runtime does; a machine made with `None` uses 1). The
         /// simulator fixes it so runs are reproducible. Not a file setting.
         pub seed: Option<u64> = None;
+        /// Port-query failures in a row that are retried at the next ticks
+        /// before the device counts as gone (default 0: the first failure
+        /// closes it and re-opens it with backoff). An engine whose driver
+        /// fails a query now and then without the device being gone keeps
+        /// its rails through up to this many.
+        pub query_retries: u64 = 0
+            => SettingKind::Count { min: 0, max: 1000 }, "port-query failures in a row retried before a device is gone";
         /// Flap damping (default off): a rail that flaps too often stays paused
         /// (`damped`) until its penalty decays.
         pub damping: Option<DampingConfig> = None

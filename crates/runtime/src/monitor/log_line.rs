@@ -138,7 +138,7 @@ pub(super) fn log(m: &Machine, line: &Log) {
             error!("{}: the async event fd hung up: the device context is gone", device(m, d))
         }
         Log::QueryFailed { rail: id, errno } => {
-            error!("{}: port query failed ({errno}): the device is gone", rail(m, id))
+            error!("{}: port query failed ({errno})", rail(m, id))
         }
         Log::LinkUnreadable { rail: id, errno } => {
             warn!("{}: reading the link rate failed ({errno}); keeping the cached rate", rail(m, id))
