@@ -19,6 +19,7 @@ enum Command {
     Gate(String, Sender<Option<Gate>>),
     Subscribe(Sender<Receiver<Notification>>),
     Transfers(RailId, Vec<TransferReport>),
+    Probe(RailId, bool),
 }
 
 type Joined<P, S, C> = (Monitor<P, S, C>, io::Result<()>);
@@ -86,6 +87,7 @@ fn serve<P: VerbsPort, S: Selector, C: Clock>(monitor: &mut Monitor<P, S, C>, co
             Command::Gate(name, reply) => drop(reply.send(monitor.gate_of(&name))),
             Command::Subscribe(reply) => drop(reply.send(monitor.subscribe())),
             Command::Transfers(rail, reports) => monitor.report_transfers(rail, &reports),
+            Command::Probe(rail, succeeded) => monitor.report_probe(rail, succeeded),
         }
     }
 }
@@ -117,6 +119,15 @@ impl<P, S, C> MonitorHandle<P, S, C> {
     /// applied. Any thread may call it.
     pub fn report_transfers(&self, rail: RailId, reports: &[TransferReport]) -> io::Result<()> {
         self.commands.send(Command::Transfers(rail, reports.to_vec())).map_err(|_| stopped())?;
+        self.waker.wake()
+    }
+
+    /// Hands the monitor thread the outcome of the probe `rail`'s gate
+    /// granted (see [`Monitor::report_probe`]), without waiting for it to
+    /// be applied. Any thread may call it; without it a granted probe can
+    /// only time out.
+    pub fn report_probe(&self, rail: RailId, succeeded: bool) -> io::Result<()> {
+        self.commands.send(Command::Probe(rail, succeeded)).map_err(|_| stopped())?;
         self.waker.wake()
     }
 

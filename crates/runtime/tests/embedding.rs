@@ -148,3 +148,28 @@ fn bad_configs_are_refused_before_anything_starts() {
     let damping = DampingConfig { reuse: 1e-300, half_life_ms: 3_600_000, ..DampingConfig::default() };
     refuse(Config::from(MachineConfig { damping: Some(damping), ..MachineConfig::default() }), "damping.half_life_ms");
 }
+
+/// A monitor on its own thread takes the engine's transfer reports and its
+/// probe's outcome through the handle: failures through two peers trip the
+/// breaker, the probe the half-open gate grants is reported, and its
+/// success brings the rail back (without the report it could only time
+/// out).
+#[test]
+fn the_handle_takes_transfer_reports_and_the_probes_outcome() -> io::Result<()> {
+    use railwatch_runtime::{DataPathConfig, PauseReason, TransferReport};
+    let data_path = DataPathConfig { failures: 2, backoff_initial_ms: 20, backoff_max_ms: 40, ..Default::default() };
+    let config = Config::from(MachineConfig { tick_ms: 10, data_path: Some(data_path), ..MachineConfig::default() });
+    let mut monitor = Monitor::new(config, Arc::new(BandwidthSelector::new()), SystemClock::new())?;
+    monitor.add_device(SimDevice::new("mlx5_0", &[PortSpec::active(1)])?);
+    let handle = monitor.spawn()?;
+    let rail = RailId { device: 0, port: 1 };
+    let gate = handle.gate("mlx5_0/1")?.expect("a rail");
+    let retry_exceeded = |peer| TransferReport { peer, wc_status: 12, count: 1 };
+    handle.report_transfers(rail, &[retry_exceeded(1), retry_exceeded(2)])?;
+    wait_for("the breaker to trip", || gate.check().is_err());
+    wait_for("half-open", || gate.word().reason == PauseReason::HalfOpen);
+    gate.probe().expect("the half-open gate grants one probe");
+    handle.report_probe(rail, true)?;
+    wait_for("the probe's success to close the breaker", || gate.check().is_ok());
+    Ok(())
+}
