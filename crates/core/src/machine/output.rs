@@ -120,8 +120,8 @@ pub enum WorkScope {
     /// the CQ overran and is in error).
     Cq(Option<ObjectHandle>),
     /// Everything posted on the device context, every QP, WQ and CQ: it
-    /// is gone or closed (`device_fatal`, `device_removed`, or a hang-up
-    /// or failed query, `not_opened`).
+    /// is gone or closed (`device_fatal`; `device_removed` for a removal,
+    /// a hang-up or a failed port query).
     Device(PauseReason),
 }
 
