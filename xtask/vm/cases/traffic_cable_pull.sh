@@ -1,8 +1,8 @@
 # Traffic case 11: rail A's cable (p0, the bridge port of veth0) pulled for
-# 2 s, 10 times, while the traffic engine writes over both rails, with
-# `railwatch watch --metrics-listen` beside it as a second process; then 3
+# 2 s, 10 times, while the traffic engine writes over both rails; then 3
 # times with the one-event-per-wake-up engine and 3 with the seed's fixed
-# loop. The kernel's trace of each event is the timing reference (else
+# loop; `railwatch watch --metrics-listen` beside every engine, as a second
+# process (its /metrics checked over railwatch's pulls). The kernel's trace of each event is the timing reference (else
 # ibv_asyncwatch on rxe0). Last, twice each with railwatch and the seed's
 # loop, the cable of A's far end (p1, rxe1's): rxe0's port stays ACTIVE
 # while its QPs fail, the data-path breaker's case, run at one failure so
@@ -21,15 +21,19 @@ watch_start --metrics-listen 127.0.0.1:9465
 # reads) delayed the engine's admit by ~1.3 ms at the median.
 renice -n 10 -p "$WPID" >/dev/null
 scrape() { wget -q -O "$1" http://127.0.0.1:9465/metrics 2>/dev/null; }
+# The last scrape once the agent has rxe0/1 back too (it may read the last
+# PORT_ACTIVE after the engine: it runs at nice 10).
+agent_back() { scrape "$1" && grep -q '^railwatch_rail_state{device="rxe0",port="1"} 0' "$1"; }
 if engine_start railwatch; then
     until_ok $WAIT scrape before.prom || fail "the agent's /metrics did not answer"
     pulls railwatch 10
-    until_ok $WAIT scrape after.prom || fail "the agent's /metrics did not answer after the pulls"
+    until_ok $WAIT agent_back after.prom || fail "the agent's /metrics did not read rxe0/1 active after the pulls"
 fi
 engine_stop railwatch
-watch_stop
 out metrics.before before.prom
 out metrics.after after.prom
+# The other engines run with the agent beside them too: the same
+# conditions, so that the comparison measures the engines.
 engine_start old --one-event-per-wakeup && pulls old 3
 engine_stop old
 engine_start seed --seed-fix && pulls seed 3
@@ -38,6 +42,7 @@ engine_start peer --breaker-failures 1 && pulls peer 2 p1 rxe1
 engine_stop peer
 engine_start seed_peer --seed-fix && pulls seed_peer 2 p1 rxe1
 engine_stop seed_peer
+watch_stop
 asyncwatch_stop rxe0
 ktrace_stop
 traffic_cleanup
