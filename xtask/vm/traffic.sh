@@ -60,6 +60,30 @@ engine_stop() {
     EPID=
 }
 
+# responder_start: the far ends of both rails (rxe1, rxe3) served by a
+# process of their own (`traffic_engine --serve-peers`, ./responder.out,
+# pid in $RPID; its socket in $PEERS), so that an engine started with
+# `--peers-at "$PEERS"` never opens them: it sees none of their events, as
+# with NICs on another host. Waits for its first line.
+PEERS=/tmp/peers.sock
+responder_start() {
+    mark responder_start
+    $TE --serve-peers "$PEERS" >responder.out 2>responder.err &
+    RPID=$!
+    expect_line "the responder's first line" $WAIT responder.out 0 '"kind":"serving"'
+}
+
+# responder_stop: SIGTERM, a bounded wait, its exit status and output.
+responder_stop() {
+    kill -TERM "$RPID" 2>/dev/null
+    until_ok $WAIT gone "$RPID" || kill -KILL "$RPID" 2>/dev/null
+    wait "$RPID"
+    say "RC responder $?"
+    out responder responder.out
+    out responder.err responder.err
+    RPID=
+}
+
 # asyncwatch_start DEV: ibv_asyncwatch on DEV, line-buffered, through a
 # fifo into `stamp` (./aw.DEV); waits for its first line.
 asyncwatch_start() {
@@ -154,28 +178,61 @@ plug_cable() {
 
 # traffic_cleanup: the engine and the reference stopped if still running.
 traffic_cleanup() {
-    for _p in $EPID $APID; do gone "$_p" || kill -KILL "$_p" 2>/dev/null; done
+    for _p in $EPID $APID $RPID; do gone "$_p" || kill -KILL "$_p" 2>/dev/null; done
     out marks marks
 }
 
-# pulls LABEL N [PORT DEV]: N pulls of rail A's cable (PORT, default p0,
-# the cable of DEV, default rxe0; p1 and rxe1 pull its far end's), each 2 s
-# from the moment the engine's gate of DEV closed; after each plug, wait
-# for the engine's new QP set on A, then 0.3 s of traffic on it. 1 when a
-# wait timed out.
-pulls() {
-    _i=0
-    while [ $_i -lt "$2" ]; do
+# repeat N CMD...: CMD N times, stopping at the first that fails (1).
+repeat() {
+    _n=$1 _i=0
+    shift
+    while [ $_i -lt "$_n" ]; do
         _i=$((_i + 1))
-        _at=$(lines "$E")
-        pull_cable "${3:-p0}"
-        gate_line "$1" "$_at" "${4:-rxe0}" false || return 1
-        sleep 2
-        _at=$(lines "$E")
-        plug_cable "${3:-p0}"
-        new_set "$1" "$_at" A || return 1
-        sleep 0.3
+        "$@" || return 1
     done
+}
+
+# pulls LABEL N: N pulls of rail A's cable (p0, the cable of rxe0), each
+# 2 s from the moment the engine's gate of rxe0 closed; after each plug,
+# wait for the engine's new QP set on A, then 0.3 s of traffic on it. 1
+# when a wait timed out.
+pulls() { repeat "$2" pull_once "$1"; }
+pull_once() {
+    _at=$(lines "$E")
+    pull_cable p0
+    gate_line "$1" "$_at" rxe0 false || return 1
+    sleep 2
+    _at=$(lines "$E")
+    plug_cable p0
+    new_set "$1" "$_at" A || return 1
+    sleep 0.3
+}
+
+# peer_pulls LABEL N breaker|none: N pulls of rail A's far end (p1, the
+# cable of rxe1, which the responder serves): rxe0's port stays ACTIVE
+# while its QPs fail. With a breaker, every pull must open it (rxe0's gate
+# closes; 1 and a FAIL if not), the cable goes back 2 s after, and a probe
+# must close it (a new QP set on A, bounded). Without (the seed's loop),
+# the cable goes back 2.5 s after the pull and A's new set is waited for
+# without a FAIL: the host judges what the loop did. 1 when a wait failed.
+peer_pulls() { repeat "$2" peer_pull_once "$1" "$3"; }
+peer_pull_once() {
+    _at=$(lines "$E")
+    pull_cable p1
+    if [ "$2" = breaker ]; then
+        gate_line "$1" "$_at" rxe0 false || return 1
+        sleep 2
+    else
+        sleep 2.5
+    fi
+    _at=$(lines "$E")
+    plug_cable p1
+    if [ "$2" = breaker ]; then
+        expect_line "a new QP set on rail A after a probe ($1)" 20 "$E" "$_at" '"kind":"set"' '"rail":"A"' || return 1
+    else
+        until_ok 5 has "$E" "$_at" '"kind":"set"' '"rail":"A"'
+    fi
+    sleep 0.3
 }
 
 # timed_delete DEV: `rdma link delete DEV` in the background, marked when

@@ -1,15 +1,14 @@
 # Traffic case 11: rail A's cable (p0, the bridge port of veth0) pulled for
 # 2 s, 10 times, while the traffic engine writes over both rails; then 3
 # times with the one-event-per-wake-up engine and 3 with the seed's fixed
-# loop; `railwatch watch --metrics-listen` beside every engine, as a second
-# process (its /metrics checked over railwatch's pulls). The kernel's trace of each event is the timing reference (else
-# ibv_asyncwatch on rxe0). Last, twice each with railwatch and the seed's
-# loop, the cable of A's far end (p1, rxe1's): rxe0's port stays ACTIVE
-# while its QPs fail, the data-path breaker's case, run at one failure so
-# that any failure opens it (the first RETRY_EXC_ERR may be the only one:
-# the QP set goes down with it and its other writes are flushed; and the
-# engine sees the far end's PORT_ERR on this host and stops posting, so a
-# pull may find nothing in flight).
+# loop. Last, twice each with railwatch and the seed's loop, the cable of
+# A's far end (p1, rxe1's), the far ends served by a responder process the
+# engine does not open (as NICs on another host): rxe0's port stays ACTIVE
+# while its QPs fail, the data-path breaker's case (each pull must open it
+# and a probe close it). `railwatch watch --metrics-listen` runs beside
+# every engine (its /metrics checked over railwatch's pulls). The kernel's
+# trace of each event is the timing reference (else ibv_asyncwatch on
+# rxe0).
 . /vm/traffic.sh
 rails_up || fail "the bridged rails could not be set up"
 ktrace_start
@@ -38,10 +37,13 @@ engine_start old --one-event-per-wakeup && pulls old 3
 engine_stop old
 engine_start seed --seed-fix && pulls seed 3
 engine_stop seed
-engine_start peer --breaker-failures 1 && pulls peer 2 p1 rxe1
-engine_stop peer
-engine_start seed_peer --seed-fix && pulls seed_peer 2 p1 rxe1
-engine_stop seed_peer
+if responder_start; then
+    engine_start peer --peers-at "$PEERS" && peer_pulls peer 2 breaker
+    engine_stop peer
+    engine_start seed_peer --seed-fix --peers-at "$PEERS" && peer_pulls seed_peer 2 none
+    engine_stop seed_peer
+fi
+responder_stop
 watch_stop
 asyncwatch_stop rxe0
 ktrace_stop

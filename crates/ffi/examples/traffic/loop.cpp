@@ -26,6 +26,7 @@ loop_base::loop_base(std::vector<rail *> rails, std::function<void()> on_burst)
     : rails_(std::move(rails)), on_burst_(std::move(on_burst)) {
     for (rail *r : rails_)
         for (rail_end *e : {&r->local, &r->peer}) {
+            if (!e->is_local && r->remote()) continue;  // the responder's
             device_slot &s = slots_.emplace_back();
             s.name = e->device;
             s.owner = r;

@@ -7,7 +7,8 @@
 //                  [--pairs K] [--workers W] [--depth D] [--timeout EXP]
 //                  [--retry-cnt N] [--idle-qps N] [--seconds S] [--gap-ms G]
 //                  [--max-records N] [--rate N] [--path-wait-ms N]
-//                  [--breaker-failures N] [--breaker-min-peers N]
+//                  [--breaker-failures N] [--breaker-min-peers N] [--peers-at PATH]
+//   traffic_engine --serve-peers PATH [--rail NAME:LOCAL:PEER]...
 //
 // Defaults: rails A:rxe0:rxe1 and B:rxe2:rxe3, 4 QP pairs a rail, 2
 // workers, 8 writes in flight per QP, timeout 14 (67 ms a try), retry_cnt
@@ -19,7 +20,10 @@
 // data-path breaker opened by 2 failures through 1 peer (evidence.hpp).
 // It runs until SIGTERM or SIGINT (or --seconds); SIGUSR1 moves the idle
 // QPs (of the first rail's local device) to SQD: a burst of SQ_DRAINED on
-// its async fd.
+// its async fd. With --peers-at, the far ends are not opened here: the
+// responder listening at PATH serves them (remote.hpp), which is what
+// `--serve-peers PATH` makes of this program (it opens the rails' PEER
+// devices and serves until SIGTERM or SIGINT).
 //
 // Output: JSON lines on stdout as things happen (gates, sets built and
 // destroyed, drains, devices), then what the records say (report.hpp).
@@ -30,10 +34,12 @@
 // neighbour resolved before an RTR), rails.* (a rail, its builder and the
 // reaper), workers.* (posting, polling, records), evidence.* (transfer
 // reports, flap counters), loop.* with railwatch_loop.cpp (railwatch's
-// machine) and old_loop.cpp (one event per wake-up), burst.*, report.*.
+// machine) and old_loop.cpp (one event per wake-up), burst.*, report.*,
+// remote.* (the far ends served by another process).
 #include "burst.hpp"
 #include "evidence.hpp"
 #include "loop.hpp"
+#include "remote.hpp"
 #include "report.hpp"
 
 #include <pthread.h>
@@ -69,6 +75,8 @@ struct options {
     uint64_t rate = 1000;
     size_t max_records = 4'000'000;
     breaker_settings breaker;
+    std::string peers_at;     // the responder serving the far ends
+    std::string serve_peers;  // be that responder, on this socket
 };
 
 struct usage_error : std::runtime_error {
@@ -83,6 +91,11 @@ uint64_t number(const std::string &flag, const char *value, uint64_t lo, uint64_
     if (errno || end == value || *end || n < lo || n > hi)
         throw usage_error(flag + " " + value + ": not a number from " + std::to_string(lo) + " to " + std::to_string(hi));
     return n;
+}
+
+std::string path(const std::string &flag, const char *value) {
+    if (!value || !*value) throw usage_error(flag + " needs a path");
+    return value;
 }
 
 std::array<std::string, 3> rail_spec(const char *value) {
@@ -118,11 +131,14 @@ options parse(int argc, char **argv) {
         else if (f == "--path-wait-ms") o.set.path_wait_ms = unsigned(number(f, v, 0, 60'000));
         else if (f == "--breaker-failures") o.breaker.failures = number(f, v, 1, 1'000'000);
         else if (f == "--breaker-min-peers") o.breaker.min_peers = number(f, v, 1, 16);
+        else if (f == "--peers-at") o.peers_at = path(f, v);
+        else if (f == "--serve-peers") o.serve_peers = path(f, v);
         else throw usage_error("unknown argument " + f);
     }
     if (o.rails.empty()) o.rails = {{"A", "rxe0", "rxe1"}, {"B", "rxe2", "rxe3"}};
     if (o.rails.size() > max_rails) throw usage_error("at most " + std::to_string(max_rails) + " rails");
     if (o.workers > o.set.pairs) throw usage_error("--workers: more workers than QP pairs a rail");
+    if (!o.peers_at.empty() && !o.serve_peers.empty()) throw usage_error("--peers-at and --serve-peers: one or the other");
     return o;
 }
 
@@ -140,7 +156,7 @@ int run(const options &o) {
     std::vector<std::unique_ptr<rail>> owned;
     std::vector<rail *> rails;
     for (const auto &[name, local, peer] : o.rails) {
-        owned.push_back(std::make_unique<rail>(name, local, peer, o.set, reap));
+        owned.push_back(std::make_unique<rail>(name, local, peer, o.set, reap, o.peers_at));
         rails.push_back(owned.back().get());
     }
     burster burst;
@@ -180,6 +196,12 @@ int main(int argc, char **argv) {
     }
     traffic::block_signals();
     try {
+        if (!o.serve_peers.empty()) {
+            std::vector<std::string> peers;
+            for (const auto &r : o.rails) peers.push_back(r[2]);
+            traffic::serve_peers(o.serve_peers, peers);
+            return 0;
+        }
         return traffic::run(o);
     } catch (const std::exception &e) {
         traffic::note("%s", e.what());

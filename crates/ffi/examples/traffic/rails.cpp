@@ -106,11 +106,19 @@ void reaper::loop() {
 
 // ---- the rail -----------------------------------------------------------------------
 
-rail::rail(std::string n, std::string l, std::string p, const set_options &o, reaper &r)
-    : name(std::move(n)), options(o), reaper_(r) {
+rail::rail(std::string n, std::string l, std::string p, const set_options &o, reaper &r, std::string responder)
+    : name(std::move(n)), options(o), reaper_(r), responder_(std::move(responder)) {
     local.device = std::move(l);
     peer.device = std::move(p);
     peer.is_local = false;
+    if (remote()) {
+        // Nothing here watches the far end: its gate always admits, as a
+        // remote NIC's does for an engine that cannot see it.
+        peer.own_word = rw_word_encode(RW_RAIL_ACTIVE, RW_REASON_NONE, IBV_PORT_ACTIVE, 1);
+        peer.gate = rail_gate(&peer.own_word);
+        peer.available = true;
+        peer.rate_mbps = ~uint64_t{0};  // the local end's rate decides
+    }
 }
 
 rail::~rail() {
@@ -174,8 +182,9 @@ void rail::build_loop() {
         if (stop_) return;
         const auto want = admitted();
         auto dl = dev_local_, dp = dev_peer_;
+        const bool ends = dl && (dp || remote());
         const auto peer_gen = peer.gate.check();
-        if (!want && peer_gen && dl && dp && local.gate.load().reason() == RW_REASON_HALF_OPEN) {
+        if (!want && peer_gen && ends && local.gate.load().reason() == RW_REASON_HALF_OPEN) {
             // The breaker is half-open on our end: the workers stay off it;
             // one write on QPs of its own tests the path.
             l.unlock();
@@ -183,7 +192,7 @@ void rail::build_loop() {
             l.lock();
             continue;
         }
-        if (!want || (current_ && current_->gens() == *want) || !dl || !dp) {
+        if (!want || (current_ && current_->gens() == *want) || !ends) {
             timeouts = 0;
             continue;
         }
@@ -194,13 +203,20 @@ void rail::build_loop() {
     }
 }
 
+// A set to the far end: opened here, or served by the responder.
+std::unique_ptr<qp_set> rail::make_set(const set_options &o, generations want, uint64_t serial,
+                                       std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p) {
+    if (remote()) return qp_set::build_remote(std::move(l), responder_, peer.device, o, want, serial);
+    return qp_set::build(std::move(l), std::move(p), o, want, serial);
+}
+
 // 0, or the errno of the build that failed.
 int rail::rebuild(generations want, std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p) {
     const uint64_t t0 = now_ns();
     const uint64_t serial = ++serial_;
     std::shared_ptr<qp_set> fresh;
     try {
-        fresh = qp_set::build(l, p, options, want, serial);
+        fresh = make_set(options, want, serial, l, p);
     } catch (const verbs_error &e) {
         line("build_failed").str("rail", name).num("set", serial).num("t_ns", now_ns()).str("error", e.what()).emit();
         return e.err();  // tried again when poked, or after retry_every
@@ -239,8 +255,8 @@ static bool write_once(const qp_set &set) {
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = set.peer().slot_addr(0);
-    wr.wr.rdma.rkey = set.peer().rkey();
+    wr.wr.rdma.remote_addr = set.target_addr(0);
+    wr.wr.rdma.rkey = set.target_rkey();
     const qp_set::pair &p = set.pairs().at(0);
     if (ibv_post_send(p.qp, &wr, &bad) != 0) return false;
     const uint64_t until = now_ns() + probe_wait_ns;
@@ -267,7 +283,7 @@ void rail::send_probe(uint64_t peer_generation, std::shared_ptr<verbs_device> l,
     set_options one = options;
     one.pairs = 1;
     try {
-        std::shared_ptr<qp_set> set = qp_set::build(l, p, one, generations{*gen, peer_generation}, ++serial_);
+        std::shared_ptr<qp_set> set = make_set(one, generations{*gen, peer_generation}, ++serial_, l, p);
         ok = write_once(*set);
         set->retire(0);
         reaper_.take(std::move(set), name);

@@ -90,7 +90,10 @@ private:
 
 class rail {
 public:
-    rail(std::string name, std::string local, std::string peer, const set_options &o, reaper &r);
+    // `responder`: the unix socket of the process serving the far end
+    // (remote.hpp); empty when this process opens it.
+    rail(std::string name, std::string local, std::string peer, const set_options &o, reaper &r,
+         std::string responder = {});
     ~rail();  // stops the builder; the current set goes to the reaper
     rail(const rail &) = delete;
     rail &operator=(const rail &) = delete;
@@ -99,6 +102,9 @@ public:
     rail_end local, peer;
     completion_tally tally;
     const set_options options;
+
+    // Whether the far end is served by a responder (never opened here).
+    bool remote() const { return !responder_.empty(); }
 
     rail_end *end(const std::string &device) {
         return device == local.device ? &local : device == peer.device ? &peer : nullptr;
@@ -129,11 +135,14 @@ public:
 
 private:
     void build_loop();
+    std::unique_ptr<qp_set> make_set(const set_options &o, generations want, uint64_t serial,
+                                     std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p);
     int rebuild(generations want, std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p);
     void send_probe(uint64_t peer_generation, std::shared_ptr<verbs_device> l, std::shared_ptr<verbs_device> p);
     void publish(std::shared_ptr<qp_set> fresh, uint64_t grace_ns);
 
     reaper &reaper_;
+    const std::string responder_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::shared_ptr<verbs_device> dev_local_, dev_peer_;

@@ -255,10 +255,11 @@ private:
     void report() {
         report_due_ = 0;
         const uint64_t now = now_ms();
-        for (rail *r : rails_) {
-            const device_slot *local = slot_of_end(&r->local), *peer = slot_of_end(&r->peer);
+        for (size_t i = 0; i < rails_.size(); ++i) {
+            rail *r = rails_[i];
+            const device_slot *local = slot_of_end(&r->local);
             if (local->index == ~0u || !r->tally.dirty()) continue;
-            const std::vector<rw_transfer_report> lines = report_lines(r->tally, peer_id(*peer));
+            const std::vector<rw_transfer_report> lines = report_lines(r->tally, i);
             try {
                 machine_.report_transfers(local->index, r->options.port, lines, now);
             } catch (const railwatch::error &e) {
@@ -291,8 +292,6 @@ private:
             if (s.end == end) return &s;
         throw std::logic_error("a rail end without a slot");
     }
-    // The engine's id of a peer: its slot's position (stable for the run).
-    uint64_t peer_id(const device_slot &s) const { return uint64_t(&s - slots_.data()); }
 
     // ---- the machine's actions ----
 
@@ -413,7 +412,8 @@ private:
             if (n.cause == RW_CAUSE_BUMP) l.num("bump_event", n.cause_code);
             if (n.cause == RW_CAUSE_SILENT_FLAP) l.str("reason", "silent_flap");
         }
-        if (n.kind == RW_HAPPENING_PEER_FAILING && n.peer < slots_.size()) l.str("peer", slots_[n.peer].name);
+        // The engine's id of a peer: its rail's position (one peer a rail).
+        if (n.kind == RW_HAPPENING_PEER_FAILING && n.peer < rails_.size()) l.str("peer", rails_[n.peer]->peer.device);
         if (n.kind == RW_HAPPENING_PROBE_FAILED) l.boolean("timed_out", n.timed_out);
         if (n.kind == RW_HAPPENING_GID_INDEX) l.num("gid_index", n.gid_index);
         l.emit();

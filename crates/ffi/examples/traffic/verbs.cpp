@@ -1,9 +1,13 @@
 // verbs.cpp: see verbs.hpp.
 #include "verbs.hpp"
 
+#include "remote.hpp"
+
 #include <fcntl.h>
 #include <net/if.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -110,7 +114,7 @@ static void modify(ibv_qp *qp, ibv_qp_attr &a, int mask, const char *what, const
     if (int rc = ibv_modify_qp(qp, &a, mask)) throw verbs_error(std::string("ibv_modify_qp(") + what + ") on " + dev, rc);
 }
 
-static void to_init(ibv_qp *qp, uint8_t port, const std::string &dev) {
+void to_init(ibv_qp *qp, uint8_t port, const std::string &dev) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = port;
@@ -118,10 +122,8 @@ static void to_init(ibv_qp *qp, uint8_t port, const std::string &dev) {
     modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT", dev);
 }
 
-// Ready to receive from `dest_qpn` at `dgid`: the kernel resolves the
-// peer's MAC here, blocking (path.hpp: resolve_path first).
-static void to_rtr(ibv_qp *qp, uint32_t dest_qpn, const ibv_gid &dgid, uint8_t sgid_index, ibv_mtu mtu, uint8_t port,
-                   const std::string &dev) {
+void to_rtr(ibv_qp *qp, uint32_t dest_qpn, const ibv_gid &dgid, uint8_t sgid_index, ibv_mtu mtu, uint8_t port,
+            const std::string &dev) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = mtu;
@@ -154,7 +156,7 @@ static void to_rts(ibv_qp *qp, const set_options &o, const std::string &dev) {
            "RTS", dev);
 }
 
-static ibv_qp *create_rc(const verbs_device &d, ibv_cq *cq, uint32_t depth) {
+ibv_qp *create_rc(const verbs_device &d, ibv_cq *cq, uint32_t depth) {
     ibv_qp_init_attr init{};
     init.send_cq = cq;
     init.recv_cq = cq;
@@ -168,28 +170,44 @@ static ibv_qp *create_rc(const verbs_device &d, ibv_cq *cq, uint32_t depth) {
     return qp;
 }
 
-static ibv_cq *create_cq(const verbs_device &d, int cqe) {
+ibv_cq *create_cq(const verbs_device &d, int cqe) {
     ibv_cq *cq = ibv_create_cq(d.context(), cqe, nullptr, nullptr, 0);
     if (!cq) throw verbs_error("ibv_create_cq(" + d.name() + ")", errno);
     return cq;
 }
 
-std::unique_ptr<qp_set> qp_set::build(std::shared_ptr<verbs_device> local, std::shared_ptr<verbs_device> peer,
-                                      const set_options &o, generations gens, uint64_t serial) {
+// The set's local half: a CQ and a QP per pair on `local`.
+std::unique_ptr<qp_set> qp_set::with_local(std::shared_ptr<verbs_device> local, const set_options &o,
+                                           generations gens, uint64_t serial) {
     std::unique_ptr<qp_set> s(new qp_set());
     s->local_ = std::move(local);
-    s->peer_ = std::move(peer);
     s->gens_ = gens;
     s->serial_ = serial;
-    s->peer_cq_ = create_cq(*s->peer_, 1);
     for (size_t i = 0; i < o.pairs; ++i) {
         pair &p = s->pairs_.emplace_back();
         p.cq = create_cq(*s->local_, int(o.depth));
         p.qp = create_rc(*s->local_, p.cq, o.depth);
-        p.peer_qp = create_rc(*s->peer_, s->peer_cq_, 1);
     }
     s->lost_ = std::make_unique<std::atomic<bool>[]>(o.pairs);
+    return s;
+}
+
+std::unique_ptr<qp_set> qp_set::build(std::shared_ptr<verbs_device> local, std::shared_ptr<verbs_device> peer,
+                                      const set_options &o, generations gens, uint64_t serial) {
+    std::unique_ptr<qp_set> s = with_local(std::move(local), o, gens, serial);
+    s->peer_ = std::move(peer);
+    s->target_ = {s->peer_->slot_addr(0), s->peer_->slots(), s->peer_->rkey()};
+    s->peer_cq_ = create_cq(*s->peer_, 1);
+    for (pair &p : s->pairs_) p.peer_qp = create_rc(*s->peer_, s->peer_cq_, 1);
     s->connect(o);
+    return s;
+}
+
+std::unique_ptr<qp_set> qp_set::build_remote(std::shared_ptr<verbs_device> local, const std::string &responder,
+                                             const std::string &peer, const set_options &o, generations gens,
+                                             uint64_t serial) {
+    std::unique_ptr<qp_set> s = with_local(std::move(local), o, gens, serial);
+    s->connect_remote(responder, peer, o);
     return s;
 }
 
@@ -218,9 +236,43 @@ void qp_set::connect(const set_options &o) {
     }
 }
 
+void qp_set::connect_remote(const std::string &responder, const std::string &peer, const set_options &o) {
+    auto req = std::make_unique<remote_request>();
+    if (peer.size() >= sizeof req->device || pairs_.size() > max_remote_pairs)
+        throw verbs_error("the far end " + peer + " with " + std::to_string(pairs_.size()) + " pairs", EINVAL);
+    std::memcpy(req->device, peer.c_str(), peer.size() + 1);
+    gid_local_ = pick_gid_index(local_->context(), o.port);
+    ibv_gid local_gid{}, peer_gid{};
+    if (int rc = ibv_query_gid(local_->context(), o.port, gid_local_, &local_gid)) throw verbs_error("ibv_query_gid", rc);
+    ibv_port_attr la{};
+    if (int rc = ibv_query_port(local_->context(), o.port, &la)) throw verbs_error("ibv_query_port", rc);
+    req->port = o.port;
+    std::memcpy(req->gid, local_gid.raw, sizeof req->gid);
+    req->mtu = la.active_mtu;
+    req->path_wait_ms = o.path_wait_ms;
+    req->pairs = uint32_t(pairs_.size());
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+        to_init(pairs_[i].qp, o.port, local_->name());
+        req->qpn[i] = pairs_[i].qp->qp_num;
+    }
+    auto ans = std::make_unique<remote_answer>();
+    responder_fd_ = ask_responder(responder, *req, *ans);
+    gid_peer_ = ans->gid_index;
+    target_ = {ans->addr, std::max<uint64_t>(ans->slots, 1), ans->rkey};
+    std::memcpy(peer_gid.raw, ans->gid, sizeof peer_gid.raw);
+    path_to_local_.waited_ms = ans->path_ms;
+    path_to_local_.state = "responder's";
+    if (o.path_wait_ms)
+        path_to_peer_ = resolve_path(peer_gid, gid_ifindex(local_->context(), o.port, gid_local_), o.path_wait_ms);
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+        to_rtr(pairs_[i].qp, ans->qpn[i], peer_gid, gid_local_, ibv_mtu(ans->mtu), o.port, local_->name());
+        to_rts(pairs_[i].qp, o, local_->name());
+    }
+}
+
 bool qp_set::lose(uint64_t handle) {
     // The peers' shared CQ takes every pair with it.
-    const bool all = uint64_t(uintptr_t(peer_cq_)) == handle;
+    const bool all = peer_cq_ && uint64_t(uintptr_t(peer_cq_)) == handle;
     bool ours = all;
     for (size_t i = 0; i < pairs_.size(); ++i) {
         const pair &p = pairs_[i];
@@ -241,6 +293,7 @@ qp_set::~qp_set() {
         if (p.cq) ibv_destroy_cq(p.cq);
     }
     if (peer_cq_) ibv_destroy_cq(peer_cq_);
+    if (responder_fd_ >= 0) close(responder_fd_);  // the responder destroys its QPs
 }
 
 // ---- idle QPs for the burst --------------------------------------------------------

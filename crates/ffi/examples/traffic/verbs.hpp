@@ -69,6 +69,16 @@ uint8_t pick_gid_index(ibv_context *ctx, uint8_t port);
 int read_address(ibv_context *ctx, uint8_t port, std::vector<rw_gid> &gids, std::string &netdev,
                  rw_port_address &out);
 
+// ---- building blocks of a QP set (the responder builds its half with them) ----
+
+ibv_cq *create_cq(const verbs_device &d, int cqe);
+ibv_qp *create_rc(const verbs_device &d, ibv_cq *cq, uint32_t depth);
+void to_init(ibv_qp *qp, uint8_t port, const std::string &dev);
+// Ready to receive from `dest_qpn` at `dgid`: the kernel resolves the
+// peer's MAC here, blocking (path.hpp: resolve_path first).
+void to_rtr(ibv_qp *qp, uint32_t dest_qpn, const ibv_gid &dgid, uint8_t sgid_index, ibv_mtu mtu, uint8_t port,
+            const std::string &dev);
+
 // Settings of a QP set.
 struct set_options {
     size_t pairs = 4;      // K
@@ -100,6 +110,13 @@ public:
 
     static std::unique_ptr<qp_set> build(std::shared_ptr<verbs_device> local, std::shared_ptr<verbs_device> peer,
                                           const set_options &o, generations gens, uint64_t serial);
+    // The same with the far end served by a responder process (remote.hpp)
+    // at the unix socket `responder`: this process never opens `peer`, so
+    // it sees none of its events, as with a NIC on another host. The set
+    // holds the connection; the responder keeps its QPs until it closes.
+    static std::unique_ptr<qp_set> build_remote(std::shared_ptr<verbs_device> local, const std::string &responder,
+                                                 const std::string &peer, const set_options &o, generations gens,
+                                                 uint64_t serial);
     ~qp_set();
     qp_set(const qp_set &) = delete;
     qp_set &operator=(const qp_set &) = delete;
@@ -108,7 +125,9 @@ public:
     generations gens() const { return gens_; }
     uint64_t serial() const { return serial_; }
     const verbs_device &local() const { return *local_; }
-    const verbs_device &peer() const { return *peer_; }
+    // Where write slot `i` lands on the far end, and its key.
+    uint64_t target_addr(size_t i) const { return target_.addr + (i % target_.slots) * write_bytes; }
+    uint32_t target_rkey() const { return target_.rkey; }
     uint8_t gid_index_local() const { return gid_local_; }
     uint8_t gid_index_peer() const { return gid_peer_; }
     // How resolving each direction's path went before the RTRs.
@@ -128,7 +147,7 @@ public:
     // Whether pair `i`'s posted writes will never complete: its QP, CQ or
     // peer QP was named, or either device's context was.
     bool lost(size_t i) const {
-        return lost_[i].load(std::memory_order_acquire) || local_->lost() || peer_->lost();
+        return lost_[i].load(std::memory_order_acquire) || local_->lost() || (peer_ && peer_->lost());
     }
 
     // 0 while current, else when it was retired.
@@ -136,9 +155,20 @@ public:
     uint64_t grace_ns() const { return grace_ns_.load(std::memory_order_relaxed); }
 
 private:
+    // The far end's buffer.
+    struct target {
+        uint64_t addr = 0, slots = 1;
+        uint32_t rkey = 0;
+    };
+
     qp_set() = default;
+    static std::unique_ptr<qp_set> with_local(std::shared_ptr<verbs_device> local, const set_options &o,
+                                              generations gens, uint64_t serial);
     void connect(const set_options &o);
-    std::shared_ptr<verbs_device> local_, peer_;
+    void connect_remote(const std::string &responder, const std::string &peer, const set_options &o);
+    std::shared_ptr<verbs_device> local_, peer_;  // peer_: none when a responder serves it
+    int responder_fd_ = -1;                       // the connection holding the responder's QPs
+    target target_;
     ibv_cq *peer_cq_ = nullptr;  // the peer QPs' CQ: nothing completes there
     std::vector<pair> pairs_;
     std::unique_ptr<std::atomic<bool>[]> lost_;  // per pair

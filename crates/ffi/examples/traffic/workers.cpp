@@ -240,8 +240,8 @@ bool workers::post_on(state &s, size_t r, uint64_t now) {
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = set.peer().slot_addr(pair % set.peer().slots());
-    wr.wr.rdma.rkey = set.peer().rkey();
+    wr.wr.rdma.remote_addr = set.target_addr(pair);
+    wr.wr.rdma.rkey = set.target_rkey();
     if (ibv_post_send(set.pairs()[pair].qp, &wr, &bad) != 0) {
         rec.status = post_failed;
         rec.done_ns = now;
