@@ -36,5 +36,5 @@ pub use export::{Exporter, Format, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_
 pub use registry::Metrics;
 pub use series::{Series, SeriesError};
 pub use serve::{BindError, Server};
-pub use textfile::{TEXTFILE_EVERY, TEXTFILE_REFRESH, TextfileWriter, write_atomically};
+pub use textfile::{TEXTFILE_EVERY, TEXTFILE_REFRESH, Textfile, TextfileWriter, write_atomically};
 pub use values::{UNAVAILABLE_BUCKETS, bytes_per_second, rail_state_code};

@@ -2,7 +2,7 @@
 //! collector, from a thread of its own, never half a file.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -26,56 +26,93 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     crate::outfile::write_atomically(path, text)
 }
 
-/// Writes the text file from a thread of its own: at most once per
-/// [`TEXTFILE_EVERY`] when the metrics changed (and every
-/// [`TEXTFILE_REFRESH`] regardless), and once more when stopped.
+/// A text file to be written: its directory resolved once
+/// ([`OutFile::open`]) and checked to take a new file
+/// ([`OutFile::writable`]), so a path that cannot be written is an error
+/// before anything is watched. Nothing is written yet: a record published
+/// before the watch loop's first turn holds no rail.
+pub struct Textfile(OutFile);
+
+impl Textfile {
+    /// Checks `path` as said above.
+    pub fn open(path: &Path) -> io::Result<Textfile> {
+        let out = OutFile::open(path)?;
+        out.writable()?;
+        Ok(Textfile(out))
+    }
+}
+
+/// Writes the text file: at once, then from a thread of its own at most
+/// once per [`TEXTFILE_EVERY`] when the metrics changed (and every
+/// [`TEXTFILE_REFRESH`] regardless), and once more when stopped. A write
+/// that fails (a full disk, a file-size limit) is said once and tried
+/// again at the next round; watching goes on.
 pub struct TextfileWriter {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl TextfileWriter {
-    /// Resolves the file's directory once ([`OutFile::open`]) and writes
-    /// it once now (so a path that cannot be written is an error before
-    /// anything is watched), then starts the thread.
-    pub fn start(path: PathBuf, exporter: Exporter) -> io::Result<TextfileWriter> {
-        let out = OutFile::open(&path)?;
-        let path = out.path();
-        let mut last = exporter.encode(Format::Prometheus);
-        out.replace(last.as_bytes())?;
+    /// Writes `file` now from what `exporter` has published (so start it
+    /// once the watch loop published a turn; the file is there when READY
+    /// is said), then starts the thread.
+    pub fn start(file: Textfile, exporter: Exporter) -> io::Result<TextfileWriter> {
         let (stop, stopped) = mpsc::channel::<()>();
+        let mut rounds = Rounds { out: file.0, last: None, written_at: Instant::now(), failing: false };
+        rounds.write(&exporter, true);
         let thread = thread::Builder::new().name("railwatch-textfile".to_owned()).spawn(move || {
-            let mut written_at = Instant::now();
-            let mut failing = false;
             loop {
                 let last_round = match stopped.recv_timeout(TEXTFILE_EVERY) {
                     Err(RecvTimeoutError::Timeout) => false,
                     Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
                 };
-                let text = exporter.encode(Format::Prometheus);
-                if last_round || text != last || written_at.elapsed() >= TEXTFILE_REFRESH {
-                    match out.replace(text.as_bytes()) {
-                        Ok(()) => {
-                            if failing {
-                                log::warn!("writing the metrics to {} works again", path.display());
-                            }
-                            failing = false;
-                            last = text;
-                            written_at = Instant::now();
-                        }
-                        Err(e) if !failing => {
-                            log::warn!("cannot write the metrics to {}: {e}", path.display());
-                            failing = true;
-                        }
-                        Err(_) => {}
-                    }
-                }
+                rounds.write(&exporter, last_round);
                 if last_round {
                     return;
                 }
             }
         })?;
         Ok(TextfileWriter { stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+/// The writing thread's state between rounds.
+struct Rounds {
+    out: OutFile,
+    /// The text last written (none yet, or the last write failed since).
+    last: Option<String>,
+    written_at: Instant,
+    /// The last write failed (and was said).
+    failing: bool,
+}
+
+impl Rounds {
+    /// Writes the file if `now`, if the metrics changed since the last
+    /// write, or if it is due for a refresh. A failure is said once, until
+    /// a write works again.
+    fn write(&mut self, exporter: &Exporter, now: bool) {
+        let text = exporter.encode(Format::Prometheus);
+        let changed = self.last.as_ref() != Some(&text);
+        if !(now || changed || self.written_at.elapsed() >= TEXTFILE_REFRESH) {
+            return;
+        }
+        let path = self.out.path();
+        match self.out.replace(text.as_bytes()) {
+            Ok(()) => {
+                if self.failing {
+                    log::warn!("writing the metrics to {} works again", path.display());
+                }
+                self.failing = false;
+                self.last = Some(text);
+                self.written_at = Instant::now();
+            }
+            Err(e) if !self.failing => {
+                log::warn!("cannot write the metrics to {}: {e}; tried again every {TEXTFILE_EVERY:?}", path.display());
+                self.failing = true;
+                self.last = None;
+            }
+            Err(_) => {}
+        }
     }
 }
 

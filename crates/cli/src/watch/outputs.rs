@@ -14,7 +14,7 @@ use railwatch_runtime::{Config, HostCondition, Notification, Snapshot};
 use super::print::Printer;
 use crate::RecordArgs;
 use crate::config::Settings;
-use crate::metrics::{Metrics, Server, TextfileWriter};
+use crate::metrics::{Metrics, Server, Textfile, TextfileWriter};
 use crate::sdnotify::{Notifier, rails_status};
 use railwatch_cli::record::{self, Recording};
 
@@ -24,12 +24,15 @@ pub struct MetricsOut {
     pub registry: Metrics,
     _server: Option<Server>,
     textfile: Option<TextfileWriter>,
+    /// The text file checked at start, written from the first turn's
+    /// record on: the record before it holds no rail.
+    pending: Option<Textfile>,
 }
 
 impl MetricsOut {
     /// The metrics, when the settings ask for them: the endpoint bound and
-    /// the text file written once. A failure is bad input (exit 2), said
-    /// before any device is opened.
+    /// the text file checked writable. A failure is bad input (exit 2),
+    /// said before any device is opened.
     pub fn start(settings: &Settings) -> Result<Option<MetricsOut>, ExitCode> {
         let wanted = &settings.metrics;
         if wanted.listen.is_none() && wanted.textfile.is_none() {
@@ -43,25 +46,44 @@ impl MetricsOut {
                 return Err(ExitCode::from(2));
             }
         };
-        let mut out = MetricsOut { registry, _server: server, textfile: None };
+        let mut out = MetricsOut { registry, _server: server, textfile: None, pending: None };
         if let Some(path) = &wanted.textfile {
-            if let Err(e) = out.write_textfile(path) {
-                eprintln!("railwatch: cannot write the metrics text file {}: {e}", path.display());
-                return Err(ExitCode::from(2));
+            match Textfile::open(path) {
+                Ok(file) => out.pending = Some(file),
+                Err(e) => {
+                    eprintln!("railwatch: cannot write the metrics text file {}: {e}", path.display());
+                    return Err(ExitCode::from(2));
+                }
             }
         }
         Ok(Some(out))
     }
 
-    /// Writes the text file at `path` from now on (written once now); the
-    /// writer it replaces writes its file a last time first.
+    /// Writes the text file at `path` from now on (at once: the loop has
+    /// published its turns); the writer it replaces writes its file a last
+    /// time first.
     pub fn write_textfile(&mut self, path: &Path) -> io::Result<()> {
-        self.textfile = Some(TextfileWriter::start(path.to_path_buf(), self.registry.exporter())?);
+        let file = Textfile::open(path)?;
+        self.pending = None;
+        self.textfile = Some(TextfileWriter::start(file, self.registry.exporter())?);
         Ok(())
+    }
+
+    /// The turn is over at `snapshot`: the registry publishes it, and the
+    /// text file checked at start is written from then on.
+    pub fn update(&mut self, snapshot: &Snapshot) {
+        self.registry.update(snapshot);
+        if let Some(file) = self.pending.take() {
+            match TextfileWriter::start(file, self.registry.exporter()) {
+                Ok(writer) => self.textfile = Some(writer),
+                Err(e) => log::error!("cannot start writing the metrics text file: {e}"),
+            }
+        }
     }
 
     /// Stops writing the text file (after a last write).
     pub fn stop_textfile(&mut self) {
+        self.pending = None;
         self.textfile = None;
     }
 }
@@ -133,9 +155,8 @@ impl Outputs {
         address: impl Fn(RailId) -> Option<&'m PortAddress>,
     ) -> io::Result<()> {
         if let Some(m) = &mut self.metrics {
-            let m = &mut m.registry;
             for note in notes {
-                m.note(names, note);
+                m.registry.note(names, note);
             }
             if let Some(snapshot) = snapshot {
                 m.update(snapshot);
@@ -181,7 +202,7 @@ impl Outputs {
     pub fn finish(&mut self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
         let finished = self.recording.as_ref().map_or(Ok(()), |r| r.finish(now, snapshot));
         if let Some(m) = &mut self.metrics {
-            m.registry.update(snapshot);
+            m.update(snapshot);
             m.stop_textfile();
         }
         finished
