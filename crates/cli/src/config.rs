@@ -171,7 +171,7 @@ impl Settings {
     /// Checks the monitor's settings and the device lists, naming where the
     /// bad value came from.
     fn validate(&self) -> Res<()> {
-        if let Err(ConfigError { key, problem }) = self.config.validate() {
+        if let Err(ConfigError { key, problem }) = self.config.validate_for_monitor() {
             return Err(self.blame(key, problem.to_string()));
         }
         // A name both included and excluded is excluded (so a flag can take

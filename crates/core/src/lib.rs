@@ -55,6 +55,7 @@ mod device_name;
 mod event;
 mod identity;
 mod machine;
+mod owner;
 mod port;
 mod ports;
 mod rail;
@@ -79,6 +80,7 @@ pub use machine::{
     Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, Machine,
     Notification, RailView, RecoveredBy, TransferReport, WorkScope,
 };
+pub use owner::DeviceOwner;
 pub use port::{
     Carrier, LinkAttrs, LinkRate, PortState, SPEEDS, SpeedCode, WIDTHS, WidthCode, speed_by_code, speed_by_name,
     width_by_code, width_by_name,

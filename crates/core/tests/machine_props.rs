@@ -61,10 +61,10 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 use railwatch_core::{
     Action, AddressRequirement, AsyncEvent, Carrier, Cause, Counter, DampingConfig, DataPathConfig, DeviceMode,
-    Element, Errno, EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange, Log,
-    MAX_DELAY_MS, Machine, MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters,
-    PortState, PortWitness, RailId, RailState, RecoveredBy, SILENT_FLAP_CONFIRM_MS, TransferReport, WcClass, WorkScope,
-    classify_wc,
+    DeviceOwner, Element, Errno, EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, ListChange,
+    Log, MAX_DELAY_MS, Machine, MachineConfig, Millis, Notification, ObjectHandle, PauseReason, PortAddress,
+    PortCounters, PortState, PortWitness, RailId, RailState, RecoveredBy, SILENT_FLAP_CONFIRM_MS, TransferReport,
+    WcClass, WorkScope, classify_wc,
 };
 
 // ---- the world --------------------------------------------------------------
@@ -753,11 +753,25 @@ impl Harness {
         }
         match action {
             Action::StartReading { .. } | Action::StopReading { .. } | Action::Log(_) => {}
-            Action::Close { device } => self.world[device as usize].open = false,
+            Action::Close { device } => {
+                // An engine's device is closed only when it left the host.
+                let w = &mut self.world[device as usize];
+                assert!(self.cfg.device_owner == DeviceOwner::Railwatch || w.removed, "Close of an engine's device");
+                w.open = false;
+            }
             Action::Reopen { device } => {
                 let w = &self.world[device as usize];
+                assert_eq!(self.cfg.device_owner, DeviceOwner::Railwatch, "Reopen of a device the engine owns");
                 assert!(!w.open, "Reopen of device {device}, which is open");
                 let answer = if w.reopen_ok { Ok(()) } else { Err(ENODEV) };
+                self.answer(Answer::Reopen { device, answer });
+            }
+            Action::Revalidate { device } => {
+                // The engine's context was never closed: it re-validates it.
+                let w = &self.world[device as usize];
+                assert_eq!(self.cfg.device_owner, DeviceOwner::Engine, "Revalidate of a device railwatch owns");
+                assert!(w.open || w.removed, "Revalidate of device {device}, which was closed");
+                let answer = if w.reopen_ok && !w.removed { Ok(()) } else { Err(ENODEV) };
                 self.answer(Answer::Reopen { device, answer });
             }
             Action::Open { device } => {
@@ -1455,14 +1469,15 @@ fn config() -> impl Strategy<Value = MachineConfig> {
         proptest::option::weighted(0.35, damping()),
         proptest::option::weighted(0.3, 1u64..=10_000),
         (1u64..=2000, 1u64..=8, 0u32..=100, any::<u64>(), 0u64..=60_000),
-        prop_oneof![3 => Just(0u64), 1 => 1u64..=3],
+        (prop_oneof![3 => Just(0u64), 1 => 1u64..=3], prop::sample::select(DeviceOwner::ALL.to_vec())),
     )
         .prop_flat_map(|base| (Just(base), evidence()))
-        .prop_map(|((tick_ms, settle_ms, damping, audit_ms, reopen, query_retries), evidence)| {
+        .prop_map(|((tick_ms, settle_ms, damping, audit_ms, reopen, (query_retries, device_owner)), evidence)| {
             let (initial, mult, jitter, seed, explain) = reopen;
             let (data_path, silent_flaps, require_address, port_witness) = evidence;
             MachineConfig {
                 query_retries,
+                device_owner,
                 tick_ms,
                 audit_ms,
                 explain_every_ms: explain,
@@ -2909,4 +2924,34 @@ fn failed_queries_are_retried_before_a_device_is_gone() {
         assert_eq!(h.snap(0, 1).state, RailState::Inert, "not gone after {retries} retries");
         assert!(h.mode(0).is_closed(), "{:?}", h.mode(0));
     }
+}
+
+/// With `device_owner = engine` a device that is gone (DEVICE_FATAL, a
+/// hang-up) is never closed: its rails go inert, and after the re-open
+/// backoff the engine is asked to re-validate it; its answer re-attaches
+/// the rails. Only a device that left the host is closed.
+#[test]
+fn an_engines_device_is_revalidated_never_closed() {
+    let cfg = MachineConfig { device_owner: DeviceOwner::Engine, reopen_jitter_pct: 0, ..Default::default() };
+    let mut h = Harness::healthy(cfg, &[1]);
+    for lose in [0, 1] {
+        h.take_record();
+        let at = h.now;
+        if lose == 0 {
+            h.event(0, fatal());
+        } else {
+            h.hangup(0);
+        }
+        assert_eq!(h.snap(0, 1).state, RailState::Inert);
+        assert!(
+            !h.recorded(|a| matches!(a, Action::Close { .. } | Action::Reopen { .. })),
+            "closed an engine's device"
+        );
+        assert!(h.advance_until(at.plus(5000), |h| h.snap(0, 1).state == RailState::Active), "never re-validated");
+        let asked = h.record.as_ref().unwrap().iter().find(|(_, a)| matches!(a, Action::Revalidate { device: 0 }));
+        assert_eq!(asked.map(|&(t, _)| t), Some(at.plus(1000)), "revalidated after the first backoff");
+    }
+    h.take_record();
+    h.remove(0);
+    assert!(h.recorded(|a| *a == Action::Close { device: 0 }), "a device that left is closed");
 }

@@ -198,8 +198,9 @@ impl From<&Config> for rw_config {
             silent_flaps,
             require_address,
             port_witness,
-            // Not in the C struct: C sets it by key only.
+            // Not in the C struct: C sets them by key only.
             query_retries: _,
+            device_owner: _,
         } = machine;
         let d = damping.unwrap_or_default();
         let p = data_path.unwrap_or_default();
@@ -270,6 +271,7 @@ impl rw_config {
             require_address: value_of(&ADDRESS, self.require_address, "require_address", "rw_address_requirement")?,
             port_witness: value_of(&WITNESS, self.port_witness, "port_witness", "rw_port_witness")?,
             query_retries: MachineConfig::default().query_retries,
+            device_owner: MachineConfig::default().device_owner,
         };
         let config = Config { machine, drain_budget: self.drain_budget as usize, ..Config::default() };
         config.validate().map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")))?;

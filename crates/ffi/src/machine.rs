@@ -80,6 +80,14 @@ pub enum rw_action_kind {
     /// Read `port`'s flap counters (`link_downed`, the netdev's carrier
     /// counters); answer with `rw_machine_handle_counters`.
     RW_ACTION_READ_COUNTERS = 13,
+    /// (`device_owner` `"engine"`, in place of CLOSE and REOPEN.) `device`
+    /// was taken out of use (its rails are inert, its work lost) and is
+    /// never closed while it is on the host: make its context usable again
+    /// (after `RW_REASON_DEVICE_FATAL`, re-initialise it; otherwise check
+    /// that it answers) and answer with `rw_machine_handle_reopen`: 0
+    /// re-reads its ports and re-attaches its rails, an errno asks again
+    /// after a longer backoff.
+    RW_ACTION_REVALIDATE = 14,
 }
 
 /// One action. Which fields mean something depends on `kind`: `device`,
@@ -140,6 +148,10 @@ unsafe fn write_action(a: Option<Action>, out: *mut rw_action) {
         Some(Action::Open { device: d }) => {
             device = d;
             RW_ACTION_OPEN
+        }
+        Some(Action::Revalidate { device: d }) => {
+            device = d;
+            RW_ACTION_REVALIDATE
         }
         Some(Action::QueryPort { device: d, port: p }) => {
             (device, port) = (d, u32::from(p));

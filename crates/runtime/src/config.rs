@@ -1,7 +1,7 @@
 //! Monitor settings: the machine's policy settings, and the driver's own
 //! two (how much one drain reads, how much a subscriber may lag).
 
-use railwatch_core::{ConfigError, MachineConfig, Setting, SettingKind, SettingValue};
+use railwatch_core::{ConfigError, DeviceOwner, MachineConfig, Problem, Setting, SettingKind, SettingValue};
 
 /// Most `get_event` calls per device per wake-up unless told otherwise;
 /// the C API's drain uses the same.
@@ -107,6 +107,18 @@ impl Config {
             }
         }
         self.machine.validate()
+    }
+
+    /// [`validate`](Self::validate), and what only a monitor refuses: it
+    /// opens its devices itself, so no engine owns them (`device_owner`).
+    pub fn validate_for_monitor(&self) -> Result<(), ConfigError> {
+        self.validate()?;
+        if self.machine.device_owner != DeviceOwner::Railwatch {
+            let why =
+                "\"engine\" is for an engine that drives the machine itself; the monitor owns the devices it opens";
+            return Err(ConfigError { key: "device_owner", problem: Problem::NotHere(why) });
+        }
+        Ok(())
     }
 
     /// The machine's settings with the jitter's seed drawn when unset, as

@@ -76,9 +76,9 @@ pub use spawn::MonitorHandle;
 
 // The engine-facing types of core, so an engine needs one `use`.
 pub use railwatch_core::{
-    AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DataPathConfig, DeviceMode, Element, Errno, EventKind, Gate,
-    Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, Machine, MachineConfig, Millis, NoSelector, Notification,
-    ObjectHandle, PauseReason, PortAddress, PortCounters, PortState, Problem, RailId, RailIdentity, RailState,
-    RailWord, RecoveredBy, Rejection, Selector, Setting, SettingKind, SettingValue, Ticket, TransferReport, VerbsPort,
-    WcClass,
+    AsyncEvent, Cause, Clock, ConfigError, DampingConfig, DataPathConfig, DeviceMode, DeviceOwner, Element, Errno,
+    EventKind, Gate, Gid, GidType, Happening, LinkAttrs, LinkLayer, LinkRate, Machine, MachineConfig, Millis,
+    NoSelector, Notification, ObjectHandle, PauseReason, PortAddress, PortCounters, PortState, Problem, RailId,
+    RailIdentity, RailState, RailWord, RecoveredBy, Rejection, Selector, Setting, SettingKind, SettingValue, Ticket,
+    TransferReport, VerbsPort, WcClass,
 };

@@ -147,6 +147,9 @@ fn bad_configs_are_refused_before_anything_starts() {
     refuse(Config::from(MachineConfig { damping: Some(damping), ..MachineConfig::default() }), "damping.half_life_ms");
     let damping = DampingConfig { reuse: 1e-300, half_life_ms: 3_600_000, ..DampingConfig::default() };
     refuse(Config::from(MachineConfig { damping: Some(damping), ..MachineConfig::default() }), "damping.half_life_ms");
+    // The monitor opens its own devices: no engine owns them.
+    let owner = railwatch_runtime::DeviceOwner::Engine;
+    refuse(Config::from(MachineConfig { device_owner: owner, ..MachineConfig::default() }), "device_owner");
 }
 
 /// A monitor on its own thread takes the engine's transfer reports and its

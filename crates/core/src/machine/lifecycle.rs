@@ -14,6 +14,7 @@ use std::ops::Range;
 use super::{Action, Device, DeviceMode, DeviceStats, Errno, Log, Machine, Rail, WorkScope};
 use crate::counters::CountersBaseline;
 use crate::device_name::device_name_problem;
+use crate::owner::DeviceOwner;
 use crate::ports::RailId;
 use crate::rail::{Outcome, PauseReason, RailCell, RailState};
 use crate::sync::Arc;
@@ -150,9 +151,14 @@ impl Machine {
             return;
         }
         let was_open = !dev.mode.is_closed();
+        // An engine's device taken out of use was never closed: it is now.
+        let held = was_open
+            || (self.config.device_owner == DeviceOwner::Engine && matches!(dev.mode, DeviceMode::Gone { .. }));
         self.detach_all(idx, PauseReason::DeviceRemoved, now);
         if was_open {
             self.push(Action::StopReading { device });
+        }
+        if held {
             self.push(Action::Close { device });
         }
         let dev = &mut self.devices[idx];
@@ -164,7 +170,8 @@ impl Machine {
         self.push(Action::Log(Log::Removed { device }));
     }
 
-    /// The result of a [`Action::Reopen`]. On success the device is read
+    /// The result of a [`Action::Reopen`] (or, for a device the engine
+    /// owns, of an [`Action::Revalidate`]). On success the device is read
     /// again and its rails re-attached (through damping and the settle
     /// delay); on failure the next attempt waits twice as long.
     pub fn handle_reopen(&mut self, device: u32, result: Result<(), Errno>, now: Millis) {
@@ -289,7 +296,9 @@ impl Machine {
         self.detach_all(idx, reason, now);
         let device = idx as u32;
         self.push(Action::StopReading { device });
-        self.push(Action::Close { device });
+        if self.config.device_owner == DeviceOwner::Railwatch {
+            self.push(Action::Close { device });
+        }
         let backoff = if failed_reattach {
             self.next_backoff(self.devices[idx].backoff_ms)
         } else {

@@ -529,6 +529,18 @@ pub enum Action {
         /// Device index.
         device: u32,
     },
+    /// (`device_owner = engine`, instead of `Close` and `Reopen`.) The
+    /// device was taken out of use (its rails are inert, its work lost):
+    /// make its context usable again (after DEVICE_FATAL, re-initialise
+    /// it; otherwise check that it answers, a port query say) and answer
+    /// with [`handle_reopen`](super::Machine::handle_reopen): success re-reads
+    /// its ports and re-attaches its rails, failure asks again after a
+    /// longer backoff. The machine never asks such a device to be closed
+    /// unless it left the host.
+    Revalidate {
+        /// Device index.
+        device: u32,
+    },
     /// Query one port's state.
     QueryPort {
         /// Device index.

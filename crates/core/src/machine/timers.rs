@@ -8,6 +8,7 @@
 
 use super::{Action, DeviceMode, Machine};
 use crate::counters::Suspect;
+use crate::owner::DeviceOwner;
 use crate::rail::RailState;
 use crate::time::Millis;
 
@@ -144,7 +145,11 @@ impl Machine {
                     self.devices[idx].reopen_in_flight = true;
                     self.devices[idx].stats.reopen_attempts += 1;
                     self.devices[idx].mode = DeviceMode::Gone { next_reopen: now.plus(backoff_ms.max(1)), backoff_ms };
-                    self.push(Action::Reopen { device: idx as u32 });
+                    let device = idx as u32;
+                    self.push(match self.config.device_owner {
+                        DeviceOwner::Railwatch => Action::Reopen { device },
+                        DeviceOwner::Engine => Action::Revalidate { device },
+                    });
                 }
                 continue;
             }

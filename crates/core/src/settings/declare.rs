@@ -5,6 +5,7 @@
 
 use super::{ConfigError, Problem, Setting, SettingKind, SettingValue};
 use crate::address::AddressRequirement;
+use crate::owner::DeviceOwner;
 use crate::witness::PortWitness;
 
 /// Declares a settings struct. Each field is one line: its doc comment,
@@ -185,6 +186,13 @@ impl Named for PortWitness {
     const ALL: &'static [Self] = &PortWitness::ALL;
     fn name(self) -> &'static str {
         PortWitness::name(self)
+    }
+}
+
+impl Named for DeviceOwner {
+    const ALL: &'static [Self] = &DeviceOwner::ALL;
+    fn name(self) -> &'static str {
+        DeviceOwner::name(self)
     }
 }
 

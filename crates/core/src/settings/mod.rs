@@ -23,6 +23,7 @@ use declare::{Field, Fields};
 use crate::address::AddressRequirement;
 use crate::breaker::DataPathConfig;
 use crate::damping::DampingConfig;
+use crate::owner::DeviceOwner;
 use crate::time::MAX_DELAY_MS;
 use crate::witness::PortWitness;
 
@@ -76,6 +77,12 @@ settings! {
         /// its rails through up to this many.
         pub query_retries: u64 = 0
             => SettingKind::Count { min: 0, max: 1000 }, "port-query failures in a row retried before a device is gone";
+        /// Who owns each device's context (default `railwatch`): with
+        /// `engine`, a device that is gone is never closed, only re-validated
+        /// by the engine when asked ([`DeviceOwner`]); the runtime's monitor,
+        /// which opens its own devices, refuses it.
+        pub device_owner: DeviceOwner = DeviceOwner::Railwatch
+            => SettingKind::Choice(&OWNER_NAMES), "who owns a device's context: railwatch or engine";
         /// Flap damping (default off): a rail that flaps too often stays paused
         /// (`damped`) until its penalty decays.
         pub damping: Option<DampingConfig> = None
@@ -294,6 +301,8 @@ pub enum Problem {
         /// The hold, in seconds.
         seconds: f64,
     },
+    /// A value this front end cannot carry out (why, in a few words).
+    NotHere(&'static str),
     /// Not one of a choice setting's names.
     NotAChoice {
         /// What was given (shown escaped).
@@ -321,6 +330,7 @@ impl fmt::Display for Problem {
             Problem::OutOfOrder { value, relation, other, other_value } => {
                 write!(f, "must be positive and {relation} {other} ({other_value:?}), not {value:?}")
             }
+            Problem::NotHere(why) => f.write_str(why),
             Problem::NotAChoice { ref given, names } => write!(f, "{given:?} is not one of {}", names.join(", ")),
             Problem::HoldTooLong { seconds } => write!(
                 f,
@@ -336,6 +346,9 @@ fn refuse(key: &'static str, problem: Problem) -> Result<(), ConfigError> {
 }
 
 // ---- assigning and reading ---------------------------------------------------
+
+/// The names `device_owner` takes.
+const OWNER_NAMES: [&str; 2] = [DeviceOwner::ALL[0].name(), DeviceOwner::ALL[1].name()];
 
 /// The names `port_witness` takes.
 const WITNESS_NAMES: [&str; 3] = [PortWitness::ALL[0].name(), PortWitness::ALL[1].name(), PortWitness::ALL[2].name()];

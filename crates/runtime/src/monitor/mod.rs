@@ -130,7 +130,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// A monitor with no devices yet. A config that does not validate is
     /// refused, naming the setting ([`NewMonitorError::Config`]).
     pub fn new(config: Config, selector: S, clock: C) -> Result<Self, NewMonitorError> {
-        config.validate()?;
+        config.validate_for_monitor()?;
         let machine = Machine::new(config.machine_seeded())?;
         Ok(Monitor {
             machine,

@@ -432,7 +432,7 @@ fn parse_settings(cx: &Ctx<'_>, text: &str) -> Res<Config> {
     }
     let mut config = Config::default();
     let written = top.apply(text, &cx.lines, &mut config).map_err(|e| setting_error(cx, e))?;
-    if let Err(e) = config.validate() {
+    if let Err(e) = config.validate_for_monitor() {
         return Err(ScenarioError::new(cx.file, Some(blame(&e, &written).unwrap_or(1)), e.to_string()));
     }
     Ok(config)
