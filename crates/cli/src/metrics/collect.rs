@@ -103,7 +103,7 @@ impl Collector for Collected {
 }
 
 /// The evidence beyond the port state: the breaker half-open, silent flaps, breaker
-/// trips, peers failing, transfers by status.
+/// trips, probes, peers failing, transfers by status.
 fn encode_evidence(e: &mut DescriptorEncoder, v: &Values) -> fmt::Result {
     family(
         e,
@@ -129,6 +129,7 @@ fn encode_evidence(e: &mut DescriptorEncoder, v: &Values) -> fmt::Result {
         MetricType::Counter,
         |f| f.per_rail_count(v.evidence.iter().map(|(k, ev)| (k, ev.breaker_trips))),
     )?;
+    encode_probes(e, v)?;
     family(
         e,
         "railwatch_peer_failing",
@@ -159,6 +160,33 @@ fn encode_evidence(e: &mut DescriptorEncoder, v: &Values) -> fmt::Result {
                         vec![("device", device.as_str()), ("port", &port), ("status", status), ("class", class.name())];
                     f.counter(&labels, n)?;
                 }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The half-open breaker's probes, by outcome.
+fn encode_probes(e: &mut DescriptorEncoder, v: &Values) -> fmt::Result {
+    family(
+        e,
+        "railwatch_probes_ok",
+        "Probes of the half-open data-path breaker that succeeded: each one closed the breaker and re-admitted the rail",
+        None,
+        MetricType::Counter,
+        |f| f.per_rail_count(v.probes_ok.iter().map(|(k, n)| (k, *n))),
+    )?;
+    family(
+        e,
+        "railwatch_probes_failed",
+        "Probes of the half-open data-path breaker that failed, or were not reported within probe_timeout_ms (timed_out), each re-opening the breaker with the next backoff",
+        None,
+        MetricType::Counter,
+        |f| {
+            for (((device, port), timed_out), n) in &v.probes_failed {
+                let port = port.to_string();
+                let timed_out = if *timed_out { "true" } else { "false" };
+                f.counter(&vec![("device", device.as_str()), ("port", &port), ("timed_out", timed_out)], *n)?;
             }
             Ok(())
         },

@@ -71,7 +71,8 @@ impl Metrics {
     }
 
     /// Counts one notification: events by name, transitions by cause,
-    /// pauses, recoveries by the poll, peers failing, and how long a rail
+    /// pauses, recoveries by the poll, probes by outcome, peers failing,
+    /// and how long a rail
     /// was unavailable when it comes back. Shown from the next
     /// [`update`](Self::update), with the snapshot that follows it.
     pub fn note(&mut self, names: &Names, note: &Notification) {
@@ -84,8 +85,11 @@ impl Metrics {
         match note.what {
             Happening::Event { kind, .. } => *v.events.entry((device.clone(), kind.name())).or_default() += 1,
             Happening::Transition { rail, from, to, cause, .. } => {
-                if cause == Cause::By(RecoveredBy::Poll) {
-                    *v.recoveries_by_poll.entry(key(rail)).or_default() += 1;
+                match cause {
+                    Cause::By(RecoveredBy::Poll) => *v.recoveries_by_poll.entry(key(rail)).or_default() += 1,
+                    // Only a probe's success closes the breaker this way.
+                    Cause::By(RecoveredBy::Probe) => *v.probes_ok.entry(key(rail)).or_default() += 1,
+                    _ => {}
                 }
                 // A pause, not a change of reason while paused (settling,
                 // then held for an address: one pause).
@@ -104,6 +108,9 @@ impl Metrics {
                 }
             }
             Happening::PeerFailing { rail, .. } => *v.peer_failing.entry(key(rail)).or_default() += 1,
+            Happening::ProbeFailed { rail, timed_out } => {
+                *v.probes_failed.entry((key(rail), timed_out)).or_default() += 1;
+            }
             _ => {}
         }
     }
@@ -127,6 +134,10 @@ impl Metrics {
             // increase sees the first one too.
             v.recoveries_by_poll.entry(key.clone()).or_default();
             v.pauses.entry(key.clone()).or_default();
+            v.probes_ok.entry(key.clone()).or_default();
+            for timed_out in [false, true] {
+                v.probes_failed.entry((key.clone(), timed_out)).or_default();
+            }
             v.evidence.insert(key.clone(), r.evidence);
             v.rails.insert(key, RailGauges::of(r));
         }
@@ -341,6 +352,50 @@ mod tests {
         m.update(&snapshot(false, 1, 0));
         let text = m.exporter().encode(Format::Prometheus);
         assert_eq!(series(&text, r#"railwatch_rail_pauses_total{device="mlx5_0",port="1"}"#), Some("1"), "{text}");
+    }
+
+    /// A probe's outcome is counted per rail: a recovery by probe is one
+    /// that succeeded, a `probe_failed` one that failed (by whether it
+    /// timed out). Both are there at 0 from the rail's attach.
+    #[test]
+    fn probes_are_counted_by_outcome_from_the_attach() {
+        let mut m = Metrics::new("1.2.3");
+        let rail = RailId { device: 0, port: 1 };
+        let names = names();
+        let value = |m: &Metrics, series: &str| {
+            let text = m.exporter().encode(Format::Prometheus);
+            self::series(&text, series).map(str::to_owned)
+        };
+        let ok = r#"railwatch_probes_ok_total{device="mlx5_0",port="1"}"#;
+        let failed = |timed_out: &str| {
+            format!(r#"railwatch_probes_failed_total{{device="mlx5_0",port="1",timed_out="{timed_out}"}}"#)
+        };
+        m.update(&snapshot(true, 1, 0));
+        for series in [ok.to_owned(), failed("false"), failed("true")] {
+            assert_eq!(value(&m, &series).as_deref(), Some("0"), "{series}");
+        }
+        m.note(&names, &note(10, Happening::HalfOpen { rail }));
+        m.note(&names, &note(20, Happening::ProbeFailed { rail, timed_out: false }));
+        m.note(&names, &note(30, Happening::HalfOpen { rail }));
+        m.note(&names, &note(40, Happening::ProbeFailed { rail, timed_out: true }));
+        m.note(&names, &note(50, Happening::ProbeFailed { rail, timed_out: true }));
+        m.note(
+            &names,
+            &note(
+                60,
+                Happening::Transition {
+                    rail,
+                    from: RailState::Paused,
+                    to: RailState::Active,
+                    cause: Cause::By(RecoveredBy::Probe),
+                    generation: 2,
+                },
+            ),
+        );
+        m.update(&snapshot(true, 2, 0));
+        assert_eq!(value(&m, ok).as_deref(), Some("1"));
+        assert_eq!(value(&m, &failed("false")).as_deref(), Some("1"));
+        assert_eq!(value(&m, &failed("true")).as_deref(), Some("2"));
     }
 
     /// COMM_EST is counted, not notified: the snapshot's counter feeds
@@ -569,6 +624,8 @@ mod tests {
             note(2500, Happening::Reseed { rail: r01, from: None, to: LinkRate::gbps(400) }),
             note(2500, Happening::PeerFailing { rail: r02, peer: 9 }),
             note(2500, Happening::HalfOpen { rail: r11 }),
+            note(2500, Happening::ProbeFailed { rail: r11, timed_out: true }),
+            note(2500, Happening::ProbeFailed { rail: r02, timed_out: false }),
         ];
         back.push(note(2500, Happening::AddressChanged { rail: r11, generation: 2 }));
         vec![

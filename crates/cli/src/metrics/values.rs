@@ -5,7 +5,8 @@
 //! handed ([`crate::metrics::collect`]). Nothing is diffed: gauges and
 //! totals are copied from the snapshot, and only what the snapshot does
 //! not carry (events by name, transitions by cause, pauses, recoveries by
-//! the poll, peers failing, unavailable times) is counted from the notes.
+//! the poll, probes by outcome, peers failing, unavailable times) is
+//! counted from the notes.
 
 use std::collections::BTreeMap;
 
@@ -47,6 +48,12 @@ pub(super) struct Values {
     pub(super) recoveries_by_poll: BTreeMap<RailKey, u64>,
     /// Pauses, from each rail's attach (at 0).
     pub(super) pauses: BTreeMap<RailKey, u64>,
+    /// Probes that succeeded (recoveries by probe), from each rail's
+    /// attach (at 0).
+    pub(super) probes_ok: BTreeMap<RailKey, u64>,
+    /// Probes that failed, by rail and whether no report came in time,
+    /// from each rail's attach (at 0, both ways).
+    pub(super) probes_failed: BTreeMap<(RailKey, bool), u64>,
     /// Times one peer failed against the rail.
     pub(super) peer_failing: BTreeMap<RailKey, u64>,
     /// How long each rail stayed unavailable.
