@@ -9,6 +9,7 @@
 //! this file) in [`PROGRAMS`]. Either way its shared libraries (`ldd`) go
 //! into the base image, and the case scripts run it by its guest path.
 
+use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,10 +85,36 @@ pub fn build() -> Result<Vec<Built>, String> {
 }
 
 /// railwatch with the `verbs` feature (debug: the cases check behaviour).
+/// The target directory is shared: a build of railwatch without the
+/// feature, at any moment, replaces `debug/railwatch` (one vmtest run put
+/// such a build in the guest, and the agent exited 2). So the binary is
+/// copied as soon as it is built, and the copy is checked to be the
+/// feature's build (built again when it is not).
 fn railwatch() -> Result<PathBuf, String> {
-    step("build railwatch (verbs)", cargo().args(["build", "-p", "railwatch", "--features", "verbs"]))?;
-    Ok(target_dir().join("debug/railwatch"))
+    let own = target_dir().join("vmtest-verbs");
+    fs::create_dir_all(&own).map_err(|e| format!("{}: {e}", own.display()))?;
+    let copy = own.join("railwatch");
+    for _ in 0..3 {
+        step("build railwatch (verbs)", cargo().args(["build", "-p", "railwatch", "--features", "verbs"]))?;
+        let built = target_dir().join("debug/railwatch");
+        fs::copy(&built, &copy).map_err(|e| format!("{} -> {}: {e}", built.display(), copy.display()))?;
+        let bytes = fs::read(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+        if !is_without_verbs(&bytes) {
+            return Ok(copy);
+        }
+        eprintln!("==> vmtest: {} was replaced by a build without verbs: building again", built.display());
+    }
+    Err("railwatch: three builds with the verbs feature were replaced by builds without it".into())
 }
+
+/// Whether a railwatch binary is a build without the `verbs` feature: it
+/// holds the message only that build prints (crates/cli/src/main.rs).
+fn is_without_verbs(binary: &[u8]) -> bool {
+    binary.windows(NO_VERBS.len()).any(|w| w == NO_VERBS)
+}
+
+/// What only railwatch's build without `verbs` prints.
+const NO_VERBS: &[u8] = b"this build has no verbs support";
 
 /// `crates/verbs-backend/examples/gate_latency.rs`, optimised: it measures
 /// (unless `--dev`).
@@ -168,4 +195,20 @@ fn stamp() -> Result<PathBuf, String> {
             .arg(root().join("xtask/vm/stamp.c")),
     )?;
     Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mark_of_a_build_without_verbs_is_in_that_build_only() {
+        let main = fs::read_to_string(root().join("crates/cli/src/main.rs")).unwrap();
+        let mark = String::from_utf8_lossy(NO_VERBS);
+        let gated = main.split("#[cfg(not(feature = \"verbs\"))]").skip(1).any(|item| {
+            let body = item.split("\n}\n").next().unwrap_or("");
+            is_without_verbs(body.as_bytes())
+        });
+        assert!(gated && main.matches(mark.as_ref()).count() == 1, "{mark:?}: not once, in a cfg(not(verbs)) item");
+    }
 }
