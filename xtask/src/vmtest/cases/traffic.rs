@@ -290,7 +290,9 @@ fn check_responder(run: &CaseRun, v: &mut Verdict) {
 /// end was back, and at most the probe failed under a half-open rail.
 fn check_breaker(v: &mut Verdict, e: &Engine, f: &mut Figures, ps: &[Pull], to: u64, label: &str) {
     let closes = probe_closes(e);
-    let trips = rxe0_lines(e, "transition", &[("to", "paused"), ("reason", "data_path")]);
+    // A trip takes an active rail out; a failed probe opens it again, from
+    // paused (a transition too, not another trip).
+    let trips = rxe0_lines(e, "transition", &[("from", "active"), ("to", "paused"), ("reason", "data_path")]);
     for (i, p) in ps.iter().enumerate() {
         let until = ps.get(i + 1).map_or(to, |n| n.pull);
         let n = trips.iter().filter(|t| (p.pull..until).contains(*t)).count();
@@ -617,10 +619,14 @@ mod tests {
     #[test]
     fn a_far_end_pull_that_does_not_open_the_breaker_fails_the_case() {
         // Pull 1 (100..200, plugged at 150): opened at 120, half-open at
-        // 140, the probe closed it at 160. Pull 2 (300..400): nothing.
+        // 130, its probe failed (open again, not another trip), half-open
+        // at 140, the probe closed it at 160. Pull 2 (300..400): nothing.
         let e = Engine {
             lines: vec![
                 r#"{"kind":"transition","t_ns":120,"device":"rxe0","rail":"A","from":"active","to":"paused","reason":"data_path"}"#,
+                r#"{"kind":"half_open","t_ns":130,"device":"rxe0","rail":"A"}"#,
+                r#"{"kind":"probe_failed","t_ns":135,"device":"rxe0","rail":"A"}"#,
+                r#"{"kind":"transition","t_ns":135,"device":"rxe0","rail":"A","from":"paused","to":"paused","reason":"data_path"}"#,
                 r#"{"kind":"half_open","t_ns":140,"device":"rxe0","rail":"A"}"#,
                 r#"{"kind":"transition","t_ns":160,"device":"rxe0","rail":"A","from":"paused","to":"active","by":"probe"}"#,
             ],

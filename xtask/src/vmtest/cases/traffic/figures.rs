@@ -249,7 +249,8 @@ pub struct Breaker {
     /// Completions reported, by status name (the summary's `reported`,
     /// summed over the rails).
     pub reported: BTreeMap<String, u64>,
-    /// Rails paused by the breaker (transitions with reason `data_path`).
+    /// Rails the breaker took out (transitions from active with reason
+    /// `data_path`; a failed probe's re-opening is none).
     pub trips: usize,
     /// Times the breaker went half-open, probes that closed it (the
     /// rail back `by` probe) and probes that failed or timed out.
@@ -273,7 +274,8 @@ impl Breaker {
                 *b.reported.entry(status).or_default() += n;
             }
         }
-        b.trips = e.count("transition", &[("to", "paused"), ("reason", "data_path")]);
+        // A failed probe opens it again from paused: not another trip.
+        b.trips = e.count("transition", &[("from", "active"), ("to", "paused"), ("reason", "data_path")]);
         b.half_open = e.of_kind("half_open").len();
         b.probes_ok = e.count("transition", &[("to", "active"), ("by", "probe")]);
         b.probes_failed = e.of_kind("probe_failed").len();
