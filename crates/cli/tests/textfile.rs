@@ -180,7 +180,7 @@ fn a_file_size_limit_fails_the_textfile_writes_but_not_the_watch() {
     let path = dir.path().join("railwatch.prom");
     let file = path.to_str().unwrap();
     let prlimit = ["prlimit", "--fsize=2048:unlimited", "--"];
-    let mut cmd = watch(&prlimit, &fifo, &["--for-ms", "5000", "--textfile", file]);
+    let mut cmd = watch(&prlimit, &fifo, &["--for-ms", "60000", "--textfile", file]);
     let mut watch = Running(cmd.stderr(Stdio::piped()).spawn().expect("prlimit runs railwatch"));
     let stderr = gather(&mut watch.0);
     let said = |what: &str| stderr.lock().unwrap().iter().filter(|l| l.contains(what)).count();
@@ -197,6 +197,8 @@ fn a_file_size_limit_fails_the_textfile_writes_but_not_the_watch() {
     wait_for("the text file, every rail in it", || {
         std::fs::read_to_string(&path).is_ok_and(|text| rails_in(&text) == RAILS)
     });
+    // SIGTERM: a normal end (exit 0).
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success(), "kill -TERM");
     let status = watch.0.wait().unwrap();
     let lines = stderr.lock().unwrap().clone();
     assert!(status.success(), "{status:?}: {lines:?}");
