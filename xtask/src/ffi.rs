@@ -5,7 +5,9 @@
 //! exports is declared in `railwatch.h` (so no benchmark-only export
 //! ships), compiles every `crates/ffi/tests/c/*.c` and
 //! `crates/ffi/tests/cpp/*.cpp` twice, against the shared and the static
-//! library, into `target/ffi-tests/{dynamic,static}/`, and runs each with
+//! library, into `target/ffi-tests/{dynamic,static}/` (and so the programs
+//! written against 0.1.0's header, `crates/ffi/tests/compat/`, each of
+//! whose deprecation warnings must fire: [`compat`]), and runs each with
 //! `LD_LIBRARY_PATH` starting at the fake `libibverbs.so.1` that
 //! railwatch-verbs-backend's build script makes (so libibverbs is always
 //! the fake). A program prints `ok - NAME` / `not ok - NAME: why` per check
@@ -23,6 +25,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::run::{cargo, parallel, root, step};
+
+mod compat;
 
 /// The longest a test program may run (under valgrind included).
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -56,6 +60,9 @@ struct Source {
     /// An example (`crates/ffi/examples/`): uses libibverbs itself, prints
     /// a timeline rather than checks, and passes by exiting 0.
     example: bool,
+    /// Written against 0.1.0's header (`crates/ffi/tests/compat/`): its
+    /// deprecation warnings are no errors, and each must fire.
+    compat: bool,
 }
 
 /// How a binary is linked.
@@ -86,6 +93,9 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let out = crate::run::target_dir().join("ffi-tests");
     let include = root.join("crates/ffi/include");
     let valgrind = if opts.valgrind { Some(find_valgrind()?) } else { None };
+    let header = include.join("railwatch.h");
+    let deprecations =
+        compat::messages(&std::fs::read_to_string(&header).map_err(|e| format!("{}: {e}", header.display()))?);
 
     // Every program under both links, and (railwatch.hpp builds as C++17
     // too) every C++ program again with the same warnings, run once (linked
@@ -102,7 +112,9 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
         let name = format!("{}17", src.name);
         jobs.push((src, Link::Dynamic, Standard::Cpp17, name.clone(), dir.join(&name)));
     }
-    for compiled in parallel(&jobs, |(src, link, std, _, bin)| compile(src, *link, *std, &include, &lib_dir, bin)) {
+    for compiled in
+        parallel(&jobs, |(src, link, std, _, bin)| compile(src, *link, *std, &include, &lib_dir, bin, &deprecations))
+    {
         compiled?;
     }
     let (mut binaries, mut cpp17) = (Vec::new(), Vec::new());
@@ -342,7 +354,13 @@ fn names_package(id: &str, name: &str) -> bool {
 /// The C and C++ test sources, sorted by name.
 fn sources(root: &Path) -> Result<Vec<Source>, String> {
     let mut found = Vec::new();
-    for (dir, ext, cpp) in [("crates/ffi/tests/c", "c", false), ("crates/ffi/tests/cpp", "cpp", true)] {
+    for (dir, ext, cpp) in [
+        ("crates/ffi/tests/c", "c", false),
+        ("crates/ffi/tests/cpp", "cpp", true),
+        ("crates/ffi/tests/compat", "c", false),
+        ("crates/ffi/tests/compat", "cpp", true),
+    ] {
+        let compat = dir.ends_with("compat");
         let dir = root.join(dir);
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
@@ -351,8 +369,9 @@ fn sources(root: &Path) -> Result<Vec<Source>, String> {
                 continue;
             }
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("test").to_string();
+            let stem = if compat { format!("compat_{stem}") } else { stem };
             let name = if cpp { format!("{stem}_cpp") } else { stem };
-            found.push(Source { path, name, cpp, example: false });
+            found.push(Source { path, name, cpp, example: false, compat });
         }
     }
     found.sort_by(|a, b| (a.cpp, &a.name).cmp(&(b.cpp, &b.name)));
@@ -368,7 +387,7 @@ fn sources(root: &Path) -> Result<Vec<Source>, String> {
                 .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("cpp"))
                 .map(|path| {
                     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("example");
-                    Source { name: format!("example_{stem}"), path, cpp: true, example: true }
+                    Source { name: format!("example_{stem}"), path, cpp: true, example: true, compat: false }
                 })
                 .collect()
         })
@@ -393,7 +412,8 @@ enum Standard {
 const C_WARNINGS: [&str; 4] = ["-Wall", "-Wextra", "-Wpedantic", "-Werror"];
 const CPP_WARNINGS: [&str; 6] = ["-Wall", "-Wextra", "-Wpedantic", "-Wold-style-cast", "-Wconversion", "-Werror"];
 
-/// Compiles one test program into `bin`.
+/// Compiles one test program into `bin` (one of 0.1.0's must warn each of
+/// the header's `deprecations`).
 fn compile(
     src: &Source,
     link: Link,
@@ -401,6 +421,7 @@ fn compile(
     include: &Path,
     lib_dir: &Path,
     bin: &Path,
+    deprecations: &[String],
 ) -> Result<(), String> {
     let mut cmd = if src.cpp {
         let mut c = Command::new("c++");
@@ -431,7 +452,12 @@ fn compile(
     }
     cmd.args(["-pthread", "-ldl"]);
     let std_name = if src.cpp && standard == Standard::Cpp17 { ", C++17" } else { "" };
-    step(&format!("compile {} ({}{std_name})", src.name, link.name()), &mut cmd)
+    let what = format!("compile {} ({}{std_name})", src.name, link.name());
+    if src.compat {
+        cmd.args(compat::ALLOWED);
+        return compat::compile(&what, &mut cmd, deprecations);
+    }
+    step(&what, &mut cmd)
 }
 
 /// `LD_LIBRARY_PATH`: the fake libibverbs first, then the library

@@ -1592,4 +1592,60 @@ static inline bool rw_gate_check_inline(const uint64_t *word, uint64_t *generati
 }
 #endif /* !__cplusplus */
 
+/* ---- 0.1.0's names and forms, deprecated until 0.2 --------------------
+ *
+ * An engine written against 0.1.0 still builds and works, warned at each
+ * use: RW_HAPPENING_OBJECT_ERROR is RW_HAPPENING_WORK_LOST, and a destroy
+ * given the handle itself (0.1.0's form) destroys it as one given its
+ * address does. Each message starts with the old name or form
+ * (cargo xtask ffi checks that a program of 0.1.0, tests/compat, hears
+ * every one). Not for use outside railwatch's headers: the RW_*_
+ * helpers. */
+#if defined(__GNUC__)
+#define RW_DEPRECATED_(msg) __attribute__((deprecated(msg)))
+#else
+#define RW_DEPRECATED_(msg)
+#endif
+
+#ifdef __cplusplus
+/* A constant of the enum's type, so a variable of it may hold the alias. */
+RW_DEPRECATED_("RW_HAPPENING_OBJECT_ERROR: use RW_HAPPENING_WORK_LOST") static const rw_happening RW_HAPPENING_OBJECT_ERROR = RW_HAPPENING_WORK_LOST;
+
+/* 0.1.0's destroys, overloads taking the handle by reference (C++ linkage:
+ * a temporary or nullptr picks the C function). Each clears the handle. */
+extern "C++" {
+RW_DEPRECATED_("rw_machine_free(machine): pass its address") inline void rw_machine_free(rw_machine *&machine) { rw_machine_free(&machine); }
+RW_DEPRECATED_("rw_gate_free(gate): pass its address") inline void rw_gate_free(rw_gate *&gate) { rw_gate_free(&gate); }
+RW_DEPRECATED_("rw_monitor_free(monitor): pass its address") inline rw_status rw_monitor_free(rw_monitor *&monitor) { return rw_monitor_free(&monitor); }
+RW_DEPRECATED_("rw_sim_free(sim): pass its address") inline void rw_sim_free(rw_sim *&sim) { rw_sim_free(&sim); }
+RW_DEPRECATED_("rw_string_free(s): pass its address") inline void rw_string_free(char *&s) { rw_string_free(&s); }
+}
+#else
+/* An enumerator, so that it is a constant expression (a case label). */
+enum { RW_HAPPENING_OBJECT_ERROR RW_DEPRECATED_("RW_HAPPENING_OBJECT_ERROR: use RW_HAPPENING_WORK_LOST") = RW_HAPPENING_WORK_LOST };
+
+/* 0.1.0's destroys, told apart by the argument's type (_Generic): a
+ * handle goes to a helper that passes its address, anything else to the
+ * function itself. The helper warns only where it is called (a
+ * deprecated one would warn at every destroy: _Generic names both). */
+#if defined(__has_attribute)
+#if __has_attribute(__warning__)
+#define RW_DEPRECATED_CALL_(msg) __attribute__((__warning__(msg)))
+#endif
+#endif
+#ifndef RW_DEPRECATED_CALL_
+#define RW_DEPRECATED_CALL_(msg)
+#endif
+RW_DEPRECATED_CALL_("rw_machine_free(machine): pass its address") static inline void rw_machine_free_0_1_(struct rw_machine *machine) { rw_machine_free(&machine); }
+RW_DEPRECATED_CALL_("rw_gate_free(gate): pass its address") static inline void rw_gate_free_0_1_(struct rw_gate *gate) { rw_gate_free(&gate); }
+RW_DEPRECATED_CALL_("rw_monitor_free(monitor): pass its address") static inline enum rw_status rw_monitor_free_0_1_(struct rw_monitor *monitor) { return rw_monitor_free(&monitor); }
+RW_DEPRECATED_CALL_("rw_sim_free(sim): pass its address") static inline void rw_sim_free_0_1_(struct rw_sim *sim) { rw_sim_free(&sim); }
+RW_DEPRECATED_CALL_("rw_string_free(s): pass its address") static inline void rw_string_free_0_1_(char *s) { rw_string_free(&s); }
+#define rw_machine_free(h) _Generic((h), struct rw_machine *: rw_machine_free_0_1_, default: rw_machine_free)(h)
+#define rw_gate_free(h) _Generic((h), struct rw_gate *: rw_gate_free_0_1_, default: rw_gate_free)(h)
+#define rw_monitor_free(h) _Generic((h), struct rw_monitor *: rw_monitor_free_0_1_, default: rw_monitor_free)(h)
+#define rw_sim_free(h) _Generic((h), struct rw_sim *: rw_sim_free_0_1_, default: rw_sim_free)(h)
+#define rw_string_free(h) _Generic((h), char *: rw_string_free_0_1_, default: rw_string_free)(h)
+#endif /* __cplusplus */
+
 #endif /* RAILWATCH_H_INLINE */

@@ -10,6 +10,8 @@
 
 #include "railwatch.hpp"
 
+#include "check.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -22,19 +24,6 @@
 namespace rw = railwatch;
 namespace ev = railwatch::event_code;
 namespace ps = railwatch::port_state;
-
-static int passed = 0, failed = 0;
-
-static void check(bool ok, const std::string &name, const std::string &why = "") {
-    if (ok) {
-        ++passed;
-        std::printf("ok - %s\n", name.c_str());
-    } else {
-        ++failed;
-        std::printf("not ok - %s: %s\n", name.c_str(), why.empty() ? "check failed" : why.c_str());
-    }
-    std::fflush(stdout);
-}
 
 // `rw_address_requirement`'s RoCE v2 IPv4 (its enum is not in railwatch.h).
 static constexpr uint32_t roce_v2_ipv4 = 3;

@@ -8,6 +8,8 @@
 
 #include "railwatch.hpp"
 
+#include "check.hpp"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -24,19 +26,6 @@ namespace ev = railwatch::event_code;
 namespace ps = railwatch::port_state;
 
 // ---- the harness ---------------------------------------------------------------
-
-static int passed = 0, failed = 0;
-
-static void check(bool ok, const std::string &name, const std::string &why = "") {
-    if (ok) {
-        ++passed;
-        std::printf("ok - %s\n", name.c_str());
-    } else {
-        ++failed;
-        std::printf("not ok - %s: %s\n", name.c_str(), why.empty() ? "check failed" : why.c_str());
-    }
-    std::fflush(stdout);
-}
 
 template <class A, class B>
 static void check_eq(const A &got, const B &want, const std::string &name) {

@@ -12,6 +12,8 @@
 
 #include "railwatch.hpp"
 
+#include "check.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -31,19 +33,6 @@ namespace ev = railwatch::event_code;
 namespace ps = railwatch::port_state;
 
 // ---- the harness ---------------------------------------------------------------
-
-static int passed = 0, failed = 0;
-
-static void check(bool ok, const std::string &name, const std::string &why = "") {
-    if (ok) {
-        ++passed;
-        std::printf("ok - %s\n", name.c_str());
-    } else {
-        ++failed;
-        std::printf("not ok - %s: %s\n", name.c_str(), why.empty() ? "check failed" : why.c_str());
-    }
-    std::fflush(stdout);
-}
 
 // Polls `done` until it holds or the deadline passes (generous: the tests
 // also run under valgrind).

@@ -11,6 +11,8 @@
 
 #include "railwatch.hpp"
 
+#include "check.hpp"
+
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -27,19 +29,6 @@
 #include <vector>
 
 namespace rw = railwatch;
-
-static int passed = 0, failed = 0;
-
-static void check(bool ok, const std::string &name, const std::string &why = "") {
-    if (ok) {
-        ++passed;
-        std::printf("ok - %s\n", name.c_str());
-    } else {
-        ++failed;
-        std::printf("not ok - %s: %s\n", name.c_str(), why.empty() ? "check failed" : why.c_str());
-    }
-    std::fflush(stdout);
-}
 
 template <class A, class B>
 static void check_eq(const A &got, const B &want, const std::string &name) {
