@@ -13,9 +13,12 @@
 //! the fake). A program prints `ok - NAME` / `not ok - NAME: why` per check
 //! and exits 0 iff all passed; the checks are counted. The examples,
 //! `crates/ffi/examples/*.cpp`, are built and run the same way (they play
-//! the network under the fake) and pass by exiting 0. Each dynamically
-//! linked binary then runs again under valgrind as crates/ffi/README.md
-//! tells users to run it ([`VALGRIND_ARGS`]), which must report no error
+//! the network under the fake) and pass by exiting 0. The shared library
+//! is the dev profile's (the tests' and `vmtest --dev`'s), the static one
+//! the release profile's (the README's link line): the optimised code is
+//! what engines ship, and valgrind judges it differently ([`valgrind`]).
+//! Every binary of either link then runs again under valgrind as
+//! crates/ffi/README.md tells users to run it, which must report no error
 //! and nothing lost (definitely or possibly). Every run is killed after
 //! [`TIMEOUT`].
 
@@ -27,14 +30,10 @@ use std::time::{Duration, Instant};
 use crate::run::{cargo, parallel, root, step};
 
 mod compat;
+mod valgrind;
 
 /// The longest a test program may run (under valgrind included).
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Valgrind's options, as crates/ffi/README.md states them: every leak
-/// valgrind reports by default ("definitely" and "possibly" lost) and
-/// every memory error fails the run.
-const VALGRIND_ARGS: [&str; 2] = ["--leak-check=full", "--error-exitcode=99"];
 
 /// What the runner was asked to do.
 struct Options {
@@ -82,17 +81,18 @@ impl Link {
 }
 
 /// `cargo xtask ffi [--no-valgrind]`: the runs passed and failed (each
-/// program under each link, and its shared build under valgrind); an error when any program
-/// failed, timed out or valgrind complained.
+/// program under each link, and again under valgrind); an error when any
+/// program failed, timed out or valgrind complained.
 pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let opts = parse(args)?;
     let root = root();
-    let (lib_dir, fake_dir) = build()?;
+    let (lib_dir, fake_dir) = build(false)?;
+    let (release_dir, _) = build(true)?;
     exports_are_the_header(&lib_dir, &root.join("crates/ffi/include/railwatch.h"))?;
     let sources = sources(&root)?;
     let out = crate::run::target_dir().join("ffi-tests");
     let include = root.join("crates/ffi/include");
-    let valgrind = if opts.valgrind { Some(find_valgrind()?) } else { None };
+    let memcheck = if opts.valgrind { Some(valgrind::find()?) } else { None };
     let header = include.join("railwatch.h");
     let deprecations =
         compat::messages(&std::fs::read_to_string(&header).map_err(|e| format!("{}: {e}", header.display()))?);
@@ -112,9 +112,10 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
         let name = format!("{}17", src.name);
         jobs.push((src, Link::Dynamic, Standard::Cpp17, name.clone(), dir.join(&name)));
     }
-    for compiled in
-        parallel(&jobs, |(src, link, std, _, bin)| compile(src, *link, *std, &include, &lib_dir, bin, &deprecations))
-    {
+    for compiled in parallel(&jobs, |(src, link, std, _, bin)| {
+        let lib = if *link == Link::Static { &release_dir } else { &lib_dir };
+        compile(src, *link, *std, &include, lib, bin, &deprecations)
+    }) {
         compiled?;
     }
     let (mut binaries, mut cpp17) = (Vec::new(), Vec::new());
@@ -155,31 +156,23 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     }
 
     let mut summaries = Vec::new();
-    if let Some(valgrind) = &valgrind {
+    if let Some(memcheck) = &memcheck {
         let logs = out.join("valgrind");
         std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
-        // Under valgrind once: the dynamically linked build (the static one
-        // is the same code; what its run checks is its link).
-        let dynamic: Vec<_> = binaries.iter().filter(|(_, link, _)| *link == Link::Dynamic).cloned().collect();
-        let runs = parallel(&dynamic, |(name, link, bin)| {
+        // Both links: the static one is the release build's code.
+        let runs = parallel(&binaries, |(name, link, bin)| {
             let label = format!("{name} ({}, valgrind)", link.name());
             let log = logs.join(format!("{name}.{}.log", link.name()));
-            let mut cmd = Command::new(valgrind);
-            // What the README tells users to run: valgrind's default leak
-            // kinds (definite and possible) are errors.
-            cmd.args(VALGRIND_ARGS)
-                .arg(format!("--log-file={}", log.display()))
-                .arg(bin)
-                .env("LD_LIBRARY_PATH", &ld_path)
-                .current_dir(&root);
+            let mut cmd = valgrind::command(memcheck, &root, &log);
+            cmd.arg(bin).env("LD_LIBRARY_PATH", &ld_path).current_dir(&root);
             eprintln!("==> ffi: {label}: {cmd:?}");
             let outcome = run_counted(&mut cmd, &label);
             let report = std::fs::read_to_string(&log).unwrap_or_default();
-            let summary = valgrind_summary(&report);
+            let summary = valgrind::summary(&report);
             eprintln!("==> ffi: {label}: {summary} (log: {})", log.display());
             let example = sources.iter().any(|s| s.example && s.name == *name);
             let problem = match outcome {
-                Ok(r) => valgrind_problem(&report)
+                Ok(r) => valgrind::problem(&report)
                     .map(|why| format!("{label}: {why} (see {})", log.display()))
                     .or_else(|| r.problem(example).map(|why| format!("{label}: {why}"))),
                 Err(e) => Some(e),
@@ -218,7 +211,7 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     if !problems.is_empty() {
         return Err(format!("ffi: {passed} checks passed, {failed} failed; {}", problems.join("; ")));
     }
-    if valgrind.is_none() {
+    if memcheck.is_none() {
         eprintln!("==> ffi: valgrind skipped (--no-valgrind)");
     }
     Ok((runs_ok, runs_failed))
@@ -253,11 +246,15 @@ fn cmake_example(root: &Path, out: &Path, lib_dir: &Path, ld_path: &str) -> Resu
     Ok(())
 }
 
-/// Builds the library; its directory and the fake libibverbs's directory,
-/// from cargo's JSON messages.
-fn build() -> Result<(PathBuf, PathBuf), String> {
+/// Builds the library (dev, or with `release` the release profile); its
+/// directory and the fake libibverbs's directory, from cargo's JSON
+/// messages.
+fn build(release: bool) -> Result<(PathBuf, PathBuf), String> {
     let mut cmd = cargo();
     cmd.args(["build", "-p", "railwatch-ffi", "--features", "verbs", "--message-format=json"]).stdout(Stdio::piped());
+    if release {
+        cmd.arg("--release");
+    }
     eprintln!("==> build librailwatch: {cmd:?}");
     let out = cmd.output().map_err(|e| format!("build librailwatch: cannot start: {e}"))?;
     if !out.status.success() {
@@ -466,15 +463,6 @@ fn ld_library_path(fake_dir: &Path, lib_dir: &Path) -> String {
     format!("{}:{}", fake_dir.display(), lib_dir.display())
 }
 
-fn find_valgrind() -> Result<PathBuf, String> {
-    let out = Command::new("which").arg("valgrind").output().map_err(|e| format!("ffi: cannot run which: {e}"))?;
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || path.is_empty() {
-        return Err("ffi: valgrind not found (cargo xtask deps installs it; --no-valgrind skips it)".into());
-    }
-    Ok(PathBuf::from(path))
-}
-
 /// One program's run.
 struct Counted {
     passed: u64,
@@ -533,39 +521,6 @@ fn run_counted(cmd: &mut Command, label: &str) -> Result<Counted, String> {
     };
     let (passed, failed) = reader.join().map_err(|_| format!("{label}: the output reader panicked"))?;
     Ok(Counted { passed, failed, status })
-}
-
-/// Valgrind's verdict lines: the error summary and what was definitely
-/// and possibly lost.
-fn valgrind_summary(report: &str) -> String {
-    let pick = |key: &str| report.lines().find_map(|l| l.find(key).map(|at| l[at..].trim().to_string()));
-    let errors = pick("ERROR SUMMARY:").unwrap_or_else(|| "no ERROR SUMMARY".into());
-    if report.contains("no leaks are possible") {
-        return format!("{errors}; no leaks are possible");
-    }
-    let definite = pick("definitely lost:").unwrap_or_else(|| "definitely lost: not reported".into());
-    let possible = pick("possibly lost:").unwrap_or_else(|| "possibly lost: not reported".into());
-    format!("{errors}; {definite}; {possible}")
-}
-
-/// Why valgrind's report fails the run, if it does: any error (with the
-/// default leak kinds, a leak "definitely" or "possibly" lost is one), or
-/// a leak of either kind however valgrind counted it.
-fn valgrind_problem(report: &str) -> Option<String> {
-    let Some(line) = report.lines().find(|l| l.contains("ERROR SUMMARY:")) else {
-        return Some("valgrind printed no ERROR SUMMARY".into());
-    };
-    if !line.contains("ERROR SUMMARY: 0 errors") {
-        return Some(line[line.find("ERROR SUMMARY:").unwrap_or(0)..].to_string());
-    }
-    for kind in ["definitely lost:", "possibly lost:"] {
-        if let Some(lost) = report.lines().find(|l| l.contains(kind))
-            && !lost.contains(&format!("{kind} 0 bytes"))
-        {
-            return Some(lost[lost.find(kind).unwrap_or(0)..].to_string());
-        }
-    }
-    None
 }
 
 /// The string value of `"key":"…"` in one line of JSON (unescaped).
@@ -642,19 +597,5 @@ mod tests {
         assert!(declares(header, "rw_version"));
         assert!(declares(header, "rw_version_numbers"));
         assert!(!declares(header, "rw_bench_feed_rust"));
-    }
-
-    #[test]
-    fn judges_valgrind_reports() {
-        let clean = "==1== ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)\n==1==    definitely lost: 0 bytes in 0 blocks\n";
-        assert_eq!(valgrind_problem(clean), None);
-        let leak = "==1==    definitely lost: 16 bytes in 1 blocks\n==1== ERROR SUMMARY: 0 errors from 0 contexts\n";
-        assert!(valgrind_problem(leak).unwrap().contains("16 bytes"));
-        let possible = "==1==    definitely lost: 0 bytes in 0 blocks\n==1==      possibly lost: 48 bytes in 1 blocks\n==1== ERROR SUMMARY: 0 errors from 0 contexts\n";
-        assert!(valgrind_problem(possible).unwrap().contains("possibly lost: 48 bytes"));
-        assert!(valgrind_summary(possible).ends_with("possibly lost: 48 bytes in 1 blocks"));
-        assert!(valgrind_problem("==1== ERROR SUMMARY: 2 errors from 2 contexts").is_some());
-        assert!(valgrind_problem("").is_some());
-        assert!(valgrind_summary(clean).starts_with("ERROR SUMMARY: 0 errors"));
     }
 }
