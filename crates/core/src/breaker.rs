@@ -10,7 +10,8 @@
 //! backoff); the machine applies it (docs/STATE-MACHINE.md, "The data-path
 //! breaker").
 
-use crate::settings::{SettingKind, settings};
+use crate::declare::settings;
+use crate::setting::SettingKind;
 use crate::time::Millis;
 
 /// The most distinct peers the breaker needs to see (`min_peers`), so the

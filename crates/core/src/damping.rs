@@ -9,7 +9,8 @@
 //! thus sits out, while one that flapped once long ago is not held at all.
 //! docs/STATE-MACHINE.md has a worked example.
 
-use crate::settings::{SettingKind, settings};
+use crate::declare::settings;
+use crate::setting::SettingKind;
 use crate::time::Millis;
 
 settings! {

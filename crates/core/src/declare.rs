@@ -3,9 +3,9 @@
 //! `Default`, its rows of the settings table and the lookup of a field by
 //! key; [`Field`] is how a front end's value reaches a field of any type.
 
-use super::{ConfigError, Problem, Setting, SettingKind, SettingValue};
 use crate::address::AddressRequirement;
 use crate::owner::DeviceOwner;
+use crate::setting::{ConfigError, Problem, Setting, SettingKind, SettingValue};
 use crate::witness::PortWitness;
 
 /// Declares a settings struct. Each field is one line: its doc comment,
@@ -39,8 +39,8 @@ macro_rules! settings {
         impl $name {
             /// This struct's settings as front ends name them, in the
             /// order the docs list them.
-            pub const ROWS: &'static [$crate::settings::Setting] = &[
-                $( $( $crate::settings::Setting {
+            pub const ROWS: &'static [$crate::setting::Setting] = &[
+                $( $( $crate::setting::Setting {
                     key: concat!($prefix, stringify!($field)),
                     kind: $kind,
                     doc: $line,
@@ -48,15 +48,15 @@ macro_rules! settings {
             ];
         }
 
-        impl $crate::settings::declare::Fields for $name {
-            fn field(&self, key: &str) -> Option<&dyn $crate::settings::declare::Field> {
+        impl $crate::declare::Fields for $name {
+            fn field(&self, key: &str) -> Option<&dyn $crate::declare::Field> {
                 match key {
                     $( $( stringify!($field) if !$line.is_empty() => Some(&self.$field), )? )*
                     _ => None,
                 }
             }
 
-            fn field_mut(&mut self, key: &str) -> Option<&mut dyn $crate::settings::declare::Field> {
+            fn field_mut(&mut self, key: &str) -> Option<&mut dyn $crate::declare::Field> {
                 match key {
                     $( $( stringify!($field) if !$line.is_empty() => Some(&mut self.$field), )? )*
                     _ => None,
