@@ -183,7 +183,7 @@ private:
 
     static rw::config config() {
         rw::config c = rw::default_config();
-        c.tick_ms = 250;  // the recovery poll, while a rail is paused
+        c.set("tick_ms", 250);  // the recovery poll, while a rail is paused
         return c;
     }
 

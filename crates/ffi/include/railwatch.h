@@ -77,7 +77,7 @@
 #define RW_VERSION_MAJOR 0
 
 // The header's minor version: a library with a higher one adds to it.
-#define RW_VERSION_MINOR 1
+#define RW_VERSION_MINOR 2
 
 // The header's patch version.
 #define RW_VERSION_PATCH 0
@@ -120,34 +120,6 @@ typedef enum rw_carrier {
   // The link layer has a carrier.
   RW_CARRIER_UP = 2,
 } rw_carrier;
-
-// What a rail needs in its GID table before it is used
-// (`rw_config.require_address`).
-typedef enum rw_address_requirement {
-  // Nothing (the default).
-  RW_ADDRESS_NONE = 0,
-  // Any GID.
-  RW_ADDRESS_ANY = 1,
-  // A RoCE v2 GID.
-  RW_ADDRESS_ROCE_V2 = 2,
-  // A RoCE v2 GID that is an IPv4-mapped address.
-  RW_ADDRESS_ROCE_V2_IPV4 = 3,
-  // An InfiniBand LID.
-  RW_ADDRESS_IB = 4,
-} rw_address_requirement;
-
-// Which witness says a port is usable (`rw_config.port_witness`).
-typedef enum rw_port_witness {
-  // The port state and, where the port has a netdev, its carrier (the
-  // default): a port that reads ACTIVE with no carrier is paused
-  // `RW_REASON_NO_CARRIER`.
-  RW_WITNESS_BOTH = 0,
-  // The port state alone.
-  RW_WITNESS_PORT = 1,
-  // The carrier alone where there is one (providers whose ports always
-  // read ACTIVE).
-  RW_WITNESS_CARRIER = 2,
-} rw_port_witness;
 
 // How much the log callback hears (`rw_set_log_callback`'s `max_level`),
 // and the level of one message.
@@ -417,9 +389,14 @@ typedef enum rw_pause_reason {
   // (`rw_machine_report_probe`). Everything is refused, probes too.
   RW_REASON_PROBING = 11,
   // The port reads ACTIVE but its netdev has no carrier
-  // (`rw_config.port_witness`).
+  // (the setting `port_witness`).
   RW_REASON_NO_CARRIER = 12,
 } rw_pause_reason;
+
+// Every setting, at its default until set. Made by `rw_config_new`,
+// destroyed by `rw_config_free`; a machine or monitor made from it keeps
+// its own copy.
+typedef struct rw_config rw_config;
 
 // One rail's gate: keeps its state word alive. Made by `rw_machine_gate`
 // or `rw_monitor_gate`, destroyed by [`rw_gate_free`]; it may outlive the
@@ -454,88 +431,6 @@ typedef struct rw_sim_context rw_sim_context;
 // `rw_sim_carrier_events_open`): readable when a netdev's carrier may
 // have changed. Destroyed by [`rw_uevents_free`]; one thread at a time.
 typedef struct rw_uevents rw_uevents;
-
-// Flap damping settings (see `docs/STATE-MACHINE.md`).
-typedef struct rw_damping {
-  // Damping on: 0 off (the default), anything else on. (An integer, not
-  // a `bool`: any value C puts here is valid.)
-  uint8_t enabled;
-  // Added per flap (default 1000).
-  double penalty_per_flap;
-  // At or above this the rail is held (default 2500).
-  double suppress;
-  // A held rail is released below this (default 750).
-  double reuse;
-  // The penalty halves every this many milliseconds (default 15000).
-  uint64_t half_life_ms;
-  // The penalty's ceiling (default 6000).
-  double max_penalty;
-} rw_damping;
-
-// The data-path breaker's settings (see `docs/STATE-MACHINE.md`, "The
-// data-path breaker").
-typedef struct rw_data_path {
-  // The breaker on: 0 off, anything else on (the default).
-  uint8_t enabled;
-  // Local-path failures within the window that open it (default 8).
-  uint64_t failures;
-  // The window, ms (default 10000).
-  uint64_t window_ms;
-  // The distinct peers the failures must come through (default 2, at
-  // most 16).
-  uint64_t min_peers;
-  // The first wait before a probe, ms (default 1000).
-  uint64_t backoff_initial_ms;
-  // The longest wait before a probe, ms (default 60000).
-  uint64_t backoff_max_ms;
-  // A granted probe unreported this long counts as failed, ms (default
-  // 40000).
-  uint64_t probe_timeout_ms;
-} rw_data_path;
-
-// Every setting. Start from `rw_config_default` and change what you need.
-// The struct may grow at the end in later versions: `size` (set by
-// `rw_config_default`) says which version the caller was built with, and
-// a library reads no more than that: this one accepts its own size and
-// 0.1.0's (the struct up to `drain_budget`; the fields after it are then
-// at their defaults).
-typedef struct rw_config {
-  // `sizeof(rw_config)` as the caller knows it; set by
-  // `rw_config_default`.
-  uint32_t size;
-  // Recovery tick period, ms (default 1000); runs only while needed.
-  uint64_t tick_ms;
-  // Re-read every active rail's port this often, ms; 0 = off (default).
-  uint64_t audit_ms;
-  // How often a paused rail is explained in the log, ms (default 30000).
-  uint64_t explain_every_ms;
-  // First delay before re-opening a device that went away, ms
-  // (default 1000).
-  uint64_t reopen_initial_ms;
-  // Longest delay between re-opens, ms (default 60000).
-  uint64_t reopen_max_ms;
-  // Each re-open delay is lengthened by a random 0..=this percent
-  // (default 20, at most 100).
-  uint32_t reopen_jitter_pct;
-  // Seed of that jitter; 0 (the default) draws one per process.
-  uint64_t seed;
-  // Wait this long after a port reads ACTIVE before activating, ms
-  // (default 0).
-  uint64_t settle_ms;
-  // Flap damping (default off).
-  struct rw_damping damping;
-  // Monitor only: most events read per device per wake-up (default 256).
-  uint32_t drain_budget;
-  // The data-path breaker (default on).
-  struct rw_data_path data_path;
-  // Silent flaps (a flap counter rising with no PORT_ERR) bump the
-  // generation: 0 off, anything else on (the default).
-  uint8_t silent_flaps;
-  // `rw_address_requirement` (default `RW_ADDRESS_NONE`).
-  uint32_t require_address;
-  // `rw_port_witness` (default `RW_WITNESS_BOTH`).
-  uint32_t port_witness;
-} rw_config;
 
 // One line of a transfer report: `count` completions with `wc_status`
 // (`ibv_wc_status`; 0 is success) on transfers to `peer` (an id the
@@ -824,8 +719,58 @@ typedef struct rw_sim_port_counters {
 extern "C" {
 #endif // __cplusplus
 
-// Writes the defaults to `*config`.
-enum rw_status rw_config_default(struct rw_config *config);
+// A new config with every setting at its default, in `*out`; destroy it
+// with `rw_config_free`.
+enum rw_status rw_config_new(struct rw_config **out);
+
+// Destroys the config at `*config` and sets `*config` to NULL; NULL
+// (either) is ignored. Machines and monitors made from it are not
+// affected.
+void rw_config_free(struct rw_config **config);
+
+// Sets the whole-number or milliseconds setting `key` (`"tick_ms"`,
+// `"damping.half_life_ms"`, `"seed"`). For an optional period
+// (`audit_ms`) 0 turns it off. `RW_ERR_NOT_FOUND` for a key that is no
+// setting, `RW_ERR_INVALID` for a key of another type, `RW_ERR_RANGE`
+// for a value outside the key's range; the message names key and value.
+enum rw_status rw_config_set_u64(struct rw_config *config, const char *key, uint64_t value);
+
+// Sets the number setting `key` (the damping penalties:
+// `"damping.reuse"`). Errors as `rw_config_set_u64`'s.
+enum rw_status rw_config_set_f64(struct rw_config *config, const char *key, double value);
+
+// Sets the flag or section `key` (`"silent_flaps"`, `"damping"`: true
+// turns it on with its defaults, false off; `"audit_ms"`: false turns it
+// off). Errors as `rw_config_set_u64`'s.
+enum rw_status rw_config_set_bool(struct rw_config *config, const char *key, bool value);
+
+// Sets the named setting `key` to one of its names
+// (`rw_config_set_str(c, "port_witness", "carrier")`). Errors as
+// `rw_config_set_u64`'s (a name the key does not take is
+// `RW_ERR_INVALID`, the message lists the names it takes).
+enum rw_status rw_config_set_str(struct rw_config *config, const char *key, const char *value);
+
+// The whole-number or milliseconds setting `key`, in `*out` (an optional
+// period that is off reads 0). `RW_ERR_NOT_FOUND` for a key that is no
+// setting, `RW_ERR_INVALID` for a key of another type, `RW_ERR_STATE`
+// for a key of a section that is off.
+enum rw_status rw_config_get_u64(const struct rw_config *config, const char *key, uint64_t *out);
+
+// The number setting `key`, in `*out`. Errors as `rw_config_get_u64`'s.
+enum rw_status rw_config_get_f64(const struct rw_config *config, const char *key, double *out);
+
+// The flag or section `key` (on or off), in `*out`. Errors as
+// `rw_config_get_u64`'s.
+enum rw_status rw_config_get_bool(const struct rw_config *config, const char *key, bool *out);
+
+// The named setting `key`'s name, in `*out`: a static string, never
+// freed. Errors as `rw_config_get_u64`'s.
+enum rw_status rw_config_get_str(const struct rw_config *config, const char *key, const char **out);
+
+// Checks the whole config as a machine or monitor made from it would
+// (the rules between keys included): `RW_ERR_INVALID` naming the first
+// bad key.
+enum rw_status rw_config_check(const struct rw_config *config);
 
 // Transfer outcomes on the rail of `device`'s `port` since the engine's
 // last report: `n` lines at `reports` (at most `RW_MAX_TRANSFER_REPORTS`).

@@ -8,7 +8,8 @@
  *
  *   error            what every failing call throws: the rw_status and the
  *                    library's rw_last_error() text.
- *   config           rw_config with the library's defaults (default_config()).
+ *   config           an RAII rw_config: every setting at its default, set and
+ *                    read by key (set("tick_ms", 100), get_u64("tick_ms")).
  *   word, gate       a rail's 64-bit state word, decoded; a gate keeps one
  *                    word alive and checks it inline (one acquire load,
  *                    no call into the library).
@@ -246,14 +247,84 @@ inline const char *recovered_by_name(int32_t by) noexcept {
 
 // ---- settings -------------------------------------------------------------
 
-using config = rw_config;
+/**
+ * Every setting, at its default until set by key (docs/CONFIG.md's keys:
+ * "tick_ms", "damping.half_life_ms", "port_witness"). Each set() checks the
+ * key and its range at once and throws railwatch::error naming both; the
+ * rules between keys are checked by check() and by the machine or monitor
+ * made from it, which keep their own copy.
+ */
+class config {
+public:
+    config() { detail::check(rw_config_new(&c_), "rw_config_new"); }
+    config(config &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+    config &operator=(config &&o) noexcept {
+        if (this != &o) {
+            rw_config_free(&c_);
+            c_ = std::exchange(o.c_, nullptr);
+        }
+        return *this;
+    }
+    config(const config &) = delete;
+    config &operator=(const config &) = delete;
+    ~config() { rw_config_free(&c_); }
 
-/** The library's default settings; change what you need. */
-inline config default_config() {
-    config c{};
-    detail::check(rw_config_default(&c), "rw_config_default");
-    return c;
-}
+    /** A whole number or milliseconds (0 turns an optional period off). */
+    template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+    config &set(std::string_view key, T value) {
+        if (value < 0) throw error(RW_ERR_RANGE, "rw_config_set_u64: " + std::string(key) + " is negative");
+        detail::check(rw_config_set_u64(c_, detail::c_name(key, "rw_config_set_u64").c_str(), static_cast<uint64_t>(value)),
+                      "rw_config_set_u64");
+        return *this;
+    }
+    /** A number (the damping penalties). */
+    config &set(std::string_view key, double value) {
+        detail::check(rw_config_set_f64(c_, detail::c_name(key, "rw_config_set_f64").c_str(), value), "rw_config_set_f64");
+        return *this;
+    }
+    /** A flag or a section (true turns it on with its defaults). */
+    config &set(std::string_view key, bool value) {
+        detail::check(rw_config_set_bool(c_, detail::c_name(key, "rw_config_set_bool").c_str(), value), "rw_config_set_bool");
+        return *this;
+    }
+    /** One of a named setting's names ("carrier"). */
+    config &set(std::string_view key, const char *value) {
+        detail::check(rw_config_set_str(c_, detail::c_name(key, "rw_config_set_str").c_str(), value), "rw_config_set_str");
+        return *this;
+    }
+    config &set(std::string_view key, const std::string &value) { return set(key, value.c_str()); }
+
+    uint64_t get_u64(std::string_view key) const {
+        uint64_t v = 0;
+        detail::check(rw_config_get_u64(c_, detail::c_name(key, "rw_config_get_u64").c_str(), &v), "rw_config_get_u64");
+        return v;
+    }
+    double get_f64(std::string_view key) const {
+        double v = 0;
+        detail::check(rw_config_get_f64(c_, detail::c_name(key, "rw_config_get_f64").c_str(), &v), "rw_config_get_f64");
+        return v;
+    }
+    bool get_bool(std::string_view key) const {
+        bool v = false;
+        detail::check(rw_config_get_bool(c_, detail::c_name(key, "rw_config_get_bool").c_str(), &v), "rw_config_get_bool");
+        return v;
+    }
+    std::string_view get_str(std::string_view key) const {
+        const char *v = nullptr;
+        detail::check(rw_config_get_str(c_, detail::c_name(key, "rw_config_get_str").c_str(), &v), "rw_config_get_str");
+        return v;
+    }
+    /** The whole config as a machine or monitor would check it. */
+    void check() const { detail::check(rw_config_check(c_), "rw_config_check"); }
+
+    const rw_config *get() const noexcept { return c_; }
+
+private:
+    rw_config *c_ = nullptr;
+};
+
+/** The library's default settings; change what you need with set(). */
+inline config default_config() { return config{}; }
 
 // ---- the state word and the gate ------------------------------------------
 
@@ -389,7 +460,7 @@ public:
     /** A machine with `cfg` (nullptr: the defaults). */
     explicit machine(const config *cfg = nullptr) {
         detail::check_layout();
-        detail::check(rw_machine_new(cfg, &m_), "rw_machine_new");
+        detail::check(rw_machine_new(cfg ? cfg->get() : nullptr, &m_), "rw_machine_new");
     }
     explicit machine(const config &cfg) : machine(&cfg) {}
     machine(machine &&o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
@@ -1149,7 +1220,8 @@ public:
     static monitor start_sim(const sim &s, const config *cfg = nullptr, std::shared_ptr<selector> sel = {}) {
         monitor m(std::move(sel));
         rw_monitor *h = nullptr;
-        detail::check(rw_monitor_start_sim(cfg, m.c_selector_ptr(), s.get(), &h), "rw_monitor_start_sim");
+        detail::check(rw_monitor_start_sim(cfg ? cfg->get() : nullptr, m.c_selector_ptr(), s.get(), &h),
+                      "rw_monitor_start_sim");
         m.core_->handle.store(h, std::memory_order_release);
         return m;
     }
@@ -1160,7 +1232,8 @@ public:
         std::string only;
         if (only_device) only = detail::c_name(*only_device, "rw_monitor_start_verbs");
         rw_monitor *h = nullptr;
-        detail::check(rw_monitor_start_verbs(cfg, m.c_selector_ptr(), only_device ? only.c_str() : nullptr, &h),
+        detail::check(rw_monitor_start_verbs(cfg ? cfg->get() : nullptr, m.c_selector_ptr(),
+                                             only_device ? only.c_str() : nullptr, &h),
                       "rw_monitor_start_verbs");
         m.core_->handle.store(h, std::memory_order_release);
         return m;

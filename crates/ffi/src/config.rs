@@ -1,359 +1,389 @@
-//! Settings from C: one plain struct for both embeddings, filled with the
-//! defaults by `rw_config_default` and checked before anything starts.
+//! Settings from C: an opaque `rw_config` set and read by key, through the
+//! one settings table (`railwatch_core::MachineConfig::SETTINGS` and the
+//! driver's own), so a setting added to the table is a key C can use with
+//! no new function, no new field and no change of the ABI.
+//!
+//! The value functions are typed (`u64`, `f64`, `bool`, a string), each
+//! key takes the type its kind says (docs/CONFIG.md): whole numbers and
+//! milliseconds `u64`, the damping penalties `f64`, flags and sections
+//! `bool`, names (`require_address`, `port_witness`, `device_owner`) a
+//! string. A key that is not a setting, a value of the wrong type or out of
+//! the key's range is refused with an error naming both, and the config is
+//! left as it was; the rules between keys (`reopen_max_ms` at least
+//! `reopen_initial_ms`) are checked when the config is used.
 
-use railwatch_core::{AddressRequirement, DampingConfig, DataPathConfig, MachineConfig, PortWitness};
+use std::ffi::c_char;
+
+use railwatch_core::{ConfigError, MachineConfig, Problem, Setting, SettingKind, SettingValue};
 use railwatch_runtime::Config;
 
-use crate::args::put;
+use crate::args::{handle, handle_mut, put, take, text};
 use crate::status::{Error, Result, guard, rw_status};
 
-/// Flap damping settings (see `docs/STATE-MACHINE.md`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct rw_damping {
-    /// Damping on: 0 off (the default), anything else on. (An integer, not
-    /// a `bool`: any value C puts here is valid.)
-    pub enabled: u8,
-    /// Added per flap (default 1000).
-    pub penalty_per_flap: f64,
-    /// At or above this the rail is held (default 2500).
-    pub suppress: f64,
-    /// A held rail is released below this (default 750).
-    pub reuse: f64,
-    /// The penalty halves every this many milliseconds (default 15000).
-    pub half_life_ms: u64,
-    /// The penalty's ceiling (default 6000).
-    pub max_penalty: f64,
-}
+/// The jitter's seed: not a file setting (the table leaves it out), but a
+/// C engine fixes it to replay a run. 0 draws one per process.
+const SEED: &str = "seed";
 
-/// The data-path breaker's settings (see `docs/STATE-MACHINE.md`, "The
-/// data-path breaker").
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct rw_data_path {
-    /// The breaker on: 0 off, anything else on (the default).
-    pub enabled: u8,
-    /// Local-path failures within the window that open it (default 8).
-    pub failures: u64,
-    /// The window, ms (default 10000).
-    pub window_ms: u64,
-    /// The distinct peers the failures must come through (default 2, at
-    /// most 16).
-    pub min_peers: u64,
-    /// The first wait before a probe, ms (default 1000).
-    pub backoff_initial_ms: u64,
-    /// The longest wait before a probe, ms (default 60000).
-    pub backoff_max_ms: u64,
-    /// A granted probe unreported this long counts as failed, ms (default
-    /// 40000).
-    pub probe_timeout_ms: u64,
-}
-
-/// What a rail needs in its GID table before it is used
-/// (`rw_config.require_address`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum rw_address_requirement {
-    /// Nothing (the default).
-    RW_ADDRESS_NONE = 0,
-    /// Any GID.
-    RW_ADDRESS_ANY = 1,
-    /// A RoCE v2 GID.
-    RW_ADDRESS_ROCE_V2 = 2,
-    /// A RoCE v2 GID that is an IPv4-mapped address.
-    RW_ADDRESS_ROCE_V2_IPV4 = 3,
-    /// An InfiniBand LID.
-    RW_ADDRESS_IB = 4,
-}
-
-/// Which witness says a port is usable (`rw_config.port_witness`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum rw_port_witness {
-    /// The port state and, where the port has a netdev, its carrier (the
-    /// default): a port that reads ACTIVE with no carrier is paused
-    /// `RW_REASON_NO_CARRIER`.
-    RW_WITNESS_BOTH = 0,
-    /// The port state alone.
-    RW_WITNESS_PORT = 1,
-    /// The carrier alone where there is one (providers whose ports always
-    /// read ACTIVE).
-    RW_WITNESS_CARRIER = 2,
-}
-
-/// Every setting. Start from `rw_config_default` and change what you need.
-/// The struct may grow at the end in later versions: `size` (set by
-/// `rw_config_default`) says which version the caller was built with, and
-/// a library reads no more than that: this one accepts its own size and
-/// 0.1.0's (the struct up to `drain_budget`; the fields after it are then
-/// at their defaults).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
+/// Every setting, at its default until set. Made by `rw_config_new`,
+/// destroyed by `rw_config_free`; a machine or monitor made from it keeps
+/// its own copy.
 pub struct rw_config {
-    /// `sizeof(rw_config)` as the caller knows it; set by
-    /// `rw_config_default`.
-    pub size: u32,
-    /// Recovery tick period, ms (default 1000); runs only while needed.
-    pub tick_ms: u64,
-    /// Re-read every active rail's port this often, ms; 0 = off (default).
-    pub audit_ms: u64,
-    /// How often a paused rail is explained in the log, ms (default 30000).
-    pub explain_every_ms: u64,
-    /// First delay before re-opening a device that went away, ms
-    /// (default 1000).
-    pub reopen_initial_ms: u64,
-    /// Longest delay between re-opens, ms (default 60000).
-    pub reopen_max_ms: u64,
-    /// Each re-open delay is lengthened by a random 0..=this percent
-    /// (default 20, at most 100).
-    pub reopen_jitter_pct: u32,
-    /// Seed of that jitter; 0 (the default) draws one per process.
-    pub seed: u64,
-    /// Wait this long after a port reads ACTIVE before activating, ms
-    /// (default 0).
-    pub settle_ms: u64,
-    /// Flap damping (default off).
-    pub damping: rw_damping,
-    /// Monitor only: most events read per device per wake-up (default 256).
-    pub drain_budget: u32,
-    /// The data-path breaker (default on).
-    pub data_path: rw_data_path,
-    /// Silent flaps (a flap counter rising with no PORT_ERR) bump the
-    /// generation: 0 off, anything else on (the default).
-    pub silent_flaps: u8,
-    /// `rw_address_requirement` (default `RW_ADDRESS_NONE`).
-    pub require_address: u32,
-    /// `rw_port_witness` (default `RW_WITNESS_BOTH`).
-    pub port_witness: u32,
-}
-
-/// The struct as version 0.1.0's header had it (up to `drain_budget`): a
-/// caller built with it is read as it was, the later fields at their
-/// defaults.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct rw_config_v1 {
-    size: u32,
-    tick_ms: u64,
-    audit_ms: u64,
-    explain_every_ms: u64,
-    reopen_initial_ms: u64,
-    reopen_max_ms: u64,
-    reopen_jitter_pct: u32,
-    seed: u64,
-    settle_ms: u64,
-    damping: rw_damping,
-    drain_budget: u32,
-}
-
-const WITNESS: [(rw_port_witness, PortWitness); 3] = [
-    (rw_port_witness::RW_WITNESS_BOTH, PortWitness::Both),
-    (rw_port_witness::RW_WITNESS_PORT, PortWitness::Port),
-    (rw_port_witness::RW_WITNESS_CARRIER, PortWitness::Carrier),
-];
-
-/// The C code of `value` in a table of (code, value) (0 if absent).
-fn code_of<C: Copy + Into<u32>, V: PartialEq>(table: &[(C, V)], value: &V) -> u32 {
-    table.iter().find(|(_, v)| v == value).map_or(0, |(c, _)| (*c).into())
-}
-
-/// The value of C code `code` in a table of (code, value); an error naming
-/// the `field` and the C `type` when it has none.
-fn value_of<C: Copy + Into<u32>, V: Copy>(table: &[(C, V)], code: u32, field: &str, type_name: &str) -> Result<V> {
-    table.iter().find(|(c, _)| (*c).into() == code).map(|(_, v)| *v).ok_or_else(|| {
-        Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {field}: {code} is not an {type_name}"))
-    })
-}
-
-const ADDRESS: [(rw_address_requirement, AddressRequirement); 5] = [
-    (rw_address_requirement::RW_ADDRESS_NONE, AddressRequirement::None),
-    (rw_address_requirement::RW_ADDRESS_ANY, AddressRequirement::Any),
-    (rw_address_requirement::RW_ADDRESS_ROCE_V2, AddressRequirement::RoceV2),
-    (rw_address_requirement::RW_ADDRESS_ROCE_V2_IPV4, AddressRequirement::RoceV2Ipv4),
-    (rw_address_requirement::RW_ADDRESS_IB, AddressRequirement::Ib),
-];
-
-impl Default for rw_config {
-    fn default() -> Self {
-        rw_config::from(&Config::default())
-    }
-}
-
-impl From<&Config> for rw_config {
-    /// The C struct of a config. Exhaustive: a new setting is a compile
-    /// error here until the C struct carries it.
-    fn from(c: &Config) -> Self {
-        let Config { machine, drain_budget, notify_capacity: _ } = c;
-        let MachineConfig {
-            tick_ms,
-            audit_ms,
-            explain_every_ms,
-            reopen_initial_ms,
-            reopen_max_ms,
-            reopen_jitter_pct,
-            seed,
-            settle_ms,
-            damping,
-            data_path,
-            silent_flaps,
-            require_address,
-            port_witness,
-            // Not in the C struct: C sets them by key only.
-            query_retries: _,
-            device_owner: _,
-        } = machine;
-        let d = damping.unwrap_or_default();
-        let p = data_path.unwrap_or_default();
-        rw_config {
-            size: std::mem::size_of::<rw_config>() as u32,
-            tick_ms: *tick_ms,
-            audit_ms: audit_ms.unwrap_or(0),
-            explain_every_ms: *explain_every_ms,
-            reopen_initial_ms: *reopen_initial_ms,
-            reopen_max_ms: *reopen_max_ms,
-            reopen_jitter_pct: *reopen_jitter_pct,
-            seed: seed.unwrap_or(0),
-            settle_ms: *settle_ms,
-            damping: rw_damping {
-                enabled: u8::from(damping.is_some()),
-                penalty_per_flap: d.penalty_per_flap,
-                suppress: d.suppress,
-                reuse: d.reuse,
-                half_life_ms: d.half_life_ms,
-                max_penalty: d.max_penalty,
-            },
-            drain_budget: u32::try_from(*drain_budget).unwrap_or(u32::MAX),
-            data_path: rw_data_path {
-                enabled: u8::from(data_path.is_some()),
-                failures: p.failures,
-                window_ms: p.window_ms,
-                min_peers: p.min_peers,
-                backoff_initial_ms: p.backoff_initial_ms,
-                backoff_max_ms: p.backoff_max_ms,
-                probe_timeout_ms: p.probe_timeout_ms,
-            },
-            silent_flaps: u8::from(*silent_flaps),
-            require_address: code_of(&ADDRESS, require_address),
-            port_witness: code_of(&WITNESS, port_witness),
-        }
-    }
+    config: Config,
 }
 
 impl rw_config {
     /// The monitor's settings, validated: the one conversion from C.
     pub(crate) fn runtime(&self) -> Result<Config> {
-        let d = &self.damping;
-        let machine = MachineConfig {
-            tick_ms: self.tick_ms,
-            audit_ms: (self.audit_ms != 0).then_some(self.audit_ms),
-            explain_every_ms: self.explain_every_ms,
-            reopen_initial_ms: self.reopen_initial_ms,
-            reopen_max_ms: self.reopen_max_ms,
-            reopen_jitter_pct: self.reopen_jitter_pct,
-            seed: (self.seed != 0).then_some(self.seed),
-            settle_ms: self.settle_ms,
-            damping: (d.enabled != 0).then_some(DampingConfig {
-                penalty_per_flap: d.penalty_per_flap,
-                suppress: d.suppress,
-                reuse: d.reuse,
-                half_life_ms: d.half_life_ms,
-                max_penalty: d.max_penalty,
-            }),
-            data_path: (self.data_path.enabled != 0).then_some(DataPathConfig {
-                failures: self.data_path.failures,
-                window_ms: self.data_path.window_ms,
-                min_peers: self.data_path.min_peers,
-                backoff_initial_ms: self.data_path.backoff_initial_ms,
-                backoff_max_ms: self.data_path.backoff_max_ms,
-                probe_timeout_ms: self.data_path.probe_timeout_ms,
-            }),
-            silent_flaps: self.silent_flaps != 0,
-            require_address: value_of(&ADDRESS, self.require_address, "require_address", "rw_address_requirement")?,
-            port_witness: value_of(&WITNESS, self.port_witness, "port_witness", "rw_port_witness")?,
-            query_retries: MachineConfig::default().query_retries,
-            device_owner: MachineConfig::default().device_owner,
-        };
-        let config = Config { machine, drain_budget: self.drain_budget as usize, ..Config::default() };
-        config.validate().map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}")))?;
-        Ok(config)
+        self.config.validate().map_err(|e| invalid(&e))?;
+        Ok(self.config.clone())
     }
 
-    /// The machine's settings, validated (its seed drawn when 0, as the
-    /// monitor's is).
+    /// The machine's settings, validated (its seed drawn when unset, as
+    /// the monitor's is).
     pub(crate) fn machine(&self) -> Result<MachineConfig> {
         Ok(self.runtime()?.machine_seeded())
     }
 }
 
-impl rw_config {
-    /// An earlier version's settings, the later ones at their defaults.
-    fn from_v1(o: &rw_config_v1) -> rw_config {
-        rw_config {
-            size: std::mem::size_of::<rw_config>() as u32,
-            tick_ms: o.tick_ms,
-            audit_ms: o.audit_ms,
-            explain_every_ms: o.explain_every_ms,
-            reopen_initial_ms: o.reopen_initial_ms,
-            reopen_max_ms: o.reopen_max_ms,
-            reopen_jitter_pct: o.reopen_jitter_pct,
-            seed: o.seed,
-            settle_ms: o.settle_ms,
-            damping: o.damping,
-            drain_budget: o.drain_budget,
-            ..rw_config::default()
-        }
-    }
-}
-
-/// Writes the defaults to `*config`.
-#[unsafe(no_mangle)]
-pub extern "C" fn rw_config_default(config: *mut rw_config) -> rw_status {
-    crate::status::quiet_panics();
-    // SAFETY: the caller passes a writable config or NULL.
-    guard(|| unsafe { put(config, rw_config::default(), "config") })
-}
-
-/// The settings at `p`, or the defaults for NULL; `RW_ERR_INVALID` when
-/// its `size` is not this library's (not from `rw_config_default`, or
-/// another version of the header).
+/// The settings at `p`, or the defaults for NULL.
 ///
 /// # Safety
-/// `p` is NULL or points to at least a `u32` (its `size`), and to `size`
-/// bytes of config when that size is this library's.
+/// `p` is NULL or a live config made by `rw_config_new`.
 pub(crate) unsafe fn read(p: *const rw_config) -> Result<rw_config> {
-    if p.is_null() {
-        return Ok(rw_config::default());
-    }
-    let expected = std::mem::size_of::<rw_config>();
-    // SAFETY: non-null; `size` is the first field, a u32 any bits of which
-    // are a valid value, and the caller promises it is readable.
-    let size = unsafe { (&raw const (*p).size).read() } as usize;
-    if size == std::mem::size_of::<rw_config_v1>() {
-        // SAFETY: the caller's struct is the earlier version (its size),
-        // all of it readable; every field is an integer or a float.
-        let old = unsafe { p.cast::<rw_config_v1>().read() };
-        return Ok(rw_config::from_v1(&old));
-    }
-    if size != expected {
-        return Err(Error::new(
-            rw_status::RW_ERR_INVALID,
-            format!("rw_config.size is {size}, this library's is {expected}: start from rw_config_default()"),
-        ));
-    }
-    // SAFETY: the caller's struct is this library's (same size, same
-    // header), so all of it is readable, and every field is an integer or
-    // a float: any bits C left there are a valid value.
-    Ok(unsafe { p.read() })
+    // SAFETY: NULL or a live config, by the caller's promise.
+    Ok(rw_config { config: unsafe { p.as_ref() }.map_or_else(Config::default, |c| c.config.clone()) })
 }
 
-impl From<rw_address_requirement> for u32 {
-    fn from(c: rw_address_requirement) -> u32 {
-        c as u32
+/// A config refused as a whole, naming the key.
+fn invalid(e: &ConfigError) -> Error {
+    Error::new(rw_status::RW_ERR_INVALID, format!("rw_config: {e}"))
+}
+
+/// The setting called `key` (the jitter's seed included).
+fn spec(key: &str) -> Result<&'static Setting> {
+    const SEED_SETTING: Setting = Setting {
+        key: SEED,
+        kind: SettingKind::Count { min: 0, max: u64::MAX },
+        doc: "the jitter's seed; 0 draws one",
+    };
+    if key == SEED {
+        return Ok(&SEED_SETTING);
+    }
+    Config::setting(key).ok_or_else(|| Error::new(rw_status::RW_ERR_NOT_FOUND, format!("{key:?} is no setting")))
+}
+
+/// Sets `key` to `value` (`shown` as the caller gave it), checking the
+/// key's own range first: refused, nothing changes.
+fn set(config: &mut rw_config, key: &str, value: SettingValue, shown: &dyn std::fmt::Display) -> Result<()> {
+    let spec = spec(key)?;
+    let refused = |e: ConfigError| {
+        let status = match e.problem {
+            Problem::WrongType { .. } | Problem::NotAChoice { .. } => rw_status::RW_ERR_INVALID,
+            _ => rw_status::RW_ERR_RANGE,
+        };
+        Error::new(status, format!("{key} = {shown}: {}", e.problem))
+    };
+    if key == SEED {
+        config.config.machine.seed = Some(spec.whole(value).map_err(refused)?).filter(|&s| s != 0);
+        return Ok(());
+    }
+    // The key's own range, on a copy: a refused value changes nothing.
+    let mut next = config.config.clone();
+    next.set(key, value).map_err(refused)?;
+    if let Some(held) = next.get(key) {
+        spec.check(held).map_err(refused)?;
+    }
+    config.config = next;
+    Ok(())
+}
+
+/// The value of `key`; `RW_ERR_STATE` for a key of a section that is off.
+fn get(config: &rw_config, key: &str) -> Result<SettingValue> {
+    let spec = spec(key)?;
+    if key == SEED {
+        return Ok(SettingValue::Integer(config.config.machine.seed.map_or(0, |s| s as i64)));
+    }
+    config.config.get(spec.key).ok_or_else(|| {
+        let section = key.split('.').next().unwrap_or(key);
+        Error::new(rw_status::RW_ERR_STATE, format!("{key}: {section} is off"))
+    })
+}
+
+/// A choice's name as a static C string: every name of every choice
+/// setting, made once with its NUL.
+fn c_name(name: &str) -> *const c_char {
+    static NAMES: std::sync::OnceLock<Vec<std::ffi::CString>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        let choices = Config::settings().filter_map(|s| match s.kind {
+            SettingKind::Choice(names) => Some(names),
+            _ => None,
+        });
+        choices.flatten().filter_map(|n| std::ffi::CString::new(*n).ok()).collect()
+    });
+    // Every value a choice setting holds is one of its names.
+    names.iter().find(|n| n.as_bytes() == name.as_bytes()).map_or(c"".as_ptr(), |n| n.as_ptr())
+}
+
+/// `value` is not of the type `key` holds.
+fn wrong_type(key: &str, value: &SettingValue, function: &str) -> Error {
+    Error::new(rw_status::RW_ERR_INVALID, format!("{key} holds {value}, which {function} does not read"))
+}
+
+/// Runs `f` on the config at `config` and the key at `key`.
+fn with_key<T>(
+    config: *const rw_config,
+    key: *const c_char,
+    f: impl FnOnce(&rw_config, &str) -> Result<T>,
+) -> Result<T> {
+    // SAFETY: a live config or NULL, and a NUL-terminated string or NULL,
+    // by the API's contract.
+    let (config, key) = unsafe { (handle(config, "config")?, text(key, "key")?) };
+    f(config, key)
+}
+
+/// Runs `f` on the config at `config` (to change) and the key at `key`.
+fn with_key_mut(
+    config: *mut rw_config,
+    key: *const c_char,
+    f: impl FnOnce(&mut rw_config, &str) -> Result<()>,
+) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        // SAFETY: as in `with_key`.
+        let (config, key) = unsafe { (handle_mut(config, "config")?, text(key, "key")?) };
+        f(config, key)
+    })
+}
+
+/// A new config with every setting at its default, in `*out`; destroy it
+/// with `rw_config_free`.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_new(out: *mut *mut rw_config) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        if out.is_null() {
+            return Err(crate::status::null("out"));
+        }
+        let boxed = Box::into_raw(Box::new(rw_config { config: Config::default() }));
+        // SAFETY: checked non-null; the caller passes a writable pointer.
+        unsafe { put(out, boxed, "out") }
+    })
+}
+
+/// Destroys the config at `*config` and sets `*config` to NULL; NULL
+/// (either) is ignored. Machines and monitors made from it are not
+/// affected.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_free(config: *mut *mut rw_config) {
+    // SAFETY: NULL or the address of a handle, by the API's contract.
+    if let Some(config) = unsafe { take(config) } {
+        // SAFETY: made by `rw_config_new` and not freed (its slot held it).
+        drop(unsafe { Box::from_raw(config) });
     }
 }
 
-impl From<rw_port_witness> for u32 {
-    fn from(c: rw_port_witness) -> u32 {
-        c as u32
+/// Sets the whole-number or milliseconds setting `key` (`"tick_ms"`,
+/// `"damping.half_life_ms"`, `"seed"`). For an optional period
+/// (`audit_ms`) 0 turns it off. `RW_ERR_NOT_FOUND` for a key that is no
+/// setting, `RW_ERR_INVALID` for a key of another type, `RW_ERR_RANGE`
+/// for a value outside the key's range; the message names key and value.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_set_u64(config: *mut rw_config, key: *const c_char, value: u64) -> rw_status {
+    with_key_mut(config, key, |c, key| {
+        let v = match (spec(key)?.kind, i64::try_from(value)) {
+            (SettingKind::OptionalMillis { .. }, _) if value == 0 => SettingValue::Bool(false),
+            (SettingKind::Section, _) => SettingValue::Other("a number"),
+            (_, Ok(i)) => SettingValue::Integer(i),
+            // Past i64: only the seed takes it; any limit refuses it.
+            (_, Err(_)) if key == SEED => return set(c, key, SettingValue::Integer(value as i64), &value),
+            (_, Err(_)) => {
+                return Err(Error::new(rw_status::RW_ERR_RANGE, format!("{key} = {value}: more than any limit")));
+            }
+        };
+        set(c, key, v, &value)
+    })
+}
+
+/// Sets the number setting `key` (the damping penalties:
+/// `"damping.reuse"`). Errors as `rw_config_set_u64`'s.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_set_f64(config: *mut rw_config, key: *const c_char, value: f64) -> rw_status {
+    with_key_mut(config, key, |c, key| match spec(key)?.kind {
+        SettingKind::Positive => set(c, key, SettingValue::Float(value), &value),
+        _ => set(c, key, SettingValue::Other("a float"), &value),
+    })
+}
+
+/// Sets the flag or section `key` (`"silent_flaps"`, `"damping"`: true
+/// turns it on with its defaults, false off; `"audit_ms"`: false turns it
+/// off). Errors as `rw_config_set_u64`'s.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_set_bool(config: *mut rw_config, key: *const c_char, value: bool) -> rw_status {
+    with_key_mut(config, key, |c, key| set(c, key, SettingValue::Bool(value), &value))
+}
+
+/// Sets the named setting `key` to one of its names
+/// (`rw_config_set_str(c, "port_witness", "carrier")`). Errors as
+/// `rw_config_set_u64`'s (a name the key does not take is
+/// `RW_ERR_INVALID`, the message lists the names it takes).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_set_str(config: *mut rw_config, key: *const c_char, value: *const c_char) -> rw_status {
+    with_key_mut(config, key, |c, key| {
+        // SAFETY: a NUL-terminated string or NULL, by the API's contract.
+        let value = unsafe { text(value, "value") }?;
+        let v = spec(key)?
+            .choice(value)
+            .map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("{key} = {value:?}: {}", e.problem)))?;
+        set(c, key, v, &format_args!("{value:?}"))
+    })
+}
+
+/// The whole-number or milliseconds setting `key`, in `*out` (an optional
+/// period that is off reads 0). `RW_ERR_NOT_FOUND` for a key that is no
+/// setting, `RW_ERR_INVALID` for a key of another type, `RW_ERR_STATE`
+/// for a key of a section that is off.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_get_u64(config: *const rw_config, key: *const c_char, out: *mut u64) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        let v = with_key(config, key, |c, key| match get(c, key)? {
+            SettingValue::Integer(i) => Ok(if key == SEED { i as u64 } else { u64::try_from(i).unwrap_or(0) }),
+            SettingValue::Bool(false) if matches!(spec(key)?.kind, SettingKind::OptionalMillis { .. }) => Ok(0),
+            other => Err(wrong_type(key, &other, "rw_config_get_u64")),
+        })?;
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put(out, v, "out") }
+    })
+}
+
+/// The number setting `key`, in `*out`. Errors as `rw_config_get_u64`'s.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_get_f64(config: *const rw_config, key: *const c_char, out: *mut f64) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        let v = with_key(config, key, |c, key| match get(c, key)? {
+            SettingValue::Float(x) => Ok(x),
+            other => Err(wrong_type(key, &other, "rw_config_get_f64")),
+        })?;
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put(out, v, "out") }
+    })
+}
+
+/// The flag or section `key` (on or off), in `*out`. Errors as
+/// `rw_config_get_u64`'s.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_get_bool(config: *const rw_config, key: *const c_char, out: *mut bool) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        let v = with_key(config, key, |c, key| match get(c, key)? {
+            SettingValue::Bool(b) => Ok(b),
+            other => Err(wrong_type(key, &other, "rw_config_get_bool")),
+        })?;
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put(out, v, "out") }
+    })
+}
+
+/// The named setting `key`'s name, in `*out`: a static string, never
+/// freed. Errors as `rw_config_get_u64`'s.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_get_str(
+    config: *const rw_config,
+    key: *const c_char,
+    out: *mut *const c_char,
+) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        let v = with_key(config, key, |c, key| match get(c, key)? {
+            SettingValue::Choice(name) => Ok(c_name(name)),
+            other => Err(wrong_type(key, &other, "rw_config_get_str")),
+        })?;
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put(out, v, "out") }
+    })
+}
+
+/// Checks the whole config as a machine or monitor made from it would
+/// (the rules between keys included): `RW_ERR_INVALID` naming the first
+/// bad key.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_config_check(config: *const rw_config) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        // SAFETY: a live config or NULL, by the API's contract.
+        unsafe { handle(config, "config") }?.runtime().map(drop)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> std::ffi::CString {
+        std::ffi::CString::new(k).unwrap()
+    }
+
+    /// Every key of the table is set and read back through the C functions
+    /// of its kind.
+    #[test]
+    fn every_setting_is_set_and_read_by_key() {
+        let mut c = std::ptr::null_mut();
+        assert_eq!(rw_config_new(&mut c), rw_status::RW_OK);
+        for spec in Config::settings() {
+            let k = key(spec.key);
+            match spec.kind {
+                SettingKind::Millis { min } | SettingKind::OptionalMillis { min } | SettingKind::Count { min, .. } => {
+                    let v = min.max(2);
+                    assert_eq!(rw_config_set_u64(c, k.as_ptr(), v), rw_status::RW_OK, "{}", spec.key);
+                    let mut back = 0;
+                    assert_eq!(rw_config_get_u64(c, k.as_ptr(), &mut back), rw_status::RW_OK, "{}", spec.key);
+                    assert_eq!(back, v, "{}", spec.key);
+                }
+                SettingKind::Percent => assert_eq!(rw_config_set_u64(c, k.as_ptr(), 50), rw_status::RW_OK),
+                SettingKind::Positive => {}
+                SettingKind::Flag | SettingKind::Section => {
+                    assert_eq!(rw_config_set_bool(c, k.as_ptr(), true), rw_status::RW_OK, "{}", spec.key);
+                    let mut on = false;
+                    assert_eq!(rw_config_get_bool(c, k.as_ptr(), &mut on), rw_status::RW_OK);
+                    assert!(on, "{}", spec.key);
+                }
+                SettingKind::Choice(names) => {
+                    let name = key(names[names.len() - 1]);
+                    assert_eq!(rw_config_set_str(c, k.as_ptr(), name.as_ptr()), rw_status::RW_OK, "{}", spec.key);
+                    let mut back = std::ptr::null();
+                    assert_eq!(rw_config_get_str(c, k.as_ptr(), &mut back), rw_status::RW_OK);
+                    // SAFETY: a static NUL-terminated name.
+                    assert_eq!(unsafe { std::ffi::CStr::from_ptr(back) }, name.as_c_str());
+                }
+            }
+        }
+        rw_config_free(&mut c);
+        assert!(c.is_null());
+    }
+
+    #[test]
+    fn bad_keys_types_and_ranges_are_refused_and_change_nothing() {
+        let mut c = std::ptr::null_mut();
+        rw_config_new(&mut c);
+        assert_eq!(rw_config_set_u64(c, key("ticks_ms").as_ptr(), 5), rw_status::RW_ERR_NOT_FOUND);
+        assert_eq!(rw_config_set_u64(c, key("tick_ms").as_ptr(), 0), rw_status::RW_ERR_RANGE);
+        assert_eq!(rw_config_set_f64(c, key("tick_ms").as_ptr(), 5.0), rw_status::RW_ERR_INVALID);
+        assert_eq!(rw_config_set_u64(c, key("tick_ms").as_ptr(), u64::MAX), rw_status::RW_ERR_RANGE);
+        assert_eq!(rw_config_set_str(c, key("port_witness").as_ptr(), key("nic").as_ptr()), rw_status::RW_ERR_INVALID);
+        assert_eq!(rw_config_set_f64(c, key("damping.reuse").as_ptr(), -1.0), rw_status::RW_ERR_RANGE);
+        let mut tick = 0;
+        rw_config_get_u64(c, key("tick_ms").as_ptr(), &mut tick);
+        assert_eq!(tick, 1000, "a refused value changed nothing");
+        let mut on = true;
+        rw_config_get_bool(c, key("damping").as_ptr(), &mut on);
+        assert!(!on, "the refused damping key did not turn damping on");
+        let mut reuse = 0.0;
+        assert_eq!(rw_config_get_f64(c, key("damping.reuse").as_ptr(), &mut reuse), rw_status::RW_ERR_STATE);
+        // The rules between keys are the whole config's.
+        assert_eq!(rw_config_set_u64(c, key("reopen_initial_ms").as_ptr(), 120_000), rw_status::RW_OK);
+        assert_eq!(rw_config_check(c), rw_status::RW_ERR_INVALID);
+        assert_eq!(rw_config_set_u64(c, key("audit_ms").as_ptr(), 0), rw_status::RW_OK, "0 turns audit_ms off");
+        rw_config_free(&mut c);
     }
 }

@@ -89,7 +89,7 @@ pub enum rw_pause_reason {
     /// (`rw_machine_report_probe`). Everything is refused, probes too.
     RW_REASON_PROBING = 11,
     /// The port reads ACTIVE but its netdev has no carrier
-    /// (`rw_config.port_witness`).
+    /// (the setting `port_witness`).
     RW_REASON_NO_CARRIER = 12,
 }
 

@@ -113,7 +113,10 @@ mod status;
 mod uevents;
 mod version;
 
-pub use config::{rw_config, rw_config_default, rw_damping};
+pub use config::{
+    rw_config, rw_config_check, rw_config_free, rw_config_get_bool, rw_config_get_f64, rw_config_get_str,
+    rw_config_get_u64, rw_config_new, rw_config_set_bool, rw_config_set_f64, rw_config_set_str, rw_config_set_u64,
+};
 pub use evidence::*;
 pub use gate::*;
 pub use lifecycle::*;

@@ -14,7 +14,7 @@ use crate::status::{guard, rw_status};
 /// The header's major version: a library with another one is incompatible.
 pub const RW_VERSION_MAJOR: u32 = 0;
 /// The header's minor version: a library with a higher one adds to it.
-pub const RW_VERSION_MINOR: u32 = 1;
+pub const RW_VERSION_MINOR: u32 = 2;
 /// The header's patch version.
 pub const RW_VERSION_PATCH: u32 = 0;
 

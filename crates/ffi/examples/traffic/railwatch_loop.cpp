@@ -92,9 +92,9 @@ public:
 private:
     static railwatch::config settings(const breaker_settings &b) {
         railwatch::config c = railwatch::default_config();
-        c.tick_ms = 250;  // the recovery poll, while a rail is paused
-        c.data_path.failures = b.failures;
-        c.data_path.min_peers = b.min_peers;
+        c.set("tick_ms", 250);  // the recovery poll, while a rail is paused
+        c.set("data_path.failures", b.failures);
+        c.set("data_path.min_peers", b.min_peers);
         return c;
     }
 

@@ -105,6 +105,17 @@ static inline void check_sleep_ms(unsigned ms)
 			check_sleep_ms(2);                                                        \
 	} while (0)
 
+/* Checks that `call` returns `want` with a last error (rw_last_error, of
+ * railwatch.h) naming `what`. */
+#define CHECK_FAILS(name, call, want, what)                                                       \
+	do {                                                                                      \
+		int st_ = (int)(call);                                                            \
+		const char *e_ = rw_last_error();                                                 \
+		check(st_ == (int)(want) && e_ != NULL && strstr(e_, (what)) != NULL, (name),      \
+		      "%s returned %s (want %s), last error \"%s\" (want it to name \"%s\")", #call,  \
+		      rw_status_name(st_), rw_status_name((int)(want)), e_ ? e_ : "", (what));     \
+	} while (0)
+
 /* Prints the summary line; the program's exit status. */
 static inline int check_done(void)
 {

@@ -3,8 +3,8 @@
  * engine's transfer outcomes (one peer failing, the data-path breaker
  * through two, half-open and its probes), the flap counters (a silent
  * flap, counters a driver lacks), require_address (a rail held for want
- * of an address, the GID index chosen), and the settings behind them,
- * including a config from 0.1.0's smaller header.
+ * of an address, the GID index chosen), and the settings behind them, set
+ * and read by key.
  */
 #include "check.h" /* first: it sets the feature macros */
 
@@ -18,13 +18,15 @@
 #define WC_WR_FLUSH_ERR 5
 #define WC_RETRY_EXC_ERR 12
 
-/* An attached rig: mlx5_0, port 1. */
-static bool attached(struct rig *r, const rw_config *c)
+/* An attached rig: mlx5_0, port 1. Takes (and frees) the config `c`. */
+static bool attached(struct rig *r, rw_config *c)
 {
 	const uint8_t one[] = { 1 };
 	uint32_t dev;
+	bool made = rig_init(r, c);
 
-	if (!rig_init(r, c) || rw_machine_add_device(r->m, "mlx5_0", one, 1, 0, &dev) != RW_OK)
+	rw_config_free(&c);
+	if (!made || rw_machine_add_device(r->m, "mlx5_0", one, 1, 0, &dev) != RW_OK)
 		return false;
 	rig_run(r);
 	return rw_word_admits(rig_word(r, 0, 1));
@@ -131,11 +133,11 @@ static void counters(void)
 	rw_notification n;
 	uint64_t gen;
 	size_t mark;
-	rw_config c;
+	rw_config *c = NULL;
 
-	rw_config_default(&c);
-	c.audit_ms = 100;
-	if (!check(attached(&r, &c), "counters_attached", "%s", rw_last_error()))
+	rw_config_new(&c);
+	rw_config_set_u64(c, "audit_ms", 100);
+	if (!check(attached(&r, c), "counters_attached", "%s", rw_last_error()))
 		return;
 	CHECK_EQ("attach_reads_the_counters", rig_count(&r, 0, RW_ACTION_READ_COUNTERS, 0, 1, NULL), 1);
 
@@ -165,9 +167,9 @@ static void counters(void)
 	rw_machine_free(&r.m);
 
 	/* silent_flaps off: the counters are never read. */
-	rw_config_default(&c);
-	c.silent_flaps = 0;
-	attached(&r, &c);
+	rw_config_new(&c);
+	rw_config_set_bool(c, "silent_flaps", false);
+	attached(&r, c);
 	CHECK_EQ("silent_flaps_off_reads_no_counters", rig_count(&r, 0, RW_ACTION_READ_COUNTERS, ~0u, ~0u, NULL), 0);
 	rw_machine_free(&r.m);
 }
@@ -175,16 +177,19 @@ static void counters(void)
 static void required_address(void)
 {
 	struct rig r;
-	rw_config c;
+	rw_config *c = NULL;
 	rw_notification n;
 	uint32_t index = 99;
 	const uint8_t one[] = { 1 };
 	uint32_t dev;
 	size_t mark;
+	bool made;
 
-	rw_config_default(&c);
-	c.require_address = RW_ADDRESS_ROCE_V2;
-	if (!rig_init(&r, &c))
+	rw_config_new(&c);
+	rw_config_set_str(c, "require_address", "roce_v2");
+	made = rig_init(&r, c);
+	rw_config_free(&c);
+	if (!made)
 		return;
 	/* No address yet: ACTIVE, but held. */
 	r.ports[0][1].address_error = 0;
@@ -218,68 +223,74 @@ static void required_address(void)
 	rw_machine_free(&r.m);
 }
 
-/* The struct as 0.1.0's header had it: up to drain_budget. */
-struct config_0_1_0 {
-	uint32_t size;
-	uint64_t tick_ms, audit_ms, explain_every_ms, reopen_initial_ms, reopen_max_ms;
-	uint32_t reopen_jitter_pct;
-	uint64_t seed, settle_ms;
-	rw_damping damping;
-	uint32_t drain_budget;
-};
-
+/* The settings by key: defaults read back, each setter refusing a key it
+ * does not take, a value of the wrong type or out of range (naming key and
+ * value, changing nothing), the rules between keys checked when used, and
+ * a setting C had no field for (device_owner) taking effect. */
 static void settings(void)
 {
-	rw_config d, c;
+	rw_config *c = NULL;
 	rw_machine *m = NULL;
-	struct config_0_1_0 old;
 	struct rig r;
-	rw_transfer_report lines[2];
-	uint64_t deadline = 0;
-	const uint8_t one[] = { 1 };
-	uint32_t dev;
+	rw_action a;
+	uint64_t u64 = 0;
+	double f64 = 0;
+	bool on = true;
+	const char *name = NULL;
 
-	CHECK_OK("evidence_defaults", rw_config_default(&d));
-	check(d.data_path.enabled && d.data_path.failures == 8 && d.data_path.window_ms == 10000 &&
-		      d.data_path.min_peers == 2 && d.data_path.backoff_initial_ms == 1000 &&
-		      d.data_path.backoff_max_ms == 60000,
-	      "default_data_path", "enabled %d failures %llu", d.data_path.enabled,
-	      (unsigned long long)d.data_path.failures);
-	check(d.silent_flaps != 0 && d.require_address == RW_ADDRESS_NONE, "default_silent_flaps_and_address",
-	      "silent %d address %u", d.silent_flaps, d.require_address);
-	c = d;
-	c.require_address = 5;
-	CHECK_STATUS("require_address_5_refused", rw_machine_new(&c, &m), RW_ERR_INVALID);
-	check(strstr(rw_last_error(), "require_address") != NULL, "require_address_refusal_names_it", "\"%s\"",
-	      rw_last_error());
-	c = d;
-	c.data_path.min_peers = 17;
-	CHECK_STATUS("min_peers_17_refused", rw_machine_new(&c, &m), RW_ERR_INVALID);
-	check(strstr(rw_last_error(), "min_peers") != NULL, "min_peers_refusal_names_it", "\"%s\"", rw_last_error());
-	check(m == NULL, "refused_settings_make_no_machine", "%p", (void *)m);
-
-	/* A program built with 0.1.0's header: its struct is read as it was,
-	 * the settings after it at their defaults (the breaker on). */
-	memset(&old, 0, sizeof(old));
-	memcpy(&old, &d, offsetof(struct config_0_1_0, drain_budget));
-	old.drain_budget = d.drain_budget;
-	old.size = (uint32_t)sizeof(old);
-	old.tick_ms = 50;
-	check(sizeof(old) < sizeof(rw_config), "the_old_struct_is_smaller", "%zu vs %zu", sizeof(old),
-	      sizeof(rw_config));
-	if (!check(rig_init(&r, (const rw_config *)(const void *)&old), "config_0_1_0_accepted", "%s", rw_last_error()))
+	CHECK_OK("config_new", rw_config_new(&c));
+	if (!c)
 		return;
-	rw_machine_add_device(r.m, "mlx5_0", one, 1, 0, &dev);
+	CHECK_OK("get_failures", rw_config_get_u64(c, "data_path.failures", &u64));
+	CHECK_EQ("default_failures_8", u64, 8);
+	CHECK_OK("get_tick_ms", rw_config_get_u64(c, "tick_ms", &u64));
+	CHECK_EQ("default_tick_ms_1000", u64, 1000);
+	CHECK_OK("get_damping", rw_config_get_bool(c, "damping", &on));
+	check(!on, "default_damping_off", "on");
+	CHECK_STATUS("damping_key_while_off", rw_config_get_f64(c, "damping.reuse", &f64), RW_ERR_STATE);
+	CHECK_OK("get_witness", rw_config_get_str(c, "port_witness", &name));
+	check(name && strcmp(name, "both") == 0, "default_witness_both", "%s", name ? name : "NULL");
+
+	CHECK_FAILS("unknown_key", rw_config_set_u64(c, "ticks_ms", 5), RW_ERR_NOT_FOUND, "ticks_ms");
+	CHECK_FAILS("tick_ms_0", rw_config_set_u64(c, "tick_ms", 0), RW_ERR_RANGE, "tick_ms = 0");
+	CHECK_FAILS("tick_ms_8_days", rw_config_set_u64(c, "tick_ms", 8ull * 24 * 3600 * 1000), RW_ERR_RANGE,
+		    "tick_ms");
+	CHECK_FAILS("min_peers_17", rw_config_set_u64(c, "data_path.min_peers", 17), RW_ERR_RANGE, "min_peers = 17");
+	CHECK_FAILS("tick_ms_as_f64", rw_config_set_f64(c, "tick_ms", 2.5), RW_ERR_INVALID, "tick_ms");
+	CHECK_FAILS("witness_nic", rw_config_set_str(c, "port_witness", "nic"), RW_ERR_INVALID, "nic");
+	CHECK_FAILS("reuse_negative", rw_config_set_f64(c, "damping.reuse", -1), RW_ERR_RANGE, "damping.reuse");
+	CHECK_FAILS("set_null_key", rw_config_set_u64(c, NULL, 1), RW_ERR_NULL, "key");
+	CHECK_FAILS("get_null_out", rw_config_get_u64(c, "tick_ms", NULL), RW_ERR_NULL, "out");
+	rw_config_get_u64(c, "tick_ms", &u64);
+	CHECK_EQ("refused_values_change_nothing", u64, 1000);
+	rw_config_get_bool(c, "damping", &on);
+	check(!on, "a_refused_damping_key_leaves_damping_off", "on");
+
+	/* Between keys: checked by rw_config_check and by the machine. */
+	CHECK_OK("reopen_initial_5000", rw_config_set_u64(c, "reopen_initial_ms", 5000));
+	CHECK_OK("reopen_max_1000", rw_config_set_u64(c, "reopen_max_ms", 1000));
+	CHECK_FAILS("check_reopen_max_below_initial", rw_config_check(c), RW_ERR_INVALID, "reopen_max_ms");
+	CHECK_FAILS("machine_refuses_reopen_max", rw_machine_new(c, &m), RW_ERR_INVALID, "reopen_max_ms");
+	check(m == NULL, "refused_settings_make_no_machine", "%p", (void *)m);
+	rw_config_free(&c);
+	check(c == NULL, "config_free_clears_the_handle", "%p", (void *)c);
+	rw_config_free(&c); /* twice is harmless */
+
+	/* A setting the 0.1 struct had no field for: device_owner = engine.
+	 * A DEVICE_FATAL asks to re-validate, never to close. */
+	rw_config_new(&c);
+	CHECK_OK("device_owner_engine", rw_config_set_str(c, "device_owner", "engine"));
+	CHECK_OK("seed_1", rw_config_set_u64(c, "seed", 1));
+	if (!check(attached(&r, c), "engine_owned_attached", "%s", rw_last_error()))
+		return;
+	CHECK_OK("device_fatal", rw_machine_handle_event(r.m, 0, 8, 0, r.now));
 	rig_run(&r);
-	lines[0] = (rw_transfer_report){ .peer = 1, .wc_status = WC_RETRY_EXC_ERR, .count = 10 };
-	lines[1] = (rw_transfer_report){ .peer = 2, .wc_status = WC_RETRY_EXC_ERR, .count = 10 };
-	rw_machine_report_transfers(r.m, 0, 1, lines, 2, 1);
-	rig_run(&r);
-	CHECK_EQ("config_0_1_0_breaker_on_by_default", rw_word_reason(rig_word(&r, 0, 1)), RW_REASON_DATA_PATH);
-	/* The pause at 1 ms runs the recovery tick: its period is the old
-	 * struct's tick_ms. */
-	rw_machine_poll_timeout(r.m, &deadline);
-	CHECK_EQ("config_0_1_0_tick_ms_read", deadline, 1 + 50);
+	check(!rw_word_admits(rig_word(&r, 0, 1)), "device_fatal_takes_the_rail_out", "admits");
+	rig_advance(&r, r.now + 2000);
+	CHECK_EQ("no_close_of_an_engines_device", rig_count(&r, 0, RW_ACTION_CLOSE, 0, ~0u, NULL), 0);
+	CHECK_EQ("revalidate_asked_once", rig_count(&r, 0, RW_ACTION_REVALIDATE, 0, ~0u, &a), 1);
+	check(rw_word_admits(rig_word(&r, 0, 1)), "revalidated_rail_back", "word %#llx",
+	      (unsigned long long)rig_word(&r, 0, 1));
 	rw_machine_free(&r.m);
 }
 

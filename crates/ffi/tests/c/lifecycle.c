@@ -16,17 +16,20 @@
 static void list_open_and_attach(void)
 {
 	struct rig r;
-	rw_config c;
+	rw_config *c = NULL;
+	bool made;
 	rw_action last;
 	rw_log log;
 	char name[64];
 	size_t mark;
 	const char *both[] = { "mlx5_0", "mlx5_1" }, *one[] = { "mlx5_1" }, *odd[] = { "mlx5_1", "a/b", "" };
 
-	rw_config_default(&c);
-	c.reopen_initial_ms = 100;
-	c.reopen_jitter_pct = 0;
-	if (!check(rig_init(&r, &c), "lifecycle_machine_new", "%s", rw_last_error()))
+	rw_config_new(&c);
+	rw_config_set_u64(c, "reopen_initial_ms", 100);
+	rw_config_set_u64(c, "reopen_jitter_pct", 0);
+	made = rig_init(&r, c);
+	rw_config_free(&c); /* the machine keeps its own copy */
+	if (!check(made, "lifecycle_machine_new", "%s", rw_last_error()))
 		return;
 	r.nports[0] = 2;
 	r.open_error[1] = EACCES;

@@ -124,15 +124,18 @@ static void pump(rw_machine *m, uint64_t now, uint32_t port_state, struct seen *
 /* A machine with `ndev` attached devices mlx5_0.. of one ACTIVE port each. */
 static rw_machine *attached(unsigned ndev)
 {
-	rw_config c;
+	rw_config *c = NULL;
+	rw_status st;
 	rw_machine *m = NULL;
 	struct seen s;
 	const uint8_t ports[] = { 1 };
 
 	memset(&s, 0, sizeof(s));
-	rw_config_default(&c);
-	c.tick_ms = 100;
-	if (rw_machine_new(&c, &m) != RW_OK) {
+	rw_config_new(&c);
+	rw_config_set_u64(c, "tick_ms", 100);
+	st = rw_machine_new(c, &m);
+	rw_config_free(&c); /* the machine keeps its own copy */
+	if (st != RW_OK) {
 		check(false, "machine_new_with_tick_100_succeeds", "%s", rw_last_error());
 		return NULL;
 	}

@@ -161,7 +161,7 @@ static int recovered_by(const rw_monitor *mon)
 
 int main(void)
 {
-	rw_config c;
+	rw_config *c = NULL;
 	rw_selector sel = { .user = NULL, .set_available = sel_set_available, .reseed = sel_reseed };
 	rw_monitor *mon = NULL;
 	rw_gate *g = NULL;
@@ -175,11 +175,12 @@ int main(void)
 		return check_done();
 	CHECK_EQ_I("fake_one_device", fake_set_devices(1), 0);
 
-	rw_config_default(&c);
+	rw_config_new(&c);
 	/* A tick long enough that an event, not the poll, re-admits after a
 	 * PORT_ACTIVE; short enough for the silent recovery to be quick. */
-	c.tick_ms = 200;
-	CHECK_OK("start_verbs", rw_monitor_start_verbs(&c, &sel, NULL, &mon));
+	rw_config_set_u64(c, "tick_ms", 200);
+	CHECK_OK("start_verbs", rw_monitor_start_verbs(c, &sel, NULL, &mon));
+	rw_config_free(&c); /* the monitor keeps its own copy */
 	if (!mon)
 		return check_done();
 	CHECK_OK("subscribe", rw_monitor_subscribe(mon, on_note, NULL, NULL));

@@ -287,13 +287,14 @@ static bool rail_info(const rw_monitor *mon, const char *rail, rw_rail_info *out
 
 static rw_monitor *start(const rw_sim *sim, uint64_t tick_ms, struct rec *r)
 {
-	rw_config c;
+	rw_config *c = NULL;
 	rw_selector sel = { .user = r, .set_available = sel_set_available, .reseed = sel_reseed };
 	rw_monitor *mon = NULL;
 
-	rw_config_default(&c);
-	c.tick_ms = tick_ms;
-	CHECK_OK("monitor_start_sim", rw_monitor_start_sim(&c, &sel, sim, &mon));
+	rw_config_new(&c);
+	rw_config_set_u64(c, "tick_ms", tick_ms);
+	CHECK_OK("monitor_start_sim", rw_monitor_start_sim(c, &sel, sim, &mon));
+	rw_config_free(&c); /* the monitor keeps its own copy */
 	return mon;
 }
 

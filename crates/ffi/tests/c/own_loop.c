@@ -324,7 +324,8 @@ static void run_until(struct engine *e, uint64_t t)
 
 static bool engine_start(struct engine *e, rw_sim *sim)
 {
-	rw_config c;
+	rw_config *c = NULL;
+	bool made;
 	struct epoll_event ev;
 
 	memset(e, 0, sizeof(*e));
@@ -332,14 +333,16 @@ static bool engine_start(struct engine *e, rw_sim *sim)
 		e->last_recovered_by[d] = -1;
 	e->sim = sim;
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
-	rw_config_default(&c);
-	c.tick_ms = 100;
-	c.audit_ms = 100;
-	c.reopen_initial_ms = 100;
-	c.reopen_max_ms = 400;
-	c.reopen_jitter_pct = 0;
-	c.seed = 1;
-	if (e->epfd < 0 || rw_machine_new(&c, &e->m) != RW_OK || rw_sim_uevents_open(sim, &e->uevents) != RW_OK)
+	rw_config_new(&c);
+	rw_config_set_u64(c, "tick_ms", 100);
+	rw_config_set_u64(c, "audit_ms", 100);
+	rw_config_set_u64(c, "reopen_initial_ms", 100);
+	rw_config_set_u64(c, "reopen_max_ms", 400);
+	rw_config_set_u64(c, "reopen_jitter_pct", 0);
+	rw_config_set_u64(c, "seed", 1);
+	made = rw_machine_new(c, &e->m) == RW_OK;
+	rw_config_free(&c); /* the machine keeps its own copy */
+	if (e->epfd < 0 || !made || rw_sim_uevents_open(sim, &e->uevents) != RW_OK)
 		return false;
 	memset(&ev, 0, sizeof(ev));
 	ev.events = EPOLLIN | EPOLLET;

@@ -65,6 +65,7 @@ static inline void rig_answer(struct rig *r, const rw_action *a)
 		}
 		break;
 	case RW_ACTION_REOPEN:
+	case RW_ACTION_REVALIDATE: /* an engine's own device: it answers */
 		rw_machine_handle_reopen(r->m, a->device, 0, r->now);
 		break;
 	case RW_ACTION_QUERY_PORT:

@@ -26,7 +26,6 @@ namespace ev = railwatch::event_code;
 namespace ps = railwatch::port_state;
 
 // `rw_address_requirement`'s RoCE v2 IPv4 (its enum is not in railwatch.h).
-static constexpr uint32_t roce_v2_ipv4 = 3;
 
 // A host whose every device opens with port 1 ACTIVE; the counters and the
 // address it answers with are the test's to set.
@@ -120,9 +119,9 @@ struct rig {
 
 static rw::config test_config() {
     rw::config c = rw::default_config();
-    c.tick_ms = 100;
-    c.reopen_jitter_pct = 0;
-    c.seed = 1;
+    c.set("tick_ms", 100);
+    c.set("reopen_jitter_pct", 0);
+    c.set("seed", 1);
     return c;
 }
 
@@ -168,8 +167,8 @@ static void lifecycle() {
 
 static void breaker_and_probe() {
     rw::config c = test_config();
-    c.data_path.min_peers = 1;
-    c.data_path.failures = 2;
+    c.set("data_path.min_peers", 1);
+    c.set("data_path.failures", 2);
     rig r(c);
     const uint32_t d = r.list({"rxe0"}).at(0);
     rw::gate g = r.m.gate(d, 1);
@@ -259,7 +258,7 @@ static void gid_index() {
     const uint32_t p = plain.list({"rxe0"}).at(0);
     check(!plain.m.gid_index(p, 1).has_value(), "gid_index: none chosen without require_address");
     rw::config c = test_config();
-    c.require_address = roce_v2_ipv4;
+    c.set("require_address", "roce_v2_ipv4");
     rig r(c);
     const rw_gid link_local = gid(0, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 1);
     const rw_gid v4 = gid(3, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 1, 1}, 1);

@@ -136,9 +136,9 @@ struct scripted_queue {
 
 static rw::config test_config() {
     rw::config c = rw::default_config();
-    c.tick_ms = 100;
-    c.reopen_jitter_pct = 0;
-    c.seed = 1;
+    c.set("tick_ms", 100);
+    c.set("reopen_jitter_pct", 0);
+    c.set("seed", 1);
     return c;
 }
 
@@ -230,14 +230,23 @@ static void errors_and_handles() {
         check(!ctx, "errors: sim::open of a name with a NUL inside opens nothing");
     }
     rw::config bad = test_config();
-    bad.drain_budget = 0;
     try {
-        rw::machine m(bad);
+        bad.set("drain_budget", 0);
         check(false, "errors: a bad setting throws", "no exception");
     } catch (const rw::error &e) {
-        check(e.status() == RW_ERR_INVALID && std::string(e.what()).find("drain_budget") != std::string::npos,
-              "errors: a bad setting throws RW_ERR_INVALID naming it", e.what());
+        check(e.status() == RW_ERR_RANGE && std::string(e.what()).find("drain_budget") != std::string::npos,
+              "errors: a bad setting throws RW_ERR_RANGE naming it", e.what());
     }
+    bad.set("reopen_initial_ms", 5000).set("reopen_max_ms", 1000);
+    try {
+        rw::machine m(bad);
+        check(false, "errors: settings that disagree throw", "no exception");
+    } catch (const rw::error &e) {
+        check(e.status() == RW_ERR_INVALID && std::string(e.what()).find("reopen_max_ms") != std::string::npos,
+              "errors: settings that disagree throw RW_ERR_INVALID naming one", e.what());
+    }
+    check(bad.get_u64("reopen_initial_ms") == 5000 && bad.get_str("port_witness") == "both",
+          "errors: a config reads back by key");
 
     // Moves leave an empty handle behind; the moved-to one works.
     rw::gate g = r.m.gate(0, 1);

@@ -124,12 +124,12 @@ int main() {
         // Part 1, events: a tick too slow to ever run here, so a rail can
         // only come back by its event (no poll racing it).
         rw::config slow = rw::default_config();
-        slow.tick_ms = 600000;
+        slow.set("tick_ms", 600000);
         // Part 2, the poll: a fast tick and fast re-opens.
         rw::config cfg = rw::default_config();
-        cfg.tick_ms = 20;
-        cfg.reopen_initial_ms = 20;
-        cfg.reopen_max_ms = 100;
+        cfg.set("tick_ms", 20);
+        cfg.set("reopen_initial_ms", 20);
+        cfg.set("reopen_max_ms", 100);
         auto sel = std::make_shared<recording_selector>();
         rw::monitor mon = rw::monitor::start_sim(host, &slow, sel);
         check(bool(mon), "start: the monitor runs over the simulated host");

@@ -119,9 +119,9 @@ int main() {
         // only come back by its event (no poll racing it). Part 2, the
         // poll: a second monitor with a fast tick.
         rw::config slow = rw::default_config();
-        slow.tick_ms = 600000;
+        slow.set("tick_ms", 600000);
         rw::config cfg = rw::default_config();
-        cfg.tick_ms = 20;
+        cfg.set("tick_ms", 20);
         std::mutex sel_mu;
         std::map<std::pair<uint32_t, uint32_t>, uint64_t> rates;
         std::map<std::pair<uint32_t, uint32_t>, bool> avail;

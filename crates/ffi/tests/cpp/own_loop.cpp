@@ -205,8 +205,8 @@ private:
 
 static rw::config test_config() {
     rw::config c = rw::default_config();
-    c.tick_ms = 100;
-    c.audit_ms = 100;
+    c.set("tick_ms", 100);
+    c.set("audit_ms", 100);
     return c;
 }
 
@@ -217,7 +217,7 @@ static void the_loop() {
     s.set_gid(d0, 1, 3, std::array<uint8_t, 16>{0xfe, 0x80});
     s.set_flap_counters(d0, 2, 0);
     rw::config cfg = test_config();
-    cfg.require_address = RW_ADDRESS_ANY;
+    cfg.set("require_address", "any");
     s.set_gid(d0, 2, 0, std::array<uint8_t, 16>{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2});
     s.set_gid(d1, 1, 0, std::array<uint8_t, 16>{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3});
     engine e(s, cfg);
