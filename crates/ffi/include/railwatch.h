@@ -565,6 +565,15 @@ typedef struct rw_log {
   uint64_t until_ms;
   // The damping penalty.
   double penalty;
+  // `rw_log_level`: how much it matters.
+  uint32_t level;
+  // The line in words, as railwatch's own monitor logs it
+  // (`"mlx5_0/1: port query failed (ENODEV)"`): NUL-terminated, owned
+  // by the machine, valid until its next `rw_machine_poll_action(s)` or
+  // `rw_machine_free`. Write it to the engine's
+  // log as it is; the fields above are for an engine that words it
+  // itself.
+  const char *text;
 } rw_log;
 
 // One action. Which fields mean something depends on `kind`: `device`,

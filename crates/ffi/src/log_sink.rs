@@ -117,7 +117,7 @@ pub(crate) fn replace(sink: Option<Sink>) {
     }
 }
 
-fn level_code(level: Level) -> u32 {
+pub(crate) fn level_code(level: Level) -> u32 {
     (match level {
         Level::Error => rw_log_level::RW_LOG_LEVEL_ERROR,
         Level::Warn => rw_log_level::RW_LOG_LEVEL_WARN,

@@ -34,6 +34,28 @@ pub struct rw_machine {
     /// drain that read no event, a report of no line): an earlier one
     /// counts as this.
     latest: std::cell::Cell<u64>,
+    /// The words of the log requests handed out by the last poll
+    /// (`rw_log.text` points into them until the next).
+    log_texts: Vec<std::ffi::CString>,
+}
+
+impl rw_machine {
+    /// The next action, with the words of a log request kept for C.
+    fn next_action(&mut self) -> (Option<Action>, Option<(u32, *const c_char)>) {
+        let a = self.machine.poll_action();
+        let words = match &a {
+            Some(Action::Log(l)) => {
+                let (level, text) = railwatch_runtime::log_text(&self.machine, l);
+                // A NUL inside (a device name cannot hold one) is cut.
+                let text = std::ffi::CString::new(text.replace('\0', "")).unwrap_or_default();
+                let ptr = text.as_ptr();
+                self.log_texts.push(text);
+                Some((crate::log_sink::level_code(level), ptr))
+            }
+            _ => None,
+        };
+        (a, words)
+    }
 }
 
 /// What the machine asks of the engine (`rw_action.kind`). Answer each
@@ -124,7 +146,7 @@ pub struct rw_action {
 /// `out` is valid for writes of an `rw_action`. Fields are written one by
 /// one through raw pointers, never read, so whatever C left in the rest
 /// (an uninitialised `bool` included) is never looked at.
-unsafe fn write_action(a: Option<Action>, out: *mut rw_action) {
+unsafe fn write_action(a: Option<Action>, words: Option<(u32, *const c_char)>, out: *mut rw_action) {
     use rw_action_kind::*;
     let (mut device, mut port, mut available, mut rate_mbps) = (0u32, 0u32, false, 0u64);
     let kind = match a {
@@ -183,8 +205,9 @@ unsafe fn write_action(a: Option<Action>, out: *mut rw_action) {
             RW_ACTION_NOTIFY
         }
         Some(Action::Log(l)) => {
+            let (level, text) = words.unwrap_or((0, c"".as_ptr()));
             // SAFETY: as above.
-            unsafe { (&raw mut (*out).log).write(log(&l)) };
+            unsafe { (&raw mut (*out).log).write(rw_log { level, text, ..log(&l) }) };
             RW_ACTION_LOG
         }
     };
@@ -223,11 +246,16 @@ pub(crate) fn port_in(m: &Machine, device: u32, port: u32) -> Result<u8> {
 
 /// With the machine behind `m`.
 pub(crate) fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result<()>) -> rw_status {
+    with_machine(m, |m| body(&mut m.machine))
+}
+
+/// With the handle behind `m` itself (its machine and what it keeps for C).
+fn with_machine(m: *mut rw_machine, body: impl FnOnce(&mut rw_machine) -> Result<()>) -> rw_status {
     guard(|| {
         // SAFETY: a live machine or NULL, used by one thread at a time, by
         // the API's contract.
         let m = unsafe { handle_mut(m, "machine") }?;
-        body(&mut m.machine)
+        body(m)
     })
 }
 
@@ -274,6 +302,7 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
             draining: Default::default(),
             free_requested: Default::default(),
             latest: Default::default(),
+            log_texts: Vec::new(),
         }));
         // SAFETY: checked non-null above; the caller passes a writable
         // pointer.
@@ -683,12 +712,14 @@ pub extern "C" fn rw_machine_handle_timeout(machine: *mut rw_machine, now_ms: u6
 /// is none. Poll until NONE after every input.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *mut rw_action) -> rw_status {
-    with(machine, |m| {
+    with_machine(machine, |m| {
         if action_out.is_null() {
             return Err(crate::status::null("action"));
         }
+        m.log_texts.clear();
+        let (a, words) = m.next_action();
         // SAFETY: non-null, and writable by the API's contract.
-        unsafe { write_action(m.poll_action(), action_out) };
+        unsafe { write_action(a, words, action_out) };
         Ok(())
     })
 }
@@ -712,12 +743,12 @@ pub extern "C" fn rw_machine_poll_actions(
     capacity: usize,
     count: *mut usize,
 ) -> rw_status {
-    with(machine, |m| {
+    with_machine(machine, |m| {
         if count.is_null() {
             return Err(crate::status::null("count"));
         }
         if capacity == 0 {
-            let pending = m.pending_actions();
+            let pending = m.machine.pending_actions();
             // SAFETY: checked non-null; the caller passes a writable count.
             unsafe { put(count, pending, "count") }?;
             if pending > 0 {
@@ -729,11 +760,12 @@ pub extern "C" fn rw_machine_poll_actions(
             return Err(crate::status::null("actions"));
         }
         let mut n = 0;
+        m.log_texts.clear();
         while n < capacity {
-            let Some(a) = m.poll_action() else { break };
+            let (Some(a), words) = m.next_action() else { break };
             // SAFETY: `n < capacity` elements of `actions` are writable, by
             // the API's contract.
-            unsafe { write_action(Some(a), actions.add(n)) };
+            unsafe { write_action(Some(a), words, actions.add(n)) };
             n += 1;
         }
         // SAFETY: checked non-null; the caller passes a writable count.

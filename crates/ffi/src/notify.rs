@@ -1,6 +1,8 @@
 //! Notifications and log requests as flat C structs: one struct per kind
 //! of thing, its fields filled as the kind says (the rest zero).
 
+use std::ffi::c_char;
+
 use railwatch_core::{Cause, EventKind, Happening, LinkRate, Log, Notification, RecoveredBy, WorkScope};
 
 use crate::gate::{port_code, reason_of, state_of};
@@ -380,6 +382,15 @@ pub struct rw_log {
     pub until_ms: u64,
     /// The damping penalty.
     pub penalty: f64,
+    /// `rw_log_level`: how much it matters.
+    pub level: u32,
+    /// The line in words, as railwatch's own monitor logs it
+    /// (`"mlx5_0/1: port query failed (ENODEV)"`): NUL-terminated, owned
+    /// by the machine, valid until its next `rw_machine_poll_action(s)` or
+    /// `rw_machine_free`. Write it to the engine's
+    /// log as it is; the fields above are for an engine that words it
+    /// itself.
+    pub text: *const c_char,
 }
 
 impl rw_log {
@@ -396,6 +407,8 @@ impl rw_log {
         since_ms: 0,
         until_ms: 0,
         penalty: 0.0,
+        level: 0,
+        text: std::ptr::null(),
     };
 }
 

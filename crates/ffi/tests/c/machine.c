@@ -681,8 +681,32 @@ static void carrier_witness(void)
 	rw_machine_free(&m);
 }
 
+/* A log request comes with its words and level: the engine writes them
+ * as they are, valid until its next poll. */
+static void logs_come_in_words(void)
+{
+	rw_machine *m = attached(1);
+	rw_action a;
+	bool found = false;
+
+	if (!m)
+		return;
+	CHECK_OK("unknown_event", rw_machine_handle_event(m, 0, 99, 0, 10));
+	while (rw_machine_poll_action(m, &a) == RW_OK && a.kind != RW_ACTION_NONE) {
+		if (a.kind != RW_ACTION_LOG || a.log.kind != RW_LOG_UNHANDLED)
+			continue;
+		found = true;
+		check(a.log.text && strstr(a.log.text, "mlx5_0") && strstr(a.log.text, "code 99"),
+		      "log_text_names_device_and_code", "\"%s\"", a.log.text ? a.log.text : "(null)");
+		CHECK_EQ("log_level_warn", a.log.level, RW_LOG_LEVEL_WARN);
+	}
+	check(found, "unhandled_code_logged", "no RW_LOG_UNHANDLED");
+	rw_machine_free(&m);
+}
+
 int main(void)
 {
+	logs_come_in_words();
 	carrier_witness();
 	drain_says_a_misread_port();
 	drain_tells_lost_work_first();

@@ -1,7 +1,7 @@
 //! How the machine's log requests and notifications read in the log. Only
 //! wording lives here: the machine decided that (and when) each is said.
 
-use log::{debug, error, info, warn};
+use log::{Level, debug, info, warn};
 use railwatch_core::{
     Cause, Happening, Log, Machine, Notification, ObjectHandle, PauseReason, RailId, RailState, RecoveredBy, WorkScope,
 };
@@ -101,77 +101,103 @@ pub(super) fn note(m: &Machine, note: &Notification) {
     }
 }
 
-/// The line the machine asked for.
+/// The line the machine asked for, logged.
 pub(super) fn log(m: &Machine, line: &Log) {
+    let (level, text) = log_text(m, line);
+    log::log!(level, "{text}");
+}
+
+/// A log level and its text.
+macro_rules! say {
+    ($level:ident, $($arg:tt)*) => {
+        (Level::$level, format!($($arg)*))
+    };
+}
+
+/// The line the machine asked for, with its level: the wording the
+/// monitor logs and the C API hands an engine with each log request.
+pub fn log_text(m: &Machine, line: &Log) -> (Level, String) {
     match *line {
-        Log::Unhandled { device: d, code, capped } => {
-            warn!(
-                "{}: async event {} (code {code}) is not acted on; counted and acknowledged \
-                 (warned once per device and code)",
-                device(m, d),
-                railwatch_core::EventKind::from_code(code)
-            );
-            if capped {
-                warn!("{}: too many distinct unhandled codes; further new codes are only counted", device(m, d));
-            }
-        }
-        Log::StillPaused { rail: id, reason, since, port } => info!(
+        Log::Unhandled { device: d, code, capped } => say!(
+            Warn,
+            "{}: async event {} (code {code}) is not acted on; counted and acknowledged (warned once per device \
+             and code){}",
+            device(m, d),
+            railwatch_core::EventKind::from_code(code),
+            if capped { "; too many distinct unhandled codes: further new codes are only counted" } else { "" }
+        ),
+        Log::StillPaused { rail: id, reason, since, port } => say!(
+            Info,
             "{} still paused: {reason} since {since}, port reads {}",
             rail(m, id),
             port.map_or("unknown", |p| p.ibv_str())
         ),
         Log::Damped { rail: id, penalty, until } => {
-            info!("{}: port is ACTIVE but the rail is damped (penalty {penalty:.0}); held until {until}", rail(m, id))
+            say!(
+                Info,
+                "{}: port is ACTIVE but the rail is damped (penalty {penalty:.0}); held until {until}",
+                rail(m, id)
+            )
         }
         Log::Settling { rail: id, until } => {
-            info!("{}: port is ACTIVE; settling until {until} before activating", rail(m, id))
+            say!(Info, "{}: port is ACTIVE; settling until {until} before activating", rail(m, id))
         }
         Log::SettleCancelled { rail: id } => {
-            warn!("{} went down again while settling; activation cancelled", rail(m, id))
+            say!(Warn, "{} went down again while settling; activation cancelled", rail(m, id))
         }
-        Log::ReadFailed { device: d, errno } => error!(
+        Log::ReadFailed { device: d, errno } => say!(
+            Error,
             "{}: reading async events failed ({errno}); no longer reading this fd, polling its ports every tick \
              instead",
             device(m, d)
         ),
         Log::HungUp { device: d } => {
-            error!("{}: the async event fd hung up: the device context is gone", device(m, d))
+            say!(Error, "{}: the async event fd hung up: the device context is gone", device(m, d))
         }
         Log::QueryFailed { rail: id, errno } => {
-            error!("{}: port query failed ({errno})", rail(m, id))
+            say!(Error, "{}: port query failed ({errno})", rail(m, id))
         }
         Log::LinkUnreadable { rail: id, errno } => {
-            warn!("{}: reading the link rate failed ({errno}); keeping the cached rate", rail(m, id))
+            say!(Warn, "{}: reading the link rate failed ({errno}); keeping the cached rate", rail(m, id))
         }
         Log::DeviceGone { device: d, reason, retry_at } => {
-            error!("{}: closed ({reason}); re-opening at {retry_at}", device(m, d))
+            say!(Error, "{}: closed ({reason}); re-opening at {retry_at}", device(m, d))
         }
         Log::ReopenFailed { device: d, errno, retry_at } => match errno {
-            Some(e) => debug!("{}: re-open failed ({e}); next attempt at {retry_at}", device(m, d)),
-            None => debug!("{}: re-opened but its ports cannot be queried; next attempt at {retry_at}", device(m, d)),
+            Some(e) => say!(Debug, "{}: re-open failed ({e}); next attempt at {retry_at}", device(m, d)),
+            None => {
+                say!(Debug, "{}: re-opened but its ports cannot be queried; next attempt at {retry_at}", device(m, d))
+            }
         },
         Log::CountersUnavailable { rail: id, errno } => {
-            info!("{}: its flap counters cannot be read ({errno}); silent flaps are not looked for on it", rail(m, id))
+            say!(
+                Info,
+                "{}: its flap counters cannot be read ({errno}); silent flaps are not looked for on it",
+                rail(m, id)
+            )
         }
-        Log::SilentFlap { rail: id } => warn!(
+        Log::SilentFlap { rail: id } => say!(
+            Warn,
             "{}: a flap counter rose with no PORT_ERR seen: a silent flap; generation bumped, endpoints built \
              before are stale",
             rail(m, id)
         ),
-        Log::BreakerOpen { rail: id, trials, until } => warn!(
+        Log::BreakerOpen { rail: id, trials, until } => say!(
+            Warn,
             "{}: the data-path breaker is open ({trials} probe(s) failed so far): out of service (data_path), \
              half-open for probe {} from {until}",
             rail(m, id),
             trials + 1
         ),
         Log::NoAddress { rail: id } => {
-            info!("{}: the port is ACTIVE but has no address require_address accepts; held", rail(m, id))
+            say!(Info, "{}: the port is ACTIVE but has no address require_address accepts; held", rail(m, id))
         }
         Log::OpenFailed { device: d, errno, retry_at } => {
-            warn!("{}: appeared but cannot be opened ({errno}); trying again at {retry_at}", device(m, d))
+            say!(Warn, "{}: appeared but cannot be opened ({errno}); trying again at {retry_at}", device(m, d))
         }
-        Log::Attached { device: d } => info!("{}: opened; rails attached", device(m, d)),
-        Log::CounterStuck { rail: id, counter, value, blind } => warn!(
+        Log::Attached { device: d } => say!(Info, "{}: opened; rails attached", device(m, d)),
+        Log::CounterStuck { rail: id, counter, value, blind } => say!(
+            Warn,
             "{}: {} reads {value}, the maximum of a {}-bit counter: it counts no more flaps; {}",
             rail(m, id),
             counter.name(),
@@ -182,11 +208,12 @@ pub(super) fn log(m: &Machine, line: &Log) {
                 "silent flaps are looked for in the port's other counters"
             }
         ),
-        Log::BreakerReset { rail: id } => info!(
+        Log::BreakerReset { rail: id } => say!(
+            Info,
             "{}: its device closed while the data-path breaker held the rail: the breaker is reset, and a \
              re-attach re-admits the rail without a probe",
             rail(m, id)
         ),
-        Log::Removed { device: d } => warn!("{}: left the host; closed, its rails are inert", device(m, d)),
+        Log::Removed { device: d } => say!(Warn, "{}: left the host; closed, its rails are inert", device(m, d)),
     }
 }

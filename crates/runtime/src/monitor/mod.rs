@@ -23,6 +23,7 @@ use crate::snapshot::{DeviceSnapshot, RailSnapshot, Snapshot};
 mod actions;
 mod hotplug;
 mod log_line;
+pub use log_line::log_text;
 mod service;
 
 use hotplug::{CARRIERS, HOTPLUG, Hotplug};
