@@ -265,7 +265,8 @@ impl Setting {
         }
     }
 
-    pub(crate) fn wrong_type(&self, value: &SettingValue) -> ConfigError {
+    /// The error for `value`, of a type this setting does not hold.
+    pub fn wrong_type(&self, value: &SettingValue) -> ConfigError {
         ConfigError {
             key: self.key,
             problem: Problem::WrongType { expected: self.kind.expected(), found: found(value) },

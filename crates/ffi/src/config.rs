@@ -84,8 +84,8 @@ fn set(config: &mut rw_config, key: &str, value: SettingValue, shown: &dyn std::
         Error::new(status, format!("{key} = {shown}: {}", e.problem))
     };
     if key == SEED {
-        config.config.machine.seed = Some(spec.whole(value).map_err(refused)?).filter(|&s| s != 0);
-        return Ok(());
+        // `rw_config_set_u64` takes it; every other type is wrong.
+        return Err(refused(spec.wrong_type(&value)));
     }
     // The key's own range, on a copy: a refused value changes nothing.
     let mut next = config.config.clone();
@@ -101,7 +101,9 @@ fn set(config: &mut rw_config, key: &str, value: SettingValue, shown: &dyn std::
 fn get(config: &rw_config, key: &str) -> Result<SettingValue> {
     let spec = spec(key)?;
     if key == SEED {
-        return Ok(SettingValue::Integer(config.config.machine.seed.map_or(0, |s| s as i64)));
+        // Saturated past i64: `rw_config_get_u64` reads it whole.
+        let seed = config.config.machine.seed.unwrap_or(0);
+        return Ok(SettingValue::Integer(i64::try_from(seed).unwrap_or(i64::MAX)));
     }
     config.config.get(spec.key).ok_or_else(|| {
         let section = key.split('.').next().unwrap_or(key);
@@ -190,12 +192,16 @@ pub extern "C" fn rw_config_free(config: *mut *mut rw_config) {
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_config_set_u64(config: *mut rw_config, key: *const c_char, value: u64) -> rw_status {
     with_key_mut(config, key, |c, key| {
+        if key == SEED {
+            // Any 64-bit number; 0 draws one per process.
+            c.config.machine.seed = Some(value).filter(|&s| s != 0);
+            return Ok(());
+        }
         let v = match (spec(key)?.kind, i64::try_from(value)) {
             (SettingKind::OptionalMillis { .. }, _) if value == 0 => SettingValue::Bool(false),
             (SettingKind::Section, _) => SettingValue::Other("a number"),
             (_, Ok(i)) => SettingValue::Integer(i),
-            // Past i64: only the seed takes it; any limit refuses it.
-            (_, Err(_)) if key == SEED => return set(c, key, SettingValue::Integer(value as i64), &value),
+            // Past i64: any limit refuses it.
             (_, Err(_)) => {
                 return Err(Error::new(rw_status::RW_ERR_RANGE, format!("{key} = {value}: more than any limit")));
             }
@@ -247,7 +253,8 @@ pub extern "C" fn rw_config_get_u64(config: *const rw_config, key: *const c_char
     crate::status::quiet_panics();
     guard(|| {
         let v = with_key(config, key, |c, key| match get(c, key)? {
-            SettingValue::Integer(i) => Ok(if key == SEED { i as u64 } else { u64::try_from(i).unwrap_or(0) }),
+            _ if key == SEED => Ok(c.config.machine.seed.unwrap_or(0)),
+            SettingValue::Integer(i) => Ok(u64::try_from(i).unwrap_or(0)),
             SettingValue::Bool(false) if matches!(spec(key)?.kind, SettingKind::OptionalMillis { .. }) => Ok(0),
             other => Err(wrong_type(key, &other, "rw_config_get_u64")),
         })?;
@@ -360,6 +367,118 @@ mod tests {
         }
         rw_config_free(&mut c);
         assert!(c.is_null());
+    }
+
+    /// Every key, through every setter, with the values at and past every
+    /// bound: a value is either taken and read back as given, or refused
+    /// with a message naming the key, and the config is then as it was.
+    #[test]
+    fn every_key_takes_or_refuses_every_edge_value_and_a_refusal_changes_nothing() {
+        let wholes = [0, 1, 2, 99, 100, 101, 1 << 20, 604_800_000, 604_800_001, i64::MAX as u64, 1 << 63, u64::MAX];
+        let floats = [0.0, -0.0, -1.0, 1e-300, 0.5, 1.0, 2500.0, 1e300, f64::INFINITY, f64::NAN, f64::MIN];
+        let names: Vec<&str> = Config::settings().map(|s| s.key).chain([SEED]).collect();
+        for setting in names {
+            let k = key(setting);
+            for &v in &wholes {
+                attempt(
+                    setting,
+                    |c| rw_config_set_u64(c, k.as_ptr(), v),
+                    |c| {
+                        // A penalty takes a whole number too.
+                        read_u64(c, &k) == Some(v) || read_f64(c, &k) == Some(v as f64) || taken_off(c, &k, v)
+                    },
+                );
+            }
+            for &x in &floats {
+                attempt(setting, |c| rw_config_set_f64(c, k.as_ptr(), x), |c| read_f64(c, &k).is_some_and(|y| y == x));
+            }
+            for b in [false, true] {
+                attempt(
+                    setting,
+                    |c| rw_config_set_bool(c, k.as_ptr(), b),
+                    |c| {
+                        // `false` also turns an optional period off (it reads 0).
+                        read_bool(c, &k) == Some(b) || (!b && read_u64(c, &k) == Some(0))
+                    },
+                );
+            }
+            for name in ["", "none", "both", "engine", "ENGINE", "carrier\u{7f}"] {
+                let n = key(name);
+                attempt(
+                    setting,
+                    |c| rw_config_set_str(c, k.as_ptr(), n.as_ptr()),
+                    |c| read_str(c, &k).as_deref() == Some(name),
+                );
+            }
+        }
+    }
+
+    /// The seed is any 64-bit number (0 draws one per process).
+    #[test]
+    fn the_seed_takes_every_u64() {
+        let mut c = std::ptr::null_mut();
+        rw_config_new(&mut c);
+        let k = key(SEED);
+        for v in [0, 1, i64::MAX as u64, 1 << 63, u64::MAX] {
+            assert_eq!(rw_config_set_u64(c, k.as_ptr(), v), rw_status::RW_OK, "seed {v}");
+            assert_eq!(read_u64(c, &k), Some(v), "seed {v}");
+        }
+        rw_config_free(&mut c);
+    }
+
+    /// An optional period set to 0 reads 0 (off).
+    fn taken_off(c: *mut rw_config, k: &std::ffi::CStr, v: u64) -> bool {
+        v == 0 && read_u64(c, k) == Some(0)
+    }
+
+    /// Runs `set` on a fresh config: taken, `taken` must hold; refused, the
+    /// message names `key` and every setting reads as before.
+    fn attempt(key: &str, set: impl Fn(*mut rw_config) -> rw_status, taken: impl Fn(*mut rw_config) -> bool) {
+        let mut c = std::ptr::null_mut();
+        assert_eq!(rw_config_new(&mut c), rw_status::RW_OK);
+        let before = snapshot(c);
+        let status = set(c);
+        if status == rw_status::RW_OK {
+            assert!(taken(c), "{key}: taken, but it does not read back");
+        } else {
+            let e = crate::status::last_error_text();
+            assert!(e.contains(key), "{key}: the refusal does not name it: {e:?}");
+            assert_eq!(snapshot(c), before, "{key}: a refused value changed the config");
+        }
+        rw_config_free(&mut c);
+    }
+
+    /// Every setting as it reads, for comparing.
+    fn snapshot(c: *mut rw_config) -> Vec<String> {
+        Config::settings()
+            .map(|s| {
+                let k = key(s.key);
+                format!("{:?} {:?} {:?} {:?}", read_u64(c, &k), read_f64(c, &k), read_bool(c, &k), read_str(c, &k))
+            })
+            .chain([format!("{:?}", read_u64(c, &key(SEED)))])
+            .collect()
+    }
+
+    fn read_u64(c: *mut rw_config, k: &std::ffi::CStr) -> Option<u64> {
+        let mut v = 0;
+        (rw_config_get_u64(c, k.as_ptr(), &mut v) == rw_status::RW_OK).then_some(v)
+    }
+
+    fn read_f64(c: *mut rw_config, k: &std::ffi::CStr) -> Option<f64> {
+        let mut v = 0.0;
+        (rw_config_get_f64(c, k.as_ptr(), &mut v) == rw_status::RW_OK).then_some(v)
+    }
+
+    fn read_bool(c: *mut rw_config, k: &std::ffi::CStr) -> Option<bool> {
+        let mut v = false;
+        (rw_config_get_bool(c, k.as_ptr(), &mut v) == rw_status::RW_OK).then_some(v)
+    }
+
+    fn read_str(c: *mut rw_config, k: &std::ffi::CStr) -> Option<String> {
+        let mut v = std::ptr::null();
+        (rw_config_get_str(c, k.as_ptr(), &mut v) == rw_status::RW_OK)
+            // SAFETY: a static NUL-terminated name.
+            .then(|| unsafe { std::ffi::CStr::from_ptr(v) }.to_string_lossy().into_owned())
     }
 
     #[test]
