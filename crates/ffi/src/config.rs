@@ -131,16 +131,25 @@ fn wrong_type(key: &str, value: &SettingValue, function: &str) -> Error {
     Error::new(rw_status::RW_ERR_INVALID, format!("{key} holds {value}, which {function} does not read"))
 }
 
-/// Runs `f` on the config at `config` and the key at `key`.
-fn with_key<T>(
+/// Reads `key` of the config at `config` into `*out`, as `pick` takes its
+/// value (`None`: a value of another type than `function` reads).
+fn read_key<T>(
     config: *const rw_config,
     key: *const c_char,
-    f: impl FnOnce(&rw_config, &str) -> Result<T>,
-) -> Result<T> {
-    // SAFETY: a live config or NULL, and a NUL-terminated string or NULL,
-    // by the API's contract.
-    let (config, key) = unsafe { (handle(config, "config")?, text(key, "key")?) };
-    f(config, key)
+    out: *mut T,
+    function: &str,
+    pick: impl FnOnce(&rw_config, &str, SettingValue) -> Option<T>,
+) -> rw_status {
+    crate::status::quiet_panics();
+    guard(|| {
+        // SAFETY: a live config or NULL, and a NUL-terminated string or
+        // NULL, by the API's contract.
+        let (config, key) = unsafe { (handle(config, "config")?, text(key, "key")?) };
+        let value = get(config, key)?;
+        let v = pick(config, key, value).ok_or_else(|| wrong_type(key, &value, function))?;
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put(out, v, "out") }
+    })
 }
 
 /// Runs `f` on the config at `config` (to change) and the key at `key`.
@@ -151,7 +160,7 @@ fn with_key_mut(
 ) -> rw_status {
     crate::status::quiet_panics();
     guard(|| {
-        // SAFETY: as in `with_key`.
+        // SAFETY: as in `read_key`.
         let (config, key) = unsafe { (handle_mut(config, "config")?, text(key, "key")?) };
         f(config, key)
     })
@@ -250,30 +259,23 @@ pub extern "C" fn rw_config_set_str(config: *mut rw_config, key: *const c_char, 
 /// for a key of a section that is off.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_config_get_u64(config: *const rw_config, key: *const c_char, out: *mut u64) -> rw_status {
-    crate::status::quiet_panics();
-    guard(|| {
-        let v = with_key(config, key, |c, key| match get(c, key)? {
-            _ if key == SEED => Ok(c.config.machine.seed.unwrap_or(0)),
-            SettingValue::Integer(i) => Ok(u64::try_from(i).unwrap_or(0)),
-            SettingValue::Bool(false) if matches!(spec(key)?.kind, SettingKind::OptionalMillis { .. }) => Ok(0),
-            other => Err(wrong_type(key, &other, "rw_config_get_u64")),
-        })?;
-        // SAFETY: the caller passes a writable pointer or NULL.
-        unsafe { put(out, v, "out") }
+    read_key(config, key, out, "rw_config_get_u64", |c, key, v| match v {
+        _ if key == SEED => Some(c.config.machine.seed.unwrap_or(0)),
+        SettingValue::Integer(i) => Some(u64::try_from(i).unwrap_or(0)),
+        // An optional period that is off.
+        SettingValue::Bool(false) if matches!(spec(key).map(|s| s.kind), Ok(SettingKind::OptionalMillis { .. })) => {
+            Some(0)
+        }
+        _ => None,
     })
 }
 
 /// The number setting `key`, in `*out`. Errors as `rw_config_get_u64`'s.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_config_get_f64(config: *const rw_config, key: *const c_char, out: *mut f64) -> rw_status {
-    crate::status::quiet_panics();
-    guard(|| {
-        let v = with_key(config, key, |c, key| match get(c, key)? {
-            SettingValue::Float(x) => Ok(x),
-            other => Err(wrong_type(key, &other, "rw_config_get_f64")),
-        })?;
-        // SAFETY: the caller passes a writable pointer or NULL.
-        unsafe { put(out, v, "out") }
+    read_key(config, key, out, "rw_config_get_f64", |_, _, v| match v {
+        SettingValue::Float(x) => Some(x),
+        _ => None,
     })
 }
 
@@ -281,14 +283,9 @@ pub extern "C" fn rw_config_get_f64(config: *const rw_config, key: *const c_char
 /// `rw_config_get_u64`'s.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_config_get_bool(config: *const rw_config, key: *const c_char, out: *mut bool) -> rw_status {
-    crate::status::quiet_panics();
-    guard(|| {
-        let v = with_key(config, key, |c, key| match get(c, key)? {
-            SettingValue::Bool(b) => Ok(b),
-            other => Err(wrong_type(key, &other, "rw_config_get_bool")),
-        })?;
-        // SAFETY: the caller passes a writable pointer or NULL.
-        unsafe { put(out, v, "out") }
+    read_key(config, key, out, "rw_config_get_bool", |_, _, v| match v {
+        SettingValue::Bool(b) => Some(b),
+        _ => None,
     })
 }
 
@@ -300,14 +297,9 @@ pub extern "C" fn rw_config_get_str(
     key: *const c_char,
     out: *mut *const c_char,
 ) -> rw_status {
-    crate::status::quiet_panics();
-    guard(|| {
-        let v = with_key(config, key, |c, key| match get(c, key)? {
-            SettingValue::Choice(name) => Ok(c_name(name)),
-            other => Err(wrong_type(key, &other, "rw_config_get_str")),
-        })?;
-        // SAFETY: the caller passes a writable pointer or NULL.
-        unsafe { put(out, v, "out") }
+    read_key(config, key, out, "rw_config_get_str", |_, _, v| match v {
+        SettingValue::Choice(name) => Some(c_name(name)),
+        _ => None,
     })
 }
 
