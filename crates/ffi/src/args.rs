@@ -44,6 +44,22 @@ pub(crate) unsafe fn slice<'a, T>(p: *const T, len: usize, limit: Limit, count: 
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
+/// A new handle, made by `make`, boxed and written through the output
+/// pointer `out`. `out` is checked first: for a NULL one nothing is made
+/// (no socket opened, no box kept) and the error names `out`.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of a pointer.
+pub(crate) unsafe fn put_new<T>(out: *mut *mut T, make: impl FnOnce() -> Result<T>) -> Result<()> {
+    if out.is_null() {
+        return Err(null("out"));
+    }
+    let boxed = Box::into_raw(Box::new(make()?));
+    // SAFETY: non-null, and writable by the caller's promise.
+    unsafe { out.write(boxed) };
+    Ok(())
+}
+
 /// Writes `value` through the output pointer `p`.
 ///
 /// # Safety

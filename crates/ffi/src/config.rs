@@ -17,7 +17,7 @@ use std::ffi::c_char;
 use railwatch_core::{ConfigError, MachineConfig, Problem, Setting, SettingKind, SettingValue};
 use railwatch_runtime::Config;
 
-use crate::args::{handle, handle_mut, put, take, text};
+use crate::args::{handle, handle_mut, put, put_new, take, text};
 use crate::status::{Error, Result, guard, rw_status};
 
 /// The jitter's seed: not a file setting (the table leaves it out), but a
@@ -172,12 +172,8 @@ fn with_key_mut(
 pub extern "C" fn rw_config_new(out: *mut *mut rw_config) -> rw_status {
     crate::status::quiet_panics();
     guard(|| {
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        let boxed = Box::into_raw(Box::new(rw_config { config: Config::default() }));
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, boxed, "out") }
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put_new(out, || Ok(rw_config { config: Config::default() })) }
     })
 }
 

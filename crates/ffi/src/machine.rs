@@ -13,7 +13,7 @@ use railwatch_core::{
 
 use railwatch_runtime::{DEFAULT_DRAIN_BUDGET, DrainEnd, drain_with};
 
-use crate::args::{handle, handle_mut, put, slice, take, text};
+use crate::args::{handle, handle_mut, put, put_new, slice, take, text};
 use crate::config::{read, rw_config};
 use crate::gate::rw_gate;
 use crate::limits::{GIDS, PORTS, RW_MAX_GIDS};
@@ -291,22 +291,20 @@ pub(crate) fn with_at(
 pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_machine) -> rw_status {
     crate::status::quiet_panics();
     guard(|| {
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        // SAFETY: NULL or a config, by the API's contract.
-        let config = unsafe { read(config) }?.machine()?;
-        let machine = Machine::new(config).map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
-        let boxed = Box::into_raw(Box::new(rw_machine {
-            machine,
-            draining: Default::default(),
-            free_requested: Default::default(),
-            latest: Default::default(),
-            log_texts: Vec::new(),
-        }));
-        // SAFETY: checked non-null above; the caller passes a writable
-        // pointer.
-        unsafe { put(out, boxed, "out") }
+        let make = || {
+            // SAFETY: NULL or a config, by the API's contract.
+            let config = unsafe { read(config) }?.machine()?;
+            let machine = Machine::new(config).map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
+            Ok(rw_machine {
+                machine,
+                draining: Default::default(),
+                free_requested: Default::default(),
+                latest: Default::default(),
+                log_texts: Vec::new(),
+            })
+        };
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put_new(out, make) }
     })
 }
 

@@ -9,7 +9,7 @@ use railwatch_sim_backend::SimHost;
 
 use std::ffi::c_char;
 
-use crate::args::{handle, handle_mut, put, take, text};
+use crate::args::{handle, handle_mut, put, put_new, take, text};
 use crate::machine::rw_carrier;
 use crate::sim::rw_sim;
 use crate::status::{Error, Result, guard, guard_errno, guard_void, rw_status};
@@ -40,12 +40,8 @@ enum Source {
 pub extern "C" fn rw_uevents_open(out: *mut *mut rw_uevents) -> rw_status {
     crate::status::quiet_panics();
     guard(|| {
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        let boxed = Box::into_raw(Box::new(rw_uevents { source: kernel()? }));
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, boxed, "out") }
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put_new(out, || Ok(rw_uevents { source: kernel()? })) }
     })
 }
 
@@ -72,12 +68,8 @@ fn kernel() -> Result<Source> {
 pub extern "C" fn rw_carrier_events_open(out: *mut *mut rw_uevents) -> rw_status {
     crate::status::quiet_panics();
     guard(|| {
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        let boxed = Box::into_raw(Box::new(rw_uevents { source: kernel_links()? }));
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, boxed, "out") }
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put_new(out, || Ok(rw_uevents { source: kernel_links()? })) }
     })
 }
 
@@ -149,12 +141,8 @@ pub extern "C" fn rw_sim_carrier_events_open(sim: *const rw_sim, out: *mut *mut 
     guard(|| {
         // SAFETY: a live sim or NULL, by the API's contract.
         let sim = unsafe { handle(sim, "sim") }?;
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        let boxed = Box::into_raw(Box::new(rw_uevents { source: Source::SimCarriers(SimHost::new(sim.handles())?) }));
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, boxed, "out") }
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put_new(out, || Ok(rw_uevents { source: Source::SimCarriers(SimHost::new(sim.handles())?) })) }
     })
 }
 
@@ -168,12 +156,8 @@ pub extern "C" fn rw_sim_uevents_open(sim: *const rw_sim, out: *mut *mut rw_ueve
     guard(|| {
         // SAFETY: a live sim or NULL, by the API's contract.
         let sim = unsafe { handle(sim, "sim") }?;
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        let boxed = Box::into_raw(Box::new(rw_uevents { source: Source::Sim(SimHost::new(sim.handles())?) }));
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, boxed, "out") }
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put_new(out, || Ok(rw_uevents { source: Source::Sim(SimHost::new(sim.handles())?) })) }
     })
 }
 

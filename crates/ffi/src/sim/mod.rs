@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use railwatch_sim_backend::{PortSpec, SimDevice, SimHandle};
 
-use crate::args::{handle, put, take, text};
+use crate::args::{handle, put, put_new, take, text};
 use crate::limits::RW_MAX_DEVICES;
 use crate::status::{Error, Result, guard, guard_void, rw_status};
 
@@ -110,11 +110,8 @@ pub struct rw_sim_counters {
 pub extern "C" fn rw_sim_new(out: *mut *mut rw_sim) -> rw_status {
     crate::status::quiet_panics();
     guard(|| {
-        if out.is_null() {
-            return Err(crate::status::null("out"));
-        }
-        // SAFETY: checked non-null; the caller passes a writable pointer.
-        unsafe { put(out, Box::into_raw(Box::new(rw_sim { devices: Default::default() })), "out") }
+        // SAFETY: the caller passes a writable pointer or NULL.
+        unsafe { put_new(out, || Ok(rw_sim { devices: Default::default() })) }
     })
 }
 
