@@ -10,18 +10,18 @@
 //! [`MachineConfig::SETTINGS`], assign with [`MachineConfig::set`], read
 //! with [`MachineConfig::get`] and check with [`MachineConfig::validate`],
 //! whose [`ConfigError`] names the full key (`damping.half_life_ms`).
-//! Adding a setting is its line and its prose in docs/CONFIG.md (a test
-//! checks the table there against this one).
+//! Adding a setting is its line, and its rows in docs/CONFIG.md and
+//! docs/SCENARIOS.md (tests check both tables against this one).
 
-use crate::declare::{Field, Fields, flatten, settings};
-use crate::setting::refuse;
 pub use crate::setting::{ConfigError, Problem, Setting, SettingKind, SettingValue};
-use crate::time::MAX_DELAY_MS;
 
 use crate::address::AddressRequirement;
 use crate::breaker::DataPathConfig;
 use crate::damping::DampingConfig;
+use crate::declare::{Field, Fields, flatten, settings};
 use crate::owner::DeviceOwner;
+use crate::setting::refuse;
+use crate::time::MAX_DELAY_MS;
 use crate::witness::PortWitness;
 
 /// The host agent's audit period (`railwatch watch`'s `audit_ms` default):
