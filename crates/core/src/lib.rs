@@ -80,7 +80,7 @@ pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use identity::{RailIdentity, guid_text, is_netdev_name, is_pci_address};
 pub use machine::{
     Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, Machine,
-    Notification, RailView, RecoveredBy, TransferReport, WorkScope,
+    Notification, RailView, RecoveredBy, SlotError, TransferReport, WorkScope,
 };
 pub use owner::DeviceOwner;
 pub use port::{

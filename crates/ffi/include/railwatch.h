@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+typedef struct rw_action rw_action;
 
 // A counter the driver does not have (`rw_machine_handle_counters`).
 #define RW_COUNTER_NONE UINT64_MAX
@@ -69,6 +70,10 @@
 
 // `rw_machine_poll_timeout`'s "no deadline".
 #define RW_NO_DEADLINE UINT64_MAX
+
+// `sizeof(rw_action)` in the library: railwatch.h checks its own
+// definition against it when it is compiled.
+#define RW_ACTION_SIZE 136
 
 // The longest rail name `rw_rail_info.name` holds, NUL included.
 #define RW_RAIL_NAME_MAX 80
@@ -393,6 +398,25 @@ typedef enum rw_pause_reason {
   RW_REASON_NO_CARRIER = 12,
 } rw_pause_reason;
 
+// A rail read as an engine's four-value device status
+// (`rw_word_engine_status`), for engines that keep one (Mooncake TENT's
+// `RdmaContext::DeviceStatus`): a shallow start. What it drops, and when
+// that matters, is in crates/ffi/README.md ("Engines with a status
+// enum").
+typedef enum rw_engine_status {
+  // Never attached: the device was never opened (inert, `NOT_OPENED`,
+  // no port state ever read).
+  RW_ENGINE_UNINITIALISED = 0,
+  // The device is not usable: closed, fatal, gone (inert for any other
+  // reason). Its work is lost; resources built on it are stale.
+  RW_ENGINE_DISABLED = 1,
+  // The gate admits: the rail is active.
+  RW_ENGINE_ENABLED = 2,
+  // The device is usable, the rail is not, for now (paused, any
+  // reason: a port error, settling, damping, the data-path breaker).
+  RW_ENGINE_PAUSED = 3,
+} rw_engine_status;
+
 // Every setting, at its default until set. Made by `rw_config_new`,
 // destroyed by `rw_config_free`; a machine or monitor made from it keeps
 // its own copy.
@@ -496,110 +520,6 @@ typedef struct rw_port_address {
   const char *netdev;
 } rw_port_address;
 
-// One thing that happened, for the engine. Which fields mean something
-// depends on `kind` (see `rw_happening`); the others are zero.
-typedef struct rw_notification {
-  // The caller's clock (ms) at the input that caused it.
-  uint64_t t_ms;
-  // `rw_happening`.
-  uint32_t kind;
-  // Device index.
-  uint32_t device;
-  // Port (0: none).
-  uint32_t port;
-  // The raw `ibv_event_type`.
-  uint32_t event_code;
-  // `rw_rail_state` before.
-  uint32_t from_state;
-  // `rw_rail_state` after.
-  uint32_t to_state;
-  // `rw_cause`.
-  uint32_t cause;
-  // See `rw_cause`.
-  uint32_t cause_code;
-  // The rail's generation after.
-  uint64_t generation;
-  // Available, for `RW_HAPPENING_AVAILABLE`.
-  bool available;
-  // Rate before, Mb/s (0: none or unknown).
-  uint64_t rate_from_mbps;
-  // Rate after, Mb/s (0: unknown).
-  uint64_t rate_to_mbps;
-  // The object's pointer value, as an opaque key.
-  uint64_t object_handle;
-  // Events read by a drain.
-  uint64_t events;
-  // errno of a failed read (0: none; -1: unknown).
-  int32_t error;
-  // The engine's peer id, for `RW_HAPPENING_PEER_FAILING`.
-  uint64_t peer;
-  // The GID index, for `RW_HAPPENING_GID_INDEX`.
-  uint32_t gid_index;
-  // No report came in time, for `RW_HAPPENING_PROBE_FAILED`.
-  bool timed_out;
-  // `rw_work_scope`, for `RW_HAPPENING_WORK_LOST`.
-  uint32_t work_scope;
-} rw_notification;
-
-// A log request. Which fields mean something depends on `kind`.
-typedef struct rw_log {
-  // `rw_log_kind`.
-  uint32_t kind;
-  // Device index.
-  uint32_t device;
-  // Port (0: none).
-  uint32_t port;
-  // The raw event code.
-  uint32_t code;
-  // `rw_pause_reason`.
-  uint32_t reason;
-  // The last port state read (`RW_WORD_PORT_NONE`: never).
-  uint32_t port_state;
-  // errno (-1: unknown).
-  int32_t error;
-  // The set of warned codes is full.
-  bool capped;
-  // Since when, ms.
-  uint64_t since_ms;
-  // Until when, ms.
-  uint64_t until_ms;
-  // The damping penalty.
-  double penalty;
-  // `rw_log_level`: how much it matters.
-  uint32_t level;
-  // The line in words, as railwatch's own monitor logs it
-  // (`"mlx5_0/1: port query failed (ENODEV)"`): NUL-terminated, owned
-  // by the machine, valid until its next `rw_machine_poll_action(s)` or
-  // `rw_machine_free`. Write it to the engine's
-  // log as it is; the fields above are for an engine that words it
-  // itself.
-  const char *text;
-} rw_log;
-
-// One action. Which fields mean something depends on `kind`: `device`,
-// `port`, `available` and `rate_mbps` are always written (0 when they do
-// not apply); `notification` only for `RW_ACTION_NOTIFY` and `log` only
-// for `RW_ACTION_LOG` (otherwise left as they were: they are large, and
-// this is the event path).
-typedef struct rw_action {
-  // `rw_action_kind`.
-  uint32_t kind;
-  // Device index (0 for `RW_ACTION_NOTIFY` and `RW_ACTION_LOG`: theirs
-  // is `notification.device` or `log.device`).
-  uint32_t device;
-  // Port number (0: not about a port; 0 for `RW_ACTION_NOTIFY` and
-  // `RW_ACTION_LOG`: theirs is `notification.port` or `log.port`).
-  uint32_t port;
-  // For `RW_ACTION_SET_AVAILABLE`.
-  bool available;
-  // For `RW_ACTION_RESEED` (Mb/s; 0 unknown).
-  uint64_t rate_mbps;
-  // For `RW_ACTION_NOTIFY`.
-  struct rw_notification notification;
-  // For `RW_ACTION_LOG`.
-  struct rw_log log;
-} rw_action;
-
 // How `rw_machine_drain` reads one event: `get` reads (and acknowledges,
 // with `ibv_ack_async_event`, before returning) the next event of the
 // device, writing its `event_type` to `*code` and its element (port
@@ -662,6 +582,51 @@ typedef struct rw_rail_info {
   uint64_t since_ms;
 } rw_rail_info;
 
+// One thing that happened, for the engine. Which fields mean something
+// depends on `kind` (see `rw_happening`); the others are zero.
+typedef struct rw_notification {
+  // The caller's clock (ms) at the input that caused it.
+  uint64_t t_ms;
+  // `rw_happening`.
+  uint32_t kind;
+  // Device index.
+  uint32_t device;
+  // Port (0: none).
+  uint32_t port;
+  // The raw `ibv_event_type`.
+  uint32_t event_code;
+  // `rw_rail_state` before.
+  uint32_t from_state;
+  // `rw_rail_state` after.
+  uint32_t to_state;
+  // `rw_cause`.
+  uint32_t cause;
+  // See `rw_cause`.
+  uint32_t cause_code;
+  // The rail's generation after.
+  uint64_t generation;
+  // Available, for `RW_HAPPENING_AVAILABLE`.
+  bool available;
+  // Rate before, Mb/s (0: none or unknown).
+  uint64_t rate_from_mbps;
+  // Rate after, Mb/s (0: unknown).
+  uint64_t rate_to_mbps;
+  // The object's pointer value, as an opaque key.
+  uint64_t object_handle;
+  // Events read by a drain.
+  uint64_t events;
+  // errno of a failed read (0: none; -1: unknown).
+  int32_t error;
+  // The engine's peer id, for `RW_HAPPENING_PEER_FAILING`.
+  uint64_t peer;
+  // The GID index, for `RW_HAPPENING_GID_INDEX`.
+  uint32_t gid_index;
+  // No report came in time, for `RW_HAPPENING_PROBE_FAILED`.
+  bool timed_out;
+  // `rw_work_scope`, for `RW_HAPPENING_WORK_LOST`.
+  uint32_t work_scope;
+} rw_notification;
+
 // A notification callback: runs on the monitor thread, with `user` as
 // given to `rw_monitor_subscribe`; the notification lives for the call.
 typedef void (*rw_notify_fn)(void *user, const struct rw_notification *notification);
@@ -723,6 +688,41 @@ typedef struct rw_sim_port_counters {
   // The netdev's `carrier_down_count`.
   uint64_t carrier_down;
 } rw_sim_port_counters;
+
+// A log request. Which fields mean something depends on `kind`.
+typedef struct rw_log {
+  // `rw_log_kind`.
+  uint32_t kind;
+  // Device index.
+  uint32_t device;
+  // Port (0: none).
+  uint32_t port;
+  // The raw event code.
+  uint32_t code;
+  // `rw_pause_reason`.
+  uint32_t reason;
+  // The last port state read (`RW_WORD_PORT_NONE`: never).
+  uint32_t port_state;
+  // errno (-1: unknown).
+  int32_t error;
+  // The set of warned codes is full.
+  bool capped;
+  // Since when, ms.
+  uint64_t since_ms;
+  // Until when, ms.
+  uint64_t until_ms;
+  // The damping penalty.
+  double penalty;
+  // `rw_log_level`: how much it matters.
+  uint32_t level;
+  // The line in words, as railwatch's own monitor logs it
+  // (`"mlx5_0/1: port query failed (ENODEV)"`): NUL-terminated, owned
+  // by the machine, valid until its next `rw_machine_poll_action(s)` or
+  // `rw_machine_free`. Write it to the engine's
+  // log as it is; the fields above are for an engine that words it
+  // itself.
+  const char *text;
+} rw_log;
 
 #ifdef __cplusplus
 extern "C" {
@@ -901,7 +901,8 @@ enum rw_status rw_machine_handle_opened(struct rw_machine *machine,
 // when it does not fit (`capacity` below the length + 1; names are at
 // most 63 bytes, so 64 always fits): `*len` still says how long it is,
 // and a NULL `buf` with `capacity` 0 is the size query. What
-// `RW_ACTION_OPEN` opens.
+// `RW_ACTION_OPEN` opens. An empty slot (`rw_machine_add_device_at`) is
+// `RW_ERR_NOT_FOUND`.
 enum rw_status rw_machine_device_name(struct rw_machine *machine,
                                       uint32_t device,
                                       char *buf,
@@ -933,10 +934,24 @@ enum rw_status rw_machine_new(const struct rw_config *config, struct rw_machine 
 // Destroys the machine at `*machine` and sets `*machine` to NULL; NULL
 // (either) is ignored, so a second destroy through the same pointer is
 // safe. Its gates stay valid (their words no longer change). Called from
-// the `get` callback of a `rw_machine_drain` on this machine, it is done
-// when the drain returns (which then stops, feeds nothing more, and says
-// so), the outermost one when `get` drained again.
+// the `get` callback of a `rw_machine_drain` on this machine it is
+// refused: nothing is freed, `*machine` is left as it was and
+// `rw_last_error` says so (free it after the drain returns).
 void rw_machine_free(struct rw_machine **machine);
+
+// Sends this machine's log requests to `callback` instead of the action
+// queue: from now on `rw_machine_poll_action(s)` hands out no
+// `RW_ACTION_LOG`; each request at `max_level` or under (`rw_log_level`)
+// is written as `callback(user, level, "railwatch", text)` during the
+// poll, on the polling thread, with the words `rw_log.text` would hold
+// (valid for the call only); the rest are dropped. The callback must not
+// call this machine (refused with `RW_ERR_STATE`). NULL `callback` goes
+// back to log actions. Each machine has its own, unlike
+// `rw_set_log_callback` (the process's: railwatch's own threads).
+enum rw_status rw_machine_set_log_callback(struct rw_machine *machine,
+                                           rw_log_callback_fn callback,
+                                           void *user,
+                                           uint32_t max_level);
 
 // Adds a device called `name` with the `nports` port numbers at `ports`
 // (1..=255, none twice; `nports` at most `RW_MAX_PORTS`), writing its
@@ -953,6 +968,20 @@ enum rw_status rw_machine_add_device(struct rw_machine *machine,
                                      size_t nports,
                                      uint64_t now_ms,
                                      uint32_t *device);
+
+// Adds a device as `rw_machine_add_device` does, at the index `slot` the
+// engine chose (its own slot for the NIC; below `RW_MAX_DEVICES`): the
+// slots below it that no device took are left empty (no name, no rails,
+// never asked about: `rw_machine_device_name` says `RW_ERR_NOT_FOUND`)
+// until a device is added there. A slot another device holds, or a name
+// that left the host from another slot, is `RW_ERR_INVALID`; a device
+// that left comes back at its own slot.
+enum rw_status rw_machine_add_device_at(struct rw_machine *machine,
+                                        uint32_t slot,
+                                        const char *name,
+                                        const uint8_t *ports,
+                                        size_t nports,
+                                        uint64_t now_ms);
 
 // One event read (and already acknowledged) from `device`'s async fd:
 // `code` is `event_type`, `element` the port number for port events
@@ -1049,7 +1078,7 @@ enum rw_status rw_machine_handle_timeout(struct rw_machine *machine, uint64_t no
 
 // The next action into `*action`; `kind` is `RW_ACTION_NONE` when there
 // is none. Poll until NONE after every input.
-enum rw_status rw_machine_poll_action(struct rw_machine *machine, struct rw_action *action_out);
+enum rw_status rw_machine_poll_action(struct rw_machine *machine, rw_action *action_out);
 
 // Up to `capacity` actions into `actions[0..]`, in order, and how many
 // into `*count`. One call for what `rw_machine_poll_action` gives one by
@@ -1064,7 +1093,7 @@ enum rw_status rw_machine_poll_action(struct rw_machine *machine, struct rw_acti
 // and the status `RW_OK` when it is 0, `RW_ERR_BUFFER` otherwise (none
 // taken).
 enum rw_status rw_machine_poll_actions(struct rw_machine *machine,
-                                       struct rw_action *actions,
+                                       rw_action *actions,
                                        size_t capacity,
                                        size_t *count);
 
@@ -1086,15 +1115,14 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // then polled). At most `budget` calls (0: 256, the monitor's default).
 // Every event is acknowledged by `get` before the machine sees it, so
 // nothing the engine does in response (destroying a QP) waits on an
-// unacknowledged event.
-// `get` may call other `rw_machine_*` functions on this machine (no
-// borrow of it is held while `get` runs), `rw_machine_drain` included; a
-// `rw_machine_free` of it from `get` takes effect when the outermost
-// drain returns, each drain it happened in returning `RW_ERR_STATE`,
-// having fed nothing after it. `get` runs on the calling thread. What the drain did
-// goes to `*report`, which may be NULL; drain again while its `end` is
-// -1 (the budget ran out first). Drain a device once right after its
-// `RW_ACTION_START_READING` too: events may predate the epoll add.
+// unacknowledged event. `get` runs on the calling thread and must not
+// call this machine: any `rw_machine_*` call on it from `get`
+// (`rw_machine_drain` and `rw_machine_free` included) is refused with
+// `RW_ERR_STATE` and does nothing (its gates, other machines and the rest
+// of the API are fine). What the drain did goes to `*report`, which may
+// be NULL; drain again while its `end` is -1 (the budget ran out first).
+// Drain a device once right after its `RW_ACTION_START_READING` too:
+// events may predate the epoll add.
 // A port event whose element is no port number (1..=255: the union read
 // through the wrong member) does not stop the drain, which reads and
 // feeds the rest; the machine ignores that event, and the drain returns
@@ -1170,6 +1198,26 @@ enum rw_status rw_monitor_snapshot_json(const struct rw_monitor *monitor, char *
 // Releases the string at `*s` (one this library returned) and sets `*s`
 // to NULL; NULL (either) is ignored.
 void rw_string_free(char **s);
+
+// Transfer outcomes on the rail called `rail` (`"mlx5_0/1"`) since the
+// engine's last report, `n` lines at `reports` (at most
+// `RW_MAX_TRANSFER_REPORTS`), as `rw_machine_report_transfers` takes them
+// (the same breaker, peers and window). Any thread; copied and handed to
+// the monitor thread without waiting. `RW_ERR_NOT_FOUND` for a rail the
+// monitor does not have (yet), `RW_ERR_STATE` once it stopped.
+enum rw_status rw_monitor_report_transfers(const struct rw_monitor *monitor,
+                                           const char *rail,
+                                           const struct rw_transfer_report *reports,
+                                           size_t n);
+
+// The outcome of the probe `rw_gate_probe` granted on the rail called
+// `rail`, as `rw_machine_report_probe` takes it (`succeeded`: its
+// transfer completed with success). Any thread; handed to the monitor
+// thread without waiting. `RW_ERR_NOT_FOUND` for a rail the monitor does
+// not have (yet), `RW_ERR_STATE` once it stopped.
+enum rw_status rw_monitor_report_probe(const struct rw_monitor *monitor,
+                                       const char *rail,
+                                       bool succeeded);
 
 // Calls `callback(user, notification)` on the monitor thread for every
 // notification from now on; its id into `*id` (may be NULL). A callback
@@ -1484,6 +1532,33 @@ enum rw_status rw_version_numbers(uint32_t *major, uint32_t *minor, uint32_t *pa
 #ifndef RAILWATCH_H_INLINE
 #define RAILWATCH_H_INLINE
 
+/* One action (rw_machine_poll_action): its kind (rw_action_kind), the
+ * device and port it is about, for every kind (a notification's or log
+ * request's own; port 0 when it is about no port; both 0 only for
+ * RW_ACTION_NONE), and a payload tagged by the kind: `available` for
+ * RW_ACTION_SET_AVAILABLE, `rate_mbps` for RW_ACTION_RESEED, `notification`
+ * for RW_ACTION_NOTIFY, `log` for RW_ACTION_LOG (the rest of the union is
+ * left as it was). Written here by hand: cbindgen cannot write an
+ * anonymous union (tests/header.rs checks the layout against the code's). */
+struct rw_action {
+  uint32_t kind;
+  uint32_t device;
+  uint32_t port;
+  union {
+    bool available;
+    uint64_t rate_mbps;
+    struct rw_notification notification;
+    struct rw_log log;
+  };
+};
+#ifdef __cplusplus
+static_assert(sizeof(rw_action) == RW_ACTION_SIZE && offsetof(rw_action, notification) == 16,
+               "rw_action: the header and the library disagree");
+#else
+_Static_assert(sizeof(rw_action) == RW_ACTION_SIZE && offsetof(rw_action, notification) == 16,
+               "rw_action: the header and the library disagree");
+#endif
+
 /* The header's version as a string, "MAJOR.MINOR.PATCH", made of the
  * RW_VERSION_* numbers: compare it with rw_version() at start-up. */
 #define RW_VERSION_STRINGIFY_(x) #x
@@ -1526,6 +1601,24 @@ static inline uint32_t rw_word_port_state(uint64_t word) { return RW_CAST_(uint3
 static inline uint64_t rw_word_generation(uint64_t word) { return word >> RW_WORD_GEN_SHIFT; }
 /** Whether the word admits (the rail is active). */
 static inline bool rw_word_admits(uint64_t word) { return (word & RW_WORD_STATE_MASK) == RW_RAIL_ACTIVE; }
+/**
+ * The word as an engine's four-value device status (rw_engine_status):
+ * active is ENABLED, paused is PAUSED, inert is UNINITIALISED while the
+ * device was never opened (reason NOT_OPENED, no port state ever read)
+ * and DISABLED otherwise.
+ */
+static inline uint32_t rw_word_engine_status(uint64_t word) {
+    switch (rw_word_state(word)) {
+    case RW_RAIL_ACTIVE:
+        return RW_ENGINE_ENABLED;
+    case RW_RAIL_PAUSED:
+        return RW_ENGINE_PAUSED;
+    default:
+        return rw_word_reason(word) == RW_REASON_NOT_OPENED && rw_word_port_state(word) == RW_WORD_PORT_NONE
+                   ? RW_ENGINE_UNINITIALISED
+                   : RW_ENGINE_DISABLED;
+    }
+}
 
 #if !defined(__cplusplus)
 #include <stdatomic.h>

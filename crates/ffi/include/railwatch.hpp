@@ -336,6 +336,10 @@ struct word {
     uint32_t port_state() const noexcept { return rw_word_port_state(raw); }
     uint64_t generation() const noexcept { return rw_word_generation(raw); }
     bool admits() const noexcept { return rw_word_admits(raw); }
+    /** As an engine's four-value status (rw_engine_status). */
+    rw_engine_status engine_status() const noexcept {
+        return static_cast<rw_engine_status>(rw_word_engine_status(raw));
+    }
 };
 
 /**
@@ -486,6 +490,19 @@ public:
         detail::check(rw_machine_add_device(m_, n.c_str(), ports.data(), ports.size(), now_ms, &device),
                       "rw_machine_add_device");
         return device;
+    }
+    /** Adds a device at the engine's own slot (rw_machine_add_device_at):
+     *  the slots below that no device took stay empty. */
+    void add_device_at(uint32_t slot, std::string_view name, railwatch::span<const uint8_t> ports,
+                       uint64_t now_ms) {
+        const std::string n = detail::c_name(name, "rw_machine_add_device_at");
+        detail::check(rw_machine_add_device_at(m_, slot, n.c_str(), ports.data(), ports.size(), now_ms),
+                      "rw_machine_add_device_at");
+    }
+    /** This machine's log requests to `callback` instead of LOG actions
+     *  (rw_machine_set_log_callback); nullptr goes back to actions. */
+    void set_log_callback(rw_log_callback_fn callback, void *user, uint32_t max_level) {
+        detail::check(rw_machine_set_log_callback(m_, callback, user, max_level), "rw_machine_set_log_callback");
     }
     /** One event read and already acknowledged. */
     void handle_event(uint32_t device, uint32_t code, uint64_t element, uint64_t now_ms) {
@@ -1298,6 +1315,18 @@ public:
         const std::string n = detail::c_name(name, "rw_monitor_gate");
         detail::check(rw_monitor_gate(handle(), n.c_str(), &g), "rw_monitor_gate");
         return railwatch::gate(g);
+    }
+    /** Transfer outcomes on rail `name` (rw_monitor_report_transfers);
+     *  any thread, without waiting. */
+    void report_transfers(std::string_view name, railwatch::span<const rw_transfer_report> reports) const {
+        const std::string n = detail::c_name(name, "rw_monitor_report_transfers");
+        detail::check(rw_monitor_report_transfers(handle(), n.c_str(), reports.data(), reports.size()),
+                      "rw_monitor_report_transfers");
+    }
+    /** A granted probe's outcome on rail `name` (rw_monitor_report_probe). */
+    void report_probe(std::string_view name, bool succeeded) const {
+        const std::string n = detail::c_name(name, "rw_monitor_report_probe");
+        detail::check(rw_monitor_report_probe(handle(), n.c_str(), succeeded), "rw_monitor_report_probe");
     }
     /** The same, nullopt instead of RW_ERR_NOT_FOUND. */
     std::optional<railwatch::gate> try_gate(std::string_view name) const {

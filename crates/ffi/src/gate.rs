@@ -93,6 +93,27 @@ pub enum rw_pause_reason {
     RW_REASON_NO_CARRIER = 12,
 }
 
+/// A rail read as an engine's four-value device status
+/// (`rw_word_engine_status`), for engines that keep one (Mooncake TENT's
+/// `RdmaContext::DeviceStatus`): a shallow start. What it drops, and when
+/// that matters, is in crates/ffi/README.md ("Engines with a status
+/// enum").
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rw_engine_status {
+    /// Never attached: the device was never opened (inert, `NOT_OPENED`,
+    /// no port state ever read).
+    RW_ENGINE_UNINITIALISED = 0,
+    /// The device is not usable: closed, fatal, gone (inert for any other
+    /// reason). Its work is lost; resources built on it are stale.
+    RW_ENGINE_DISABLED = 1,
+    /// The gate admits: the rail is active.
+    RW_ENGINE_ENABLED = 2,
+    /// The device is usable, the rail is not, for now (paused, any
+    /// reason: a port error, settling, damping, the data-path breaker).
+    RW_ENGINE_PAUSED = 3,
+}
+
 const _: () = {
     assert!(rw_rail_state::RW_RAIL_ACTIVE as u32 == RailState::Active.code());
     assert!(rw_rail_state::RW_RAIL_PAUSED as u32 == RailState::Paused.code());

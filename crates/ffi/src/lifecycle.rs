@@ -94,7 +94,8 @@ pub(crate) fn check_ports(ports: &[u8]) -> Result<()> {
 /// when it does not fit (`capacity` below the length + 1; names are at
 /// most 63 bytes, so 64 always fits): `*len` still says how long it is,
 /// and a NULL `buf` with `capacity` 0 is the size query. What
-/// `RW_ACTION_OPEN` opens.
+/// `RW_ACTION_OPEN` opens. An empty slot (`rw_machine_add_device_at`) is
+/// `RW_ERR_NOT_FOUND`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_device_name(
     machine: *mut rw_machine,
@@ -106,6 +107,9 @@ pub extern "C" fn rw_machine_device_name(
     with(machine, |m| {
         device_in(m, device)?;
         let name = m.device(device).map(|d| d.name.to_string()).unwrap_or_default();
+        if name.is_empty() {
+            return Err(Error::new(rw_status::RW_ERR_NOT_FOUND, format!("slot {device} is empty")));
+        }
         debug_assert!(name.len() <= MAX_DEVICE_NAME_BYTES);
         if !len.is_null() {
             // SAFETY: checked non-null; the caller passes a writable size_t.

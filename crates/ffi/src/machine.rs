@@ -3,7 +3,8 @@
 //! answers to the machine's questions, with the time, and carries out the
 //! actions it polls. The machine holds every policy; it does no I/O.
 
-use std::ffi::{c_char, c_void};
+use std::cell::{Cell, RefCell};
+use std::ffi::{CString, c_char, c_void};
 use std::io;
 
 use railwatch_core::{
@@ -13,48 +14,66 @@ use railwatch_core::{
 
 use railwatch_runtime::{DEFAULT_DRAIN_BUDGET, DrainEnd, drain_with};
 
-use crate::args::{handle, handle_mut, put, put_new, slice, take, text};
+use crate::args::{handle, put, put_new, slice, take, text};
 use crate::config::{read, rw_config};
 use crate::gate::rw_gate;
-use crate::limits::{GIDS, PORTS, RW_MAX_GIDS};
+use crate::limits::{GIDS, PORTS, RW_MAX_DEVICES, RW_MAX_GIDS};
 use crate::notify::{log, rw_log, rw_notification};
-use crate::status::{Error, Result, guard, guard_void, rw_status};
+use crate::status::{Error, Result, guard, rw_status};
 
 /// The rail machine of one engine: every device, rail and policy. Made by
 /// [`rw_machine_new`], destroyed by [`rw_machine_free`]. Not thread-safe:
 /// call it from one thread at a time (the engine's monitor thread); only
 /// its gates are for other threads.
 pub struct rw_machine {
-    machine: Machine,
-    /// Drains running (a `get` may drain again): `rw_machine_free` from a
-    /// `get` callback is deferred to the outermost drain's end.
-    draining: std::cell::Cell<u32>,
-    free_requested: std::cell::Cell<bool>,
+    /// Borrowed for the length of each call. A call from inside one of
+    /// the machine's callbacks (a drain's `get`, its log callback) finds
+    /// it borrowed and is refused with `RW_ERR_STATE`.
+    held: RefCell<Held>,
     /// The latest `now_ms` an input gave, fed to the machine or not (a
     /// drain that read no event, a report of no line): an earlier one
     /// counts as this.
-    latest: std::cell::Cell<u64>,
-    /// The words of the log requests handed out by the last poll
-    /// (`rw_log.text` points into them until the next).
-    log_texts: Vec<std::ffi::CString>,
+    latest: Cell<u64>,
 }
 
-impl rw_machine {
-    /// The next action, with the words of a log request kept for C.
+/// What a machine handle holds for the length of a call.
+struct Held {
+    machine: Machine,
+    /// The words of the log requests handed out by the last poll
+    /// (`rw_log.text` points into them until the next).
+    log_texts: Vec<CString>,
+    /// Where log requests go instead of the action queue, if set.
+    logger: Option<Logger>,
+}
+
+/// A machine's own log callback (`rw_machine_set_log_callback`).
+struct Logger {
+    callback: extern "C" fn(*mut c_void, u32, *const c_char, *const c_char),
+    user: *mut c_void,
+    max_level: u32,
+}
+
+impl Held {
+    /// The next action, with the words of a log request kept for C; log
+    /// requests go to the logger instead when there is one.
     fn next_action(&mut self) -> (Option<Action>, Option<(u32, *const c_char)>) {
-        let a = self.machine.poll_action();
-        let words = match &a {
-            Some(Action::Log(l)) => {
-                let (level, text) = railwatch_runtime::log_text(&self.machine, l);
-                // A NUL inside (a device name cannot hold one) is cut.
-                let text = std::ffi::CString::new(text.replace('\0', "")).unwrap_or_default();
-                let ptr = text.as_ptr();
-                self.log_texts.push(text);
-                Some((crate::log_sink::level_code(level), ptr))
+        loop {
+            let a = self.machine.poll_action();
+            let Some(Action::Log(l)) = &a else { return (a, None) };
+            let (level, text) = railwatch_runtime::log_text(&self.machine, l);
+            let level = crate::log_sink::level_code(level);
+            // A NUL inside (a device name cannot hold one) is cut.
+            let text = CString::new(text.replace('\0', "")).unwrap_or_default();
+            if let Some(logger) = &self.logger {
+                if level <= logger.max_level {
+                    (logger.callback)(logger.user, level, c"railwatch".as_ptr(), text.as_ptr());
+                }
+                continue;
             }
-            _ => None,
-        };
-        (a, words)
+            let words = Some((level, text.as_ptr()));
+            self.log_texts.push(text);
+            return (a, words);
+        }
     }
 }
 
@@ -112,22 +131,16 @@ pub enum rw_action_kind {
     RW_ACTION_REVALIDATE = 14,
 }
 
-/// One action. Which fields mean something depends on `kind`: `device`,
-/// `port`, `available` and `rate_mbps` are always written (0 when they do
-/// not apply); `notification` only for `RW_ACTION_NOTIFY` and `log` only
-/// for `RW_ACTION_LOG` (otherwise left as they were: they are large, and
-/// this is the event path).
+/// What an action carries besides its device and port, by `kind` (the
+/// tag): `available` for `RW_ACTION_SET_AVAILABLE`, `rate_mbps` for
+/// `RW_ACTION_RESEED`, `notification` for `RW_ACTION_NOTIFY`, `log` for
+/// `RW_ACTION_LOG`; nothing for the other kinds. In C an anonymous union
+/// (`a.notification`, as before 0.2).
+///
+/// cbindgen:ignore
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct rw_action {
-    /// `rw_action_kind`.
-    pub kind: u32,
-    /// Device index (0 for `RW_ACTION_NOTIFY` and `RW_ACTION_LOG`: theirs
-    /// is `notification.device` or `log.device`).
-    pub device: u32,
-    /// Port number (0: not about a port; 0 for `RW_ACTION_NOTIFY` and
-    /// `RW_ACTION_LOG`: theirs is `notification.port` or `log.port`).
-    pub port: u32,
+#[derive(Clone, Copy)]
+pub union rw_action_payload {
     /// For `RW_ACTION_SET_AVAILABLE`.
     pub available: bool,
     /// For `RW_ACTION_RESEED` (Mb/s; 0 unknown).
@@ -138,86 +151,100 @@ pub struct rw_action {
     pub log: rw_log,
 }
 
-/// Writes `a` into `*out`: the header fields always, `notification` or
-/// `log` only for the kinds that carry one (they are large, and this is
-/// the event path).
+/// One action: its kind, the device and port it is about (for every kind:
+/// a notification's or log request's own, port 0 when it is about no
+/// port; both 0 only for `RW_ACTION_NONE`), and a payload tagged by the
+/// kind. Defined by hand in railwatch.h's trailer (cbindgen cannot write
+/// an anonymous union); `tests/header.rs` checks the two layouts agree.
+///
+/// cbindgen:ignore
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct rw_action {
+    /// `rw_action_kind`.
+    pub kind: u32,
+    /// Device index.
+    pub device: u32,
+    /// Port number (0: not about a port).
+    pub port: u32,
+    /// Tagged by `kind`.
+    pub payload: rw_action_payload,
+}
+
+/// The device and port an action is about, and what it carries.
+fn action_fields(a: &Action) -> (rw_action_kind, u32, u32) {
+    use rw_action_kind::*;
+    let device_action = |kind, device| (kind, device, 0);
+    let port_action = |kind, device, port: u8| (kind, device, u32::from(port));
+    match *a {
+        Action::StartReading { device } => device_action(RW_ACTION_START_READING, device),
+        Action::StopReading { device } => device_action(RW_ACTION_STOP_READING, device),
+        Action::Close { device } => device_action(RW_ACTION_CLOSE, device),
+        Action::Reopen { device } => device_action(RW_ACTION_REOPEN, device),
+        Action::Open { device } => device_action(RW_ACTION_OPEN, device),
+        Action::Revalidate { device } => device_action(RW_ACTION_REVALIDATE, device),
+        Action::QueryPort { device, port } => port_action(RW_ACTION_QUERY_PORT, device, port),
+        Action::ReadLink { device, port } => port_action(RW_ACTION_READ_LINK, device, port),
+        Action::ReadAddress { device, port } => port_action(RW_ACTION_READ_ADDRESS, device, port),
+        Action::ReadCounters { device, port } => port_action(RW_ACTION_READ_COUNTERS, device, port),
+        Action::SetAvailable { rail, .. } => port_action(RW_ACTION_SET_AVAILABLE, rail.device, rail.port),
+        Action::Reseed { rail, .. } => port_action(RW_ACTION_RESEED, rail.device, rail.port),
+        // Filled in from the payload by `write_action`.
+        Action::Notify(_) => (RW_ACTION_NOTIFY, 0, 0),
+        Action::Log(_) => (RW_ACTION_LOG, 0, 0),
+    }
+}
+
+/// Writes `a` into `*out`: kind, device and port always, the payload the
+/// kind carries (the rest of the union is left as it was: a notification
+/// is large, and this is the event path).
 ///
 /// # Safety
 /// `out` is valid for writes of an `rw_action`. Fields are written one by
 /// one through raw pointers, never read, so whatever C left in the rest
 /// (an uninitialised `bool` included) is never looked at.
 unsafe fn write_action(a: Option<Action>, words: Option<(u32, *const c_char)>, out: *mut rw_action) {
-    use rw_action_kind::*;
-    let (mut device, mut port, mut available, mut rate_mbps) = (0u32, 0u32, false, 0u64);
-    let kind = match a {
-        None => RW_ACTION_NONE,
-        Some(Action::StartReading { device: d }) => {
-            device = d;
-            RW_ACTION_START_READING
-        }
-        Some(Action::StopReading { device: d }) => {
-            device = d;
-            RW_ACTION_STOP_READING
-        }
-        Some(Action::Close { device: d }) => {
-            device = d;
-            RW_ACTION_CLOSE
-        }
-        Some(Action::Reopen { device: d }) => {
-            device = d;
-            RW_ACTION_REOPEN
-        }
-        Some(Action::Open { device: d }) => {
-            device = d;
-            RW_ACTION_OPEN
-        }
-        Some(Action::Revalidate { device: d }) => {
-            device = d;
-            RW_ACTION_REVALIDATE
-        }
-        Some(Action::QueryPort { device: d, port: p }) => {
-            (device, port) = (d, u32::from(p));
-            RW_ACTION_QUERY_PORT
-        }
-        Some(Action::ReadLink { device: d, port: p }) => {
-            (device, port) = (d, u32::from(p));
-            RW_ACTION_READ_LINK
-        }
-        Some(Action::ReadAddress { device: d, port: p }) => {
-            (device, port) = (d, u32::from(p));
-            RW_ACTION_READ_ADDRESS
-        }
-        Some(Action::ReadCounters { device: d, port: p }) => {
-            (device, port) = (d, u32::from(p));
-            RW_ACTION_READ_COUNTERS
-        }
-        Some(Action::SetAvailable { rail, available: av }) => {
-            (device, port, available) = (rail.device, u32::from(rail.port), av);
-            RW_ACTION_SET_AVAILABLE
-        }
-        Some(Action::Reseed { rail, rate }) => {
-            (device, port, rate_mbps) = (rail.device, u32::from(rail.port), crate::notify::mbps(Some(rate)));
-            RW_ACTION_RESEED
-        }
-        Some(Action::Notify(n)) => {
-            // SAFETY: `out` is writable (the caller's promise).
-            unsafe { crate::notify::write_notification(&n, &raw mut (*out).notification) };
-            RW_ACTION_NOTIFY
-        }
-        Some(Action::Log(l)) => {
-            let (level, text) = words.unwrap_or((0, c"".as_ptr()));
-            // SAFETY: as above.
-            unsafe { (&raw mut (*out).log).write(rw_log { level, text, ..log(&l) }) };
-            RW_ACTION_LOG
-        }
+    let Some(a) = a else {
+        // SAFETY: `out` is writable (the caller's promise).
+        unsafe { write_header(out, rw_action_kind::RW_ACTION_NONE, 0, 0) };
+        return;
     };
-    // SAFETY: as above; each write is of one plain field.
+    let (kind, mut device, mut port) = action_fields(&a);
+    // SAFETY: `out` is writable (the caller's promise); each write is of
+    // one plain field of the payload (raw pointers to a union's fields).
+    unsafe {
+        match a {
+            Action::SetAvailable { available, .. } => (&raw mut (*out).payload.available).write(available),
+            Action::Reseed { rate, .. } => {
+                (&raw mut (*out).payload.rate_mbps).write(crate::notify::mbps(Some(rate)));
+            }
+            Action::Notify(n) => {
+                let at = &raw mut (*out).payload.notification;
+                crate::notify::write_notification(&n, at);
+                (device, port) = ((*at).device, (*at).port);
+            }
+            Action::Log(l) => {
+                let (level, text) = words.unwrap_or((0, c"".as_ptr()));
+                let log = rw_log { level, text, ..log(&l) };
+                (device, port) = (log.device, log.port);
+                (&raw mut (*out).payload.log).write(log);
+            }
+            _ => {}
+        }
+        write_header(out, kind, device, port);
+    }
+}
+
+/// Writes an action's kind, device and port.
+///
+/// # Safety
+/// `out` is valid for writes of an `rw_action`.
+unsafe fn write_header(out: *mut rw_action, kind: rw_action_kind, device: u32, port: u32) {
+    // SAFETY: each write is of one plain field (the caller's promise).
     unsafe {
         (&raw mut (*out).kind).write(kind as u32);
         (&raw mut (*out).device).write(device);
         (&raw mut (*out).port).write(port);
-        (&raw mut (*out).available).write(available);
-        (&raw mut (*out).rate_mbps).write(rate_mbps);
     }
 }
 
@@ -246,16 +273,29 @@ pub(crate) fn port_in(m: &Machine, device: u32, port: u32) -> Result<u8> {
 
 /// With the machine behind `m`.
 pub(crate) fn with(m: *mut rw_machine, body: impl FnOnce(&mut Machine) -> Result<()>) -> rw_status {
-    with_machine(m, |m| body(&mut m.machine))
+    with_held(m, |h, _| body(&mut h.machine))
 }
 
-/// With the handle behind `m` itself (its machine and what it keeps for C).
-fn with_machine(m: *mut rw_machine, body: impl FnOnce(&mut rw_machine) -> Result<()>) -> rw_status {
+/// With what the handle behind `m` holds, borrowed for the call, and the
+/// handle itself (its clock).
+fn with_held(m: *const rw_machine, body: impl FnOnce(&mut Held, &rw_machine) -> Result<()>) -> rw_status {
     guard(|| {
         // SAFETY: a live machine or NULL, used by one thread at a time, by
         // the API's contract.
-        let m = unsafe { handle_mut(m, "machine") }?;
-        body(m)
+        let m = unsafe { handle(m, "machine") }?;
+        body(&mut *borrow(m)?, m)
+    })
+}
+
+/// The machine's state for one call; `RW_ERR_STATE` from inside one of
+/// its callbacks, which run while a call holds it.
+fn borrow(m: &rw_machine) -> Result<std::cell::RefMut<'_, Held>> {
+    m.held.try_borrow_mut().map_err(|_| {
+        Error::new(
+            rw_status::RW_ERR_STATE,
+            "called from inside a callback of the same machine (a rw_machine_drain's get, its log \
+             callback): refused; call it after that returns",
+        )
     })
 }
 
@@ -268,14 +308,19 @@ pub(crate) fn with_at(
     now_ms: u64,
     body: impl FnOnce(&mut Machine, Millis) -> Result<()>,
 ) -> rw_status {
-    guard(|| {
-        // SAFETY: as in `with`.
-        let m = unsafe { handle_mut(m, "machine") }?;
-        let now = now_ms.max(m.latest.get());
-        body(&mut m.machine, Millis(now))?;
-        m.latest.set(now);
+    with_held(m, |h, m| {
+        let now = m.now(now_ms);
+        body(&mut h.machine, now)?;
+        m.latest.set(now.0);
         Ok(())
     })
+}
+
+impl rw_machine {
+    /// An input's time: `now_ms`, or the latest given when that is later.
+    fn now(&self, now_ms: u64) -> Millis {
+        Millis(now_ms.max(self.latest.get()))
+    }
 }
 
 /// Makes a machine with `config` (NULL: the defaults) into `*out`.
@@ -295,13 +340,8 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
             // SAFETY: NULL or a config, by the API's contract.
             let config = unsafe { read(config) }?.machine()?;
             let machine = Machine::new(config).map_err(|e| Error::new(rw_status::RW_ERR_INVALID, e.to_string()))?;
-            Ok(rw_machine {
-                machine,
-                draining: Default::default(),
-                free_requested: Default::default(),
-                latest: Default::default(),
-                log_texts: Vec::new(),
-            })
+            let held = Held { machine, log_texts: Vec::new(), logger: None };
+            Ok(rw_machine { held: RefCell::new(held), latest: Cell::new(0) })
         };
         // SAFETY: the caller passes a writable pointer or NULL.
         unsafe { put_new(out, make) }
@@ -311,25 +351,48 @@ pub extern "C" fn rw_machine_new(config: *const rw_config, out: *mut *mut rw_mac
 /// Destroys the machine at `*machine` and sets `*machine` to NULL; NULL
 /// (either) is ignored, so a second destroy through the same pointer is
 /// safe. Its gates stay valid (their words no longer change). Called from
-/// the `get` callback of a `rw_machine_drain` on this machine, it is done
-/// when the drain returns (which then stops, feeds nothing more, and says
-/// so), the outermost one when `get` drained again.
+/// the `get` callback of a `rw_machine_drain` on this machine it is
+/// refused: nothing is freed, `*machine` is left as it was and
+/// `rw_last_error` says so (free it after the drain returns).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
-    // SAFETY: NULL or the address of a handle, by the API's contract.
-    let Some(machine) = (unsafe { take(machine) }) else { return };
-    // SAFETY: a live machine, by the API's contract; no borrow of it is
-    // held elsewhere (a drain holds none while its `get` runs).
-    let m = unsafe { &*machine };
-    if m.draining.get() > 0 {
-        m.free_requested.set(true);
-        return;
-    }
-    guard_void(|| {
-        // SAFETY: made by `rw_machine_new`, destroyed once, by the API's
-        // contract.
-        drop(unsafe { Box::from_raw(machine) });
+    // A refusal is recorded as the last error; there is no status to give.
+    let _ = guard(|| {
+        // SAFETY: NULL or the address of a handle, by the API's contract;
+        // a live machine or NULL behind it.
+        if let Some(m) = unsafe { machine.as_ref().and_then(|m| m.as_ref()) } {
+            drop(borrow(m)?);
+        }
+        // SAFETY: as above.
+        if let Some(machine) = unsafe { take(machine) } {
+            // SAFETY: made by `rw_machine_new`, destroyed once, no call
+            // on it running (checked above), by the API's contract.
+            drop(unsafe { Box::from_raw(machine) });
+        }
+        Ok(())
     });
+}
+
+/// Sends this machine's log requests to `callback` instead of the action
+/// queue: from now on `rw_machine_poll_action(s)` hands out no
+/// `RW_ACTION_LOG`; each request at `max_level` or under (`rw_log_level`)
+/// is written as `callback(user, level, "railwatch", text)` during the
+/// poll, on the polling thread, with the words `rw_log.text` would hold
+/// (valid for the call only); the rest are dropped. The callback must not
+/// call this machine (refused with `RW_ERR_STATE`). NULL `callback` goes
+/// back to log actions. Each machine has its own, unlike
+/// `rw_set_log_callback` (the process's: railwatch's own threads).
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_set_log_callback(
+    machine: *mut rw_machine,
+    callback: crate::log_sink::rw_log_callback_fn,
+    user: *mut c_void,
+    max_level: u32,
+) -> rw_status {
+    with_held(machine, |h, _| {
+        h.logger = callback.map(|callback| Logger { callback, user, max_level });
+        Ok(())
+    })
 }
 
 /// Adds a device called `name` with the `nports` port numbers at `ports`
@@ -351,31 +414,76 @@ pub extern "C" fn rw_machine_add_device(
     device: *mut u32,
 ) -> rw_status {
     with_at(machine, now_ms, |m, now| {
-        // SAFETY: a NUL-terminated name and `nports` port numbers, by the
-        // API's contract (`slice` checks the bound before any read).
-        let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, PORTS, "nports", "ports")?) };
+        // SAFETY: as `new_device` needs, by the API's contract.
+        let (name, ports) = unsafe { new_device(m, name, ports, nports) }?;
         if device.is_null() {
             return Err(crate::status::null("device"));
-        }
-        if let Some(problem) = railwatch_core::device_name_problem(name) {
-            let shown = railwatch_core::shown_name(name);
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {shown}: {problem}")));
-        }
-        if ports.is_empty() || ports.contains(&0) {
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} (need 1..=255)")));
-        }
-        let mut sorted = ports.to_vec();
-        sorted.sort_unstable();
-        if sorted.windows(2).any(|w| w[0] == w[1]) {
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} has a duplicate")));
-        }
-        if m.devices().any(|d| d.name == name && !matches!(d.mode, railwatch_core::DeviceMode::Removed)) {
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device {name} is already there")));
         }
         let index = m.add_device(name, ports, now);
         // SAFETY: checked non-null; the caller passes a writable u32.
         unsafe { put(device, index, "device") }
     })
+}
+
+/// Adds a device as `rw_machine_add_device` does, at the index `slot` the
+/// engine chose (its own slot for the NIC; below `RW_MAX_DEVICES`): the
+/// slots below it that no device took are left empty (no name, no rails,
+/// never asked about: `rw_machine_device_name` says `RW_ERR_NOT_FOUND`)
+/// until a device is added there. A slot another device holds, or a name
+/// that left the host from another slot, is `RW_ERR_INVALID`; a device
+/// that left comes back at its own slot.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_add_device_at(
+    machine: *mut rw_machine,
+    slot: u32,
+    name: *const c_char,
+    ports: *const u8,
+    nports: usize,
+    now_ms: u64,
+) -> rw_status {
+    with_at(machine, now_ms, |m, now| {
+        if slot as usize >= RW_MAX_DEVICES {
+            return Err(Error::new(rw_status::RW_ERR_RANGE, format!("slot {slot} (need under RW_MAX_DEVICES)")));
+        }
+        // SAFETY: as `new_device` needs, by the API's contract.
+        let (name, ports) = unsafe { new_device(m, name, ports, nports) }?;
+        m.add_device_at(slot, name, ports, now)
+            .map(drop)
+            .map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("slot {slot} for {name}: {e}")))
+    })
+}
+
+/// A new device's name and ports, checked: a name a device can have and
+/// no device present has, 1..=`RW_MAX_PORTS` distinct port numbers.
+///
+/// # Safety
+/// `name` is NULL or NUL-terminated; `ports` holds `nports` bytes (read
+/// only once `nports` is within bounds).
+unsafe fn new_device<'a>(
+    m: &Machine,
+    name: *const c_char,
+    ports: *const u8,
+    nports: usize,
+) -> Result<(&'a str, &'a [u8])> {
+    // SAFETY: by this function's contract (`slice` checks the bound before
+    // any read).
+    let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, PORTS, "nports", "ports")?) };
+    if let Some(problem) = railwatch_core::device_name_problem(name) {
+        let shown = railwatch_core::shown_name(name);
+        return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {shown}: {problem}")));
+    }
+    if ports.is_empty() || ports.contains(&0) {
+        return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} (need 1..=255)")));
+    }
+    let mut sorted = ports.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} has a duplicate")));
+    }
+    if m.devices().any(|d| d.name == name && !matches!(d.mode, railwatch_core::DeviceMode::Removed)) {
+        return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device {name} is already there")));
+    }
+    Ok((name, ports))
 }
 
 /// The event from `ibv_async_event`, with its element: the port number
@@ -710,7 +818,7 @@ pub extern "C" fn rw_machine_handle_timeout(machine: *mut rw_machine, now_ms: u6
 /// is none. Poll until NONE after every input.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *mut rw_action) -> rw_status {
-    with_machine(machine, |m| {
+    with_held(machine, |m, _| {
         if action_out.is_null() {
             return Err(crate::status::null("action"));
         }
@@ -741,7 +849,7 @@ pub extern "C" fn rw_machine_poll_actions(
     capacity: usize,
     count: *mut usize,
 ) -> rw_status {
-    with_machine(machine, |m| {
+    with_held(machine, |m, _| {
         if count.is_null() {
             return Err(crate::status::null("count"));
         }
@@ -837,15 +945,14 @@ pub struct rw_drain_report {
 /// then polled). At most `budget` calls (0: 256, the monitor's default).
 /// Every event is acknowledged by `get` before the machine sees it, so
 /// nothing the engine does in response (destroying a QP) waits on an
-/// unacknowledged event.
-/// `get` may call other `rw_machine_*` functions on this machine (no
-/// borrow of it is held while `get` runs), `rw_machine_drain` included; a
-/// `rw_machine_free` of it from `get` takes effect when the outermost
-/// drain returns, each drain it happened in returning `RW_ERR_STATE`,
-/// having fed nothing after it. `get` runs on the calling thread. What the drain did
-/// goes to `*report`, which may be NULL; drain again while its `end` is
-/// -1 (the budget ran out first). Drain a device once right after its
-/// `RW_ACTION_START_READING` too: events may predate the epoll add.
+/// unacknowledged event. `get` runs on the calling thread and must not
+/// call this machine: any `rw_machine_*` call on it from `get`
+/// (`rw_machine_drain` and `rw_machine_free` included) is refused with
+/// `RW_ERR_STATE` and does nothing (its gates, other machines and the rest
+/// of the API are fine). What the drain did goes to `*report`, which may
+/// be NULL; drain again while its `end` is -1 (the budget ran out first).
+/// Drain a device once right after its `RW_ACTION_START_READING` too:
+/// events may predate the epoll add.
 /// A port event whose element is no port number (1..=255: the union read
 /// through the wrong member) does not stop the drain, which reads and
 /// feeds the rest; the machine ignores that event, and the drain returns
@@ -861,39 +968,16 @@ pub extern "C" fn rw_machine_drain(
     now_ms: u64,
     report: *mut rw_drain_report,
 ) -> rw_status {
-    guard(|| {
-        let status = with(machine, |m| device_in(m, device));
-        if status != rw_status::RW_OK {
-            // `with` set the last error; say it again as this call's.
-            return Err(Error::new(status, crate::status::last_error_text()));
-        }
+    with_held(machine, |h, m| {
+        device_in(&h.machine, device)?;
         let get = get.ok_or_else(|| crate::status::null("get"))?;
-        let flags = || {
-            // SAFETY: a live machine (checked just above), read through a
-            // shared reference made anew each time: no borrow of it lives
-            // across `get`.
-            unsafe { &*machine }
-        };
-        flags().draining.set(flags().draining.get() + 1);
         let budget = if budget == 0 { DEFAULT_DRAIN_BUDGET } else { budget as usize };
         // The drain's time is an input's even when it reads no event.
-        let now = now_ms.max(flags().latest.get());
-        flags().latest.set(now);
-        let (r, misread) = drain_loop(machine, device, get, user, budget, Millis(now));
-        let depth = flags().draining.get() - 1;
-        flags().draining.set(depth);
-        if flags().free_requested.get() {
-            if depth == 0 {
-                // SAFETY: made by `rw_machine_new`; its free was asked for
-                // during the drain, which no longer uses it, and no outer
-                // drain does.
-                drop(unsafe { Box::from_raw(machine) });
-            }
-            return Err(Error::new(
-                rw_status::RW_ERR_STATE,
-                "the machine was freed during the drain: it stopped there",
-            ));
-        }
+        let now = m.now(now_ms);
+        m.latest.set(now.0);
+        // The machine stays borrowed while `get` runs: a call on it from
+        // there is refused.
+        let (r, misread) = drain_loop(&mut h.machine, device, get, user, budget, now);
         if !report.is_null() {
             // SAFETY: checked non-null; the caller passes a writable report.
             unsafe { put(report, r, "report") }?;
@@ -906,46 +990,32 @@ pub extern "C" fn rw_machine_drain(
 }
 
 /// The drain itself is the runtime's ([`drain_with`]), reading through
-/// `get`: until EAGAIN, an error, the budget, or a free of the machine
-/// asked for from `get`. Each event is fed with its own short borrow of the
-/// machine, none held while `get` runs. Also the first port event whose
-/// element was no port number, if any (fed all the same: the machine
-/// ignores it).
+/// `get`: until EAGAIN, an error or the budget. `get` cannot reach the
+/// machine (every entry refuses while `draining`), so the drain holds it
+/// throughout. Also the first port event whose element was no port
+/// number, if any (fed all the same: the machine ignores it).
 fn drain_loop(
-    machine: *mut rw_machine,
+    m: &mut Machine,
     device: u32,
     get: extern "C" fn(*mut c_void, *mut u32, *mut u64) -> i32,
     user: *mut c_void,
     budget: usize,
     now: Millis,
 ) -> (rw_drain_report, Option<(u32, u64)>) {
-    let misread = std::cell::Cell::new(None);
-    let feed = |input: &dyn Fn(&mut Machine)| {
-        with(machine, |m| {
-            input(m);
-            Ok(())
-        })
-    };
-    // SAFETY: the machine is live (a free from `get` is only noted), and no
-    // other borrow of it exists while this reads its flag.
-    let freed = || unsafe { &*machine }.free_requested.get();
+    let mut misread = None;
     let read = || {
         let (mut code, mut element) = (0u32, 0u64);
         match get(user, &mut code, &mut element) {
-            // A free asked for from `get` stops the drain where it is.
-            _ if freed() => Err(io::Error::other(FreedDuringDrain)),
             0 => {
-                if checked_event(code, element).is_err() && misread.get().is_none() {
-                    misread.set(Some((code, element)));
+                if checked_event(code, element).is_err() && misread.is_none() {
+                    misread = Some((code, element));
                 }
                 Ok(event(code, element))
             }
             errno => Err(io::Error::from_raw_os_error(errno)),
         }
     };
-    let report = drain_with(read, budget, |ev| {
-        feed(&|m| m.handle_event(device, ev, now));
-    });
+    let report = drain_with(read, budget, |ev| m.handle_event(device, ev, now));
     let mut r = rw_drain_report {
         events: report.events as u64,
         gets: report.gets as u64,
@@ -955,24 +1025,16 @@ fn drain_loop(
     match report.end {
         DrainEnd::Empty => r.end = 0,
         DrainEnd::Budget => {}
-        DrainEnd::Failed(e) if e.get_ref().is_some_and(|e| e.is::<FreedDuringDrain>()) => {}
         DrainEnd::Failed(e) => {
             let errno = e.raw_os_error().unwrap_or(libc::EIO);
             r.end = errno;
-            feed(&|m| m.handle_read_error(device, Errno(errno), now));
+            m.handle_read_error(device, Errno(errno), now);
         }
     }
-    (r, misread.get())
+    (r, misread)
 }
 
-/// The drain stopped because `get` freed the machine.
-#[derive(Debug)]
-struct FreedDuringDrain;
-
-impl std::fmt::Display for FreedDuringDrain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the machine was freed during the drain")
-    }
-}
-
-impl std::error::Error for FreedDuringDrain {}
+/// `sizeof(rw_action)` in the library: railwatch.h checks its own
+/// definition against it when it is compiled.
+pub const RW_ACTION_SIZE: usize = 136;
+const _: () = assert!(size_of::<rw_action>() == RW_ACTION_SIZE && std::mem::offset_of!(rw_action, payload) == 16);

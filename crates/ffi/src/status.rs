@@ -176,7 +176,8 @@ pub(crate) fn guard_void(body: impl FnOnce()) {
     });
 }
 
-/// This thread's last error, as Rust text.
+/// This thread's last error, as Rust text (for the crate's tests).
+#[cfg(test)]
 pub(crate) fn last_error_text() -> String {
     LAST_ERROR.try_with(|e| e.borrow().to_string_lossy().into_owned()).unwrap_or_default()
 }

@@ -20,6 +20,17 @@ use crate::rail::{Outcome, PauseReason, RailCell, RailState};
 use crate::sync::Arc;
 use crate::time::Millis;
 
+/// Why [`Machine::add_device_at`] refused a slot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlotError {
+    /// The slot holds this device.
+    #[error("the slot holds device {0}")]
+    Taken(String),
+    /// The name left the host under this index: it comes back there.
+    #[error("the device left the host from slot {0}: add it there")]
+    NameElsewhere(u32),
+}
+
 /// What a device list changed, by device index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListChange {
@@ -48,6 +59,39 @@ impl Machine {
         };
         self.open_succeeded(idx, now);
         idx as u32
+    }
+
+    /// Adds a device, as [`add_device`](Self::add_device), at the index
+    /// `slot` the driver chose (an engine that keeps one slot per NIC):
+    /// the slots below it that no device took yet are left empty (no name,
+    /// no rails, never opened or asked about) until one is added there. An
+    /// empty slot, or one past the last, is taken, and a device that left
+    /// comes back at its own (same name and ports); a slot another device
+    /// holds, or a name that left the host under another index, is an
+    /// error.
+    pub fn add_device_at(&mut self, slot: u32, name: &str, ports: &[u8], now: Millis) -> Result<u32, SlotError> {
+        let idx = slot as usize;
+        if self.removed_device(name, ports) == Some(idx) {
+            return Ok(self.add_device(name, ports, now));
+        }
+        if let Some(d) = self.devices.get(idx).filter(|d| !d.is_empty_slot()) {
+            return Err(SlotError::Taken(d.name.to_string()));
+        }
+        if let Some(at) = self.devices.iter().position(|d| *d.name == *name && d.mode == DeviceMode::Removed) {
+            if at != idx {
+                return Err(SlotError::NameElsewhere(at as u32));
+            }
+        }
+        let now = self.at(now);
+        while self.devices.len() <= idx {
+            let empty = self.new_device("", now);
+            self.devices[empty].mode = DeviceMode::Removed;
+        }
+        self.devices[idx].name = Box::from(name);
+        let rails = self.new_rails(idx, ports, now);
+        self.devices[idx].set_rails(rails);
+        self.open_succeeded(idx, now);
+        Ok(slot)
     }
 
     /// The index of a removed device called `name` with exactly these

@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 pub use evidence::TransferReport;
-pub use lifecycle::ListChange;
+pub use lifecycle::{ListChange, SlotError};
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy, WorkScope};
 
 use crate::counters::{CountersBaseline, PortCounters};
@@ -310,6 +310,11 @@ impl Device {
     fn view(&self, index: u32) -> DeviceView<'_> {
         DeviceView { index, name: &self.name, mode: self.mode, stats: self.stats }
     }
+
+    /// A slot [`Machine::add_device_at`] left empty: no name, no rails.
+    fn is_empty_slot(&self) -> bool {
+        self.name.is_empty()
+    }
 }
 
 /// One rail as the machine sees it now.
@@ -358,7 +363,7 @@ impl RailView<'_> {
 pub struct DeviceView<'a> {
     /// Its index (the `device` of its rails' ids).
     pub index: u32,
-    /// Its name.
+    /// Its name (empty for a slot `add_device_at` left empty).
     pub name: &'a str,
     /// How it is watched.
     pub mode: DeviceMode,

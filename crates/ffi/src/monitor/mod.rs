@@ -4,6 +4,7 @@
 //! snapshot and gates that any thread reads without waiting for it.
 
 mod published;
+mod reports;
 mod selector;
 mod subscribers;
 
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use railwatch_core::{DeviceSource, VerbsPort};
+use railwatch_core::{DeviceSource, RailId, TransferReport, VerbsPort};
 use railwatch_runtime::{Monitor, MonitorHandle, NewMonitorError, SystemClock};
 use railwatch_sim_backend::SimHost;
 
@@ -22,6 +23,7 @@ use crate::sim::rw_sim;
 use crate::status::{Error, Result, guard, rw_status};
 
 pub use published::*;
+pub use reports::*;
 pub use selector::rw_selector;
 pub use subscribers::*;
 
@@ -39,11 +41,23 @@ trait Running: Send {
     fn request_stop(&self);
     /// Stops and joins the thread.
     fn stop(self: Box<Self>);
+    /// Hands the thread transfer outcomes on `rail`; does not wait.
+    fn report_transfers(&self, rail: RailId, reports: &[TransferReport]) -> std::io::Result<()>;
+    /// Hands the thread a granted probe's outcome; does not wait.
+    fn report_probe(&self, rail: RailId, succeeded: bool) -> std::io::Result<()>;
 }
 
 impl<P: VerbsPort + Send + 'static> Running for MonitorHandle<P, CSelector, SystemClock> {
     fn request_stop(&self) {
         MonitorHandle::request_stop(self);
+    }
+
+    fn report_transfers(&self, rail: RailId, reports: &[TransferReport]) -> std::io::Result<()> {
+        MonitorHandle::report_transfers(self, rail, reports)
+    }
+
+    fn report_probe(&self, rail: RailId, succeeded: bool) -> std::io::Result<()> {
+        MonitorHandle::report_probe(self, rail, succeeded)
     }
 
     fn stop(self: Box<Self>) {

@@ -7,7 +7,7 @@ use std::ffi::{CString, c_char};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use railwatch_core::{Gate, Notification, Selector, VerbsPort};
+use railwatch_core::{Gate, Notification, RailId, Selector, VerbsPort};
 use railwatch_runtime::{Monitor, Snapshot, SystemClock};
 
 use crate::args::{handle, put, take, text};
@@ -18,13 +18,17 @@ use crate::status::{Error, Result, guard, rw_status};
 use super::subscribers::Subscriber;
 use super::{lock, rw_monitor};
 
+/// Every rail's id and gate by its name.
+type RailsByName = HashMap<String, (RailId, Gate)>;
+
 /// What the monitor thread publishes for every other thread.
 #[derive(Default)]
 pub(super) struct Shared {
     snapshot: Mutex<Option<Snapshot>>,
-    /// Every rail's gate by name (a name that came back with other ports
-    /// maps to its latest rail), and how many rails it was built from.
-    gates: Mutex<(usize, HashMap<String, Gate>)>,
+    /// Every rail's id and gate by name (a name that came back with other
+    /// ports maps to its latest rail), and how many rails it was built
+    /// from.
+    gates: Mutex<(usize, RailsByName)>,
     pub(super) subscribers: Mutex<Vec<Arc<Subscriber>>>,
     pub(super) next_id: AtomicU64,
 }
@@ -42,10 +46,18 @@ impl Shared {
             // In the order added: a later rail of the same name wins.
             for (id, name) in rails {
                 if let Some(g) = monitor.gate(id) {
-                    gates.1.insert(name, g);
+                    gates.1.insert(name, (id, g));
                 }
             }
         }
+    }
+
+    /// The rail called `name`: its id and gate; `RW_ERR_NOT_FOUND` when
+    /// there is none (yet).
+    pub(super) fn rail(&self, name: &str) -> Result<(RailId, Gate)> {
+        lock(&self.gates).1.get(name).cloned().ok_or_else(|| {
+            Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {}", railwatch_core::shown_name(name)))
+        })
     }
 
     /// On the monitor thread after every wake-up: publish, then dispatch.
@@ -90,9 +102,7 @@ pub extern "C" fn rw_monitor_gate(
         if gate.is_null() {
             return Err(crate::status::null("gate"));
         }
-        let g = lock(&m.shared.gates).1.get(rail).cloned().ok_or_else(|| {
-            Error::new(rw_status::RW_ERR_NOT_FOUND, format!("no rail {}", railwatch_core::shown_name(rail)))
-        })?;
+        let (_, g) = m.shared.rail(rail)?;
         // SAFETY: checked non-null; the caller passes a writable pointer.
         unsafe { put(gate, rw_gate::boxed(g), "gate") }
     })

@@ -1292,8 +1292,59 @@ static void many_threads(void)
 	rw_sim_free(&sim);
 }
 
+/* The engine's transfer outcomes and a probe's, told to a monitor by
+ * rail name from this thread: the breaker opens, goes half-open, grants
+ * one probe, and the probe's success closes it. */
+static void reports_to_a_monitor(void)
+{
+	rw_sim *sim = NULL;
+	rw_monitor *mon = NULL;
+	rw_config *c = NULL;
+	rw_gate *g = NULL;
+	rw_ticket t;
+	uint32_t dev;
+	bool ok, granted = false;
+	rw_transfer_report lines[2] = {
+		{ .peer = 7, .wc_status = 12 /* IBV_WC_RETRY_EXC_ERR */, .count = 20 },
+		{ .peer = 8, .wc_status = 12, .count = 20 },
+	};
+
+	if (rw_sim_new(&sim) != RW_OK)
+		return;
+	rw_sim_add_device(sim, "mlx5_0", 1, &dev);
+	rw_config_new(&c);
+	rw_config_set_u64(c, "tick_ms", 20);
+	rw_config_set_u64(c, "data_path.backoff_initial_ms", 50);
+	CHECK_OK("reports_monitor_start", rw_monitor_start_sim(c, NULL, sim, &mon));
+	rw_config_free(&c);
+	if (!mon)
+		goto out;
+	g = gate_of(mon, "mlx5_0/1");
+	WAIT_UNTIL(ok, admits(g), WAIT_MS);
+	check(ok, "reports_rail_admitted", "word %#llx", (unsigned long long)load(g));
+	CHECK_STATUS("reports_unknown_rail", rw_monitor_report_transfers(mon, "mlx5_9/1", lines, 2), RW_ERR_NOT_FOUND);
+	CHECK_STATUS("reports_null_lines", rw_monitor_report_transfers(mon, "mlx5_0/1", NULL, 2), RW_ERR_NULL);
+	CHECK_STATUS("reports_too_many", rw_monitor_report_transfers(mon, "mlx5_0/1", lines, RW_MAX_TRANSFER_REPORTS + 1),
+		     RW_ERR_RANGE);
+	CHECK_OK("reports_two_peers_failing", rw_monitor_report_transfers(mon, "mlx5_0/1", lines, 2));
+	WAIT_UNTIL(ok, rw_word_reason(load(g)) == RW_REASON_DATA_PATH || rw_word_reason(load(g)) == RW_REASON_HALF_OPEN,
+		   WAIT_MS);
+	check(ok, "reports_open_the_breaker", "word %#llx", (unsigned long long)load(g));
+	WAIT_UNTIL(ok, rw_gate_probe(g, &granted, &t) == RW_OK && granted, WAIT_MS);
+	check(ok, "reports_half_open_grants_a_probe", "reason %u", t.reason);
+	CHECK_OK("reports_probe_succeeded", rw_monitor_report_probe(mon, "mlx5_0/1", true));
+	WAIT_UNTIL(ok, admits(g), WAIT_MS);
+	check(ok, "reports_probe_closes_the_breaker", "word %#llx", (unsigned long long)load(g));
+	rw_monitor_free(&mon);
+	CHECK_STATUS("reports_after_free_null", rw_monitor_report_probe(mon, "mlx5_0/1", true), RW_ERR_NULL);
+out:
+	rw_gate_free(&g);
+	rw_sim_free(&sim);
+}
+
 int main(void)
 {
+	reports_to_a_monitor();
 	callbacks_on_the_monitor_thread();
 	log_callback();
 	free_a_monitor_in_the_log_callback();

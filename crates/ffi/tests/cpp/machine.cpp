@@ -10,6 +10,7 @@
 
 #include "check.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -91,9 +92,7 @@ struct rig {
         for (size_t i = from; i < actions.size(); ++i) {
             const rw_action &a = actions[i];
             if (a.kind != kind) continue;
-            uint32_t d = a.kind == RW_ACTION_NOTIFY ? a.notification.device : a.device;
-            uint32_t p = a.kind == RW_ACTION_NOTIFY ? a.notification.port : a.port;
-            if ((device == ~0u || d == device) && (port == ~0u || p == port)) out.push_back(a);
+            if ((device == ~0u || a.device == device) && (port == ~0u || a.port == port)) out.push_back(a);
         }
         return out;
     }
@@ -498,6 +497,34 @@ static void transport_cases() {
     }
 }
 
+// Slots, the machine's own logger and the four-value status, through the
+// wrapper: an engine of TENT's kind.
+static void slots_logger_and_status() {
+    rig r(test_config());
+    std::vector<std::string> lines;
+    r.m.set_log_callback(
+        [](void *user, uint32_t, const char *, const char *message) {
+            static_cast<std::vector<std::string> *>(user)->push_back(message);
+        },
+        &lines, RW_LOG_LEVEL_INFO);
+    r.m.add_device_at(1, "mlx5_1", std::vector<uint8_t>{1}, r.now);
+    r.run();
+    check(r.m.gate(1, 1).load().engine_status() == RW_ENGINE_ENABLED, "slot 1 enabled");
+    bool refused = false;
+    try {
+        r.m.gate(0, 1);
+    } catch (const rw::error &e) {
+        refused = e.status() == RW_ERR_RANGE;
+    }
+    check(refused, "empty slot 0 has no rail");
+    r.m.handle_event(1, 99, 0, r.now);  // an unknown code: a warning
+    r.run();
+    const bool heard = std::any_of(lines.begin(), lines.end(),
+                                   [](const std::string &l) { return l.find("code 99") != std::string::npos; });
+    check(heard, "the logger heard the warning", std::to_string(lines.size()) + " lines");
+    check(r.since(0, RW_ACTION_LOG).empty(), "no LOG actions with a logger");
+}
+
 int main() {
     try {
         words_and_layout();
@@ -505,6 +532,7 @@ int main() {
         attach_and_inert_gate();
         drain_cases();
         transport_cases();
+        slots_logger_and_status();
     } catch (const std::exception &e) {
         check(false, "no unexpected exception", e.what());
     }
