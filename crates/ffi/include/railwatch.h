@@ -1514,6 +1514,22 @@ enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
 // (either) is ignored.
 void rw_uevents_free(struct rw_uevents **uevents);
 
+// Answers the query `action` (`RW_ACTION_QUERY_PORT`, `READ_LINK`,
+// `READ_ADDRESS` or `READ_COUNTERS`) by reading its port over `context`,
+// the engine's `struct ibv_context *` for the action's device, and
+// handing the machine the result, failure included (as its
+// `rw_machine_handle_*` would take it): the port state with the netdev's
+// carrier from sysfs, the link (`ibv_query_port`, and
+// `ibv_query_port_speed` where libibverbs has it), the GID table with each
+// entry's type and netdev, the flap counters from sysfs. Poll the actions
+// it causes as after any input. `RW_ERR_INVALID` for another kind of
+// action, `RW_ERR_NULL` for a NULL context; `RW_ERR_UNSUPPORTED` in a
+// library built without the `verbs` feature.
+enum rw_status rw_machine_answer_verbs(struct rw_machine *machine,
+                                       const rw_action *action,
+                                       void *context,
+                                       uint64_t now_ms);
+
 // The library's version, `"MAJOR.MINOR.PATCH"` (`RW_VERSION` of the
 // header it was built with). A static string: never NULL, never freed.
 const char *rw_version(void);

@@ -9,11 +9,15 @@
  *                             input: no engine decodes the union by hand.
  *   rw_verbs_get_event        rw_machine_drain's reader over a context:
  *                             get, convert, acknowledge.
+ *   rw_verbs_reader,          the same, with the engine's hook run on each
+ *   rw_verbs_read_event       event before it is acknowledged.
  *   rw_verbs_make_nonblocking the async fd must be O_NONBLOCK before any
  *                             drain, or its last read (the one that finds
  *                             the queue empty) blocks for ever.
- *   rw_verbs_answer_port      RW_ACTION_QUERY_PORT and RW_ACTION_READ_LINK
- *                             answered with ibv_query_port.
+ *   rw_verbs_answer           every port query (QUERY_PORT, READ_LINK,
+ *                             READ_ADDRESS, READ_COUNTERS) answered over
+ *                             the engine's context, by the library
+ *                             (rw_machine_answer_verbs).
  *
  * Clean under -std=c11 -Wpedantic, and in C++ under -Wold-style-cast
  * -Wconversion. Hand-written (cbindgen makes railwatch.h).
@@ -105,6 +109,35 @@ static inline int32_t rw_verbs_get_event(void *context, uint32_t *code, uint64_t
 	return 0;
 }
 
+/**
+ * rw_verbs_read_event's state: the context, and a hook the engine runs on
+ * each event between reading and acknowledging it (NULL: none), for work
+ * that must happen before the ack (removing a failed QP's endpoint before
+ * the QP may be destroyed). The hook runs inside rw_machine_drain: it must
+ * not call the machine (refused with RW_ERR_STATE); the machine sees the
+ * event after the ack.
+ */
+typedef struct rw_verbs_reader {
+	struct ibv_context *context;
+	void (*before_ack)(void *user, const struct ibv_async_event *event);
+	void *user;
+} rw_verbs_reader;
+
+/** rw_verbs_get_event with a hook: `reader` is a rw_verbs_reader *. */
+static inline int32_t rw_verbs_read_event(void *reader, uint32_t *code, uint64_t *element)
+{
+	const rw_verbs_reader *r = RW_CAST_(const rw_verbs_reader *, reader);
+	struct ibv_async_event ev;
+
+	if (ibv_get_async_event(r->context, &ev) != 0)
+		return errno != 0 ? errno : EIO;
+	rw_verbs_event_input(&ev, code, element);
+	if (r->before_ack)
+		r->before_ack(r->user, &ev);
+	ibv_ack_async_event(&ev);
+	return 0;
+}
+
 /** Makes the context's async fd non-blocking (do it right after
  *  ibv_open_device, before the fd goes into epoll): 0, or the errno. */
 static inline int32_t rw_verbs_make_nonblocking(struct ibv_context *context)
@@ -117,29 +150,14 @@ static inline int32_t rw_verbs_make_nonblocking(struct ibv_context *context)
 }
 
 /**
- * Answers an RW_ACTION_QUERY_PORT (the port's state) or an
- * RW_ACTION_READ_LINK (its active_speed and active_width) with
- * ibv_query_port on `context`, the device the action names; the query's
- * failure is the answer's errno. RW_ERR_INVALID for another action; else
- * what the machine's rw_machine_handle_* returned.
+ * Answers a port query of the machine's (RW_ACTION_QUERY_PORT,
+ * RW_ACTION_READ_LINK, RW_ACTION_READ_ADDRESS, RW_ACTION_READ_COUNTERS)
+ * over `context`, the action's device: rw_machine_answer_verbs, typed.
  */
-static inline rw_status rw_verbs_answer_port(rw_machine *machine, struct ibv_context *context,
-					     const rw_action *action, uint64_t now_ms)
+static inline rw_status rw_verbs_answer(rw_machine *machine, struct ibv_context *context, const rw_action *action,
+					uint64_t now_ms)
 {
-	struct ibv_port_attr attr;
-	int rc;
-
-	if (action->kind != RW_ACTION_QUERY_PORT && action->kind != RW_ACTION_READ_LINK)
-		return RW_ERR_INVALID;
-	if (action->port < 1 || action->port > 255)
-		return RW_ERR_RANGE;
-	rc = ibv_query_port(context, RW_CAST_(uint8_t, action->port), &attr);
-	if (action->kind == RW_ACTION_QUERY_PORT)
-		return rw_machine_handle_port_state(machine, action->device, action->port, rc,
-						    rc == 0 ? RW_CAST_(uint32_t, attr.state) : 0, now_ms);
-	return rw_machine_handle_link(machine, action->device, action->port, rc,
-				      rc == 0 ? RW_CAST_(uint32_t, attr.active_speed) : 0,
-				      rc == 0 ? attr.active_width : RW_CAST_(uint8_t, 0), 0, now_ms);
+	return rw_machine_answer_verbs(machine, action, context, now_ms);
 }
 
 #endif /* RAILWATCH_VERBS_H */

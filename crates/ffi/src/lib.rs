@@ -111,6 +111,7 @@ mod notify;
 mod sim;
 mod status;
 mod uevents;
+mod verbs;
 mod version;
 
 pub use config::{
@@ -129,4 +130,5 @@ pub use notify::{rw_cause, rw_happening, rw_log, rw_log_kind, rw_notification, r
 pub use sim::*;
 pub use status::{rw_last_error, rw_status, rw_status_name};
 pub use uevents::*;
+pub use verbs::rw_machine_answer_verbs;
 pub use version::*;

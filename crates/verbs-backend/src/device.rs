@@ -10,13 +10,14 @@ use std::path::Path;
 use std::ptr;
 
 use railwatch_core::{
-    AsyncEvent, Carrier, Gid, GidType, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, RailIdentity,
-    VerbsPort, is_netdev_name, is_pci_address,
+    AsyncEvent, Carrier, LinkAttrs, LinkLayer, PortAddress, PortCounters, PortState, RailIdentity, VerbsPort,
+    is_pci_address,
 };
 use rdma_sys::{ibv_context, ibv_device, ibv_device_attr};
 
 use crate::error::VerbsError;
 use crate::ffi;
+use crate::reads::PortReads;
 
 /// The array `ibv_get_device_list` returned, freed on drop.
 struct DeviceList {
@@ -208,10 +209,16 @@ impl VerbsDevice {
         if self.ctx.is_null() { Err(VerbsError::Closed { device: self.name.clone() }) } else { Ok(self.ctx) }
     }
 
-    fn query(&self, port: u8) -> Result<rdma_sys::ibv_port_attr, VerbsError> {
+    fn query(&self, port: u8) -> io::Result<rdma_sys::ibv_port_attr> {
+        self.reads()?.query(port)
+    }
+
+    /// Reads over the live context.
+    fn reads(&self) -> io::Result<PortReads<'_>> {
         let ctx = self.live()?;
-        // SAFETY: ctx is live (checked above) and owned by self.
-        unsafe { ffi::query_port(ctx, port) }.map_err(|e| self.fail("ibv_query_port", e))
+        // SAFETY: ctx is live (checked above) and owned by self, which the
+        // borrow keeps from closing it.
+        Ok(unsafe { PortReads::new(ctx, &self.name) })
     }
 }
 
@@ -243,16 +250,6 @@ fn set_nonblocking(fd: RawFd) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(rdma_core_active_speed_ex)]
-fn active_speed_ex(attr: &rdma_sys::ibv_port_attr) -> u32 {
-    attr.active_speed_ex
-}
-
-#[cfg(not(rdma_core_active_speed_ex))]
-fn active_speed_ex(_attr: &rdma_sys::ibv_port_attr) -> u32 {
-    0
 }
 
 impl VerbsPort for VerbsDevice {
@@ -287,60 +284,16 @@ impl VerbsPort for VerbsDevice {
     }
 
     fn port_state(&mut self, port: u8) -> io::Result<PortState> {
-        let attr = self.query(port)?;
-        Ok(PortState::from_code(attr.state))
+        self.reads()?.port_state(port)
     }
 
     fn link(&mut self, port: u8) -> io::Result<LinkAttrs> {
-        let attr = self.query(port)?;
-        let mut link = LinkAttrs {
-            active_speed: attr.active_speed,
-            active_width: attr.active_width,
-            active_speed_ex: active_speed_ex(&attr),
-            effective_100mbps: None,
-        };
-        // SAFETY: self.ctx is live: query() just succeeded on it.
-        match unsafe { ffi::query_port_speed(self.ctx, port) } {
-            None => {}
-            Some(Ok(speed)) => link.effective_100mbps = Some(speed),
-            Some(Err(e)) => log::debug!("{}: ibv_query_port_speed({port}) failed: {e}; using speed x width", self.name),
-        }
-        Ok(link)
+        self.reads()?.link(port)
     }
 
-    /// The port's link layer and LID (port query), its non-empty GID table
-    /// entries (`ibv_query_gid`, at most 256) and, from sysfs where the
-    /// kernel has it, each entry's type and the port's netdev.
+    /// See [`PortReads::address`].
     fn address(&mut self, port: u8) -> io::Result<PortAddress> {
-        let attr = self.query(port)?;
-        let ctx = self.live()?;
-        let mut address = PortAddress {
-            link_layer: Some(LinkLayer::from_code(attr.link_layer)),
-            lid: attr.lid,
-            gids: Vec::new(),
-            netdev: None,
-        };
-        let sysfs = format!("/sys/class/infiniband/{}/ports/{port}/gid_attrs", self.name);
-        for index in 0..attr.gid_tbl_len.clamp(0, 256) {
-            // SAFETY: ctx is live (checked above) and owned by self.
-            let raw = unsafe { ffi::query_gid(ctx, port, index) }.map_err(|e| self.fail("ibv_query_gid", e))?;
-            if raw == [0; 16] {
-                continue;
-            }
-            let kind = match std::fs::read_to_string(format!("{sysfs}/types/{index}")) {
-                Ok(t) if t.trim() == "RoCE v2" => GidType::RoceV2,
-                Ok(t) if t.trim() == "IB/RoCE v1" => GidType::IbRoceV1,
-                _ => GidType::Unknown,
-            };
-            if address.netdev.is_none() {
-                address.netdev = std::fs::read_to_string(format!("{sysfs}/ndevs/{index}"))
-                    .ok()
-                    .map(|n| n.trim().to_string())
-                    .filter(|n| is_netdev_name(n));
-            }
-            address.gids.push(Gid { index: index as u32, raw, kind });
-        }
-        Ok(address)
+        self.reads()?.address(port)
     }
 
     /// The carrier of the port's netdev from sysfs; `NotFound` for a port
@@ -349,11 +302,9 @@ impl VerbsPort for VerbsDevice {
         crate::netdev::read_carrier(Path::new("/sys"), &self.name, port)
     }
 
-    /// The port's flap counters from sysfs (`link_downed`, the netdev's
-    /// carrier counters); `NotFound` where the driver has none.
+    /// See [`PortReads::counters`].
     fn flap_counters(&mut self, port: u8) -> io::Result<PortCounters> {
-        self.live()?;
-        crate::counters::read_flap_counters(Path::new("/sys"), &self.name, port)
+        self.reads()?.counters(port)
     }
 
     /// The node GUID and PCI address read at the last open; the port's

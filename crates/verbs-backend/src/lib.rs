@@ -81,6 +81,7 @@ mod ffi;
 mod host;
 mod link_socket;
 mod netdev;
+mod reads;
 // Test support for this workspace's tests, not API: hidden from the docs.
 #[doc(hidden)]
 pub mod testing;
@@ -92,6 +93,7 @@ pub use error::{VerbsError, errno_of};
 pub use host::HostDevices;
 pub use link_socket::LinkSocket;
 pub use netdev::read_carrier;
+pub use reads::{PortReads, RawContext, context_device_name};
 pub use uevent::{UeventSocket, is_rdma_uevent};
 
 /// Whether this build reads `active_speed_ex` (the installed `verbs.h` is

@@ -16,13 +16,15 @@
 static int (*fake_set_devices)(int n);
 static int (*fake_push_event)(int dev, uint32_t code, uint64_t element);
 static int (*fake_set_port_state)(int dev, int port, uint32_t state);
+static long long (*fake_counter)(const char *name);
 
 static bool find_fake(void)
 {
 	*(void **)&fake_set_devices = dlsym(RTLD_DEFAULT, "fake_set_devices");
 	*(void **)&fake_push_event = dlsym(RTLD_DEFAULT, "fake_push_event");
 	*(void **)&fake_set_port_state = dlsym(RTLD_DEFAULT, "fake_set_port_state");
-	return fake_set_devices && fake_push_event && fake_set_port_state;
+	*(void **)&fake_counter = dlsym(RTLD_DEFAULT, "fake_counter");
+	return fake_set_devices && fake_push_event && fake_set_port_state && fake_counter;
 }
 
 /* An event as the kernel leaves it: the union's 8 bytes hold a pointer's
@@ -147,22 +149,46 @@ static void lid_change_moves_the_generation(void)
 	rw_machine_free(&m);
 }
 
-/* The machine's actions carried out over the fake context: port queries
- * and link reads through rw_verbs_answer_port; how many it answered. */
+/* The machine's actions carried out over the fake context: every port
+ * query through rw_verbs_answer; how many it answered. */
 static unsigned pump(rw_machine *m, struct ibv_context *ctx, uint64_t now)
 {
 	rw_action a;
 	unsigned answered = 0;
 
 	while (rw_machine_poll_action(m, &a) == RW_OK && a.kind != RW_ACTION_NONE) {
-		if (a.kind == RW_ACTION_QUERY_PORT || a.kind == RW_ACTION_READ_LINK) {
-			if (rw_verbs_answer_port(m, ctx, &a, now) == RW_OK)
+		switch (a.kind) {
+		case RW_ACTION_QUERY_PORT:
+		case RW_ACTION_READ_LINK:
+		case RW_ACTION_READ_ADDRESS:
+		case RW_ACTION_READ_COUNTERS:
+			if (rw_verbs_answer(m, ctx, &a, now) == RW_OK)
 				answered++;
-		} else if (a.kind == RW_ACTION_READ_ADDRESS) {
-			rw_machine_handle_address(m, a.device, a.port, EOPNOTSUPP, NULL, now);
+			else
+				check(false, "every_query_answered", "kind %u: %s", a.kind, rw_last_error());
+			break;
+		default:
+			break;
 		}
 	}
 	return answered;
+}
+
+/* A hook that must run before each ack: it counts the fake's acks. */
+struct hooked {
+	unsigned calls, acked_first;
+	uint32_t last_code;
+};
+
+static void before_ack(void *user, const struct ibv_async_event *ev)
+{
+	struct hooked *h = user;
+	long long acks = fake_counter("acks");
+
+	h->calls++;
+	h->last_code = (uint32_t)ev->event_type;
+	if (acks > h->acked_first + h->calls - 1)
+		h->acked_first = 1000; /* acknowledged before the hook ran */
 }
 
 static uint64_t word_of(rw_machine *m, uint32_t port)
@@ -228,12 +254,47 @@ static void over_the_fake(void)
 	check(rw_word_admits(word_of(m, 1)), "port_1_admitted_again", "word %#llx",
 	      (unsigned long long)word_of(m, 1));
 
+	/* Every kind of query, answered from the fake: the link's rate and
+	 * the flap counters (none on this host: the machine stops asking). */
+	{
+		uint32_t kinds[] = { RW_ACTION_QUERY_PORT, RW_ACTION_READ_LINK, RW_ACTION_READ_ADDRESS,
+				     RW_ACTION_READ_COUNTERS };
+		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+			memset(&a, 0, sizeof(a));
+			a.kind = kinds[i];
+			a.port = 1;
+			CHECK_OK("answer_each_query_kind", rw_verbs_answer(m, ctx, &a, 4100));
+			pump(m, ctx, 4100);
+		}
+		check(rw_word_admits(word_of(m, 1)), "answers_keep_port_1_active", "word %#llx",
+		      (unsigned long long)word_of(m, 1));
+	}
+
+	/* The hook runs on each event before its ack; the machine sees it. */
+	{
+		struct hooked h;
+		rw_verbs_reader reader = { ctx, before_ack, &h };
+
+		memset(&h, 0, sizeof(h));
+		h.acked_first = (unsigned)fake_counter("acks");
+		fake_push_event(0, IBV_EVENT_COMM_EST, 0x2000);
+		fake_push_event(0, IBV_EVENT_QP_FATAL, 0x3000);
+		CHECK_OK("drain_with_a_hook", rw_machine_drain(m, 0, rw_verbs_read_event, &reader, 0, 4200, &r));
+		CHECK_EQ("hook_saw_both", h.calls, 2);
+		CHECK_EQ("hook_saw_qp_fatal_last", h.last_code, IBV_EVENT_QP_FATAL);
+		check(h.acked_first != 1000, "hook_ran_before_each_ack", "an event was acknowledged first");
+		CHECK_EQ("machine_saw_both", r.events, 2);
+		pump(m, ctx, 4200);
+	}
+
 	memset(&a, 0, sizeof(a));
 	a.kind = RW_ACTION_CLOSE;
-	CHECK_STATUS("answer_port_refuses_other_actions", rw_verbs_answer_port(m, ctx, &a, 4000), RW_ERR_INVALID);
+	CHECK_STATUS("answer_refuses_other_actions", rw_verbs_answer(m, ctx, &a, 4300), RW_ERR_INVALID);
 	a.kind = RW_ACTION_QUERY_PORT;
 	a.port = 300;
-	CHECK_STATUS("answer_port_refuses_port_300", rw_verbs_answer_port(m, ctx, &a, 4000), RW_ERR_RANGE);
+	CHECK_STATUS("answer_refuses_port_300", rw_verbs_answer(m, ctx, &a, 4300), RW_ERR_RANGE);
+	a.port = 1;
+	CHECK_STATUS("answer_refuses_a_null_context", rw_machine_answer_verbs(m, &a, NULL, 4300), RW_ERR_NULL);
 	ibv_close_device(ctx);
 out:
 	if (list)

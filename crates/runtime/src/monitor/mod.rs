@@ -118,7 +118,10 @@ pub struct Monitor<P, S, C> {
     probes_out: Vec<RailId>,
 }
 
-fn errno_of(e: &io::Error) -> Errno {
+/// The errno a failed read gives the machine: the OS's, found through a
+/// backend's error; `EOPNOTSUPP` for a backend that cannot read it at
+/// all; else unknown.
+pub fn errno_of(e: &io::Error) -> Errno {
     match os_errno(e) {
         Some(errno) => Errno(errno),
         // A backend that cannot read addresses says so without an errno.
