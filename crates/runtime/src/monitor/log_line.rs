@@ -114,6 +114,12 @@ macro_rules! say {
     };
 }
 
+/// Whether the engine owns the devices (`device_owner = "engine"`): none
+/// is opened or closed by railwatch, so the words say "in use".
+fn engine_owns(m: &Machine) -> bool {
+    m.config().device_owner == railwatch_core::DeviceOwner::Engine
+}
+
 /// The line the machine asked for, with its level: the wording the
 /// monitor logs and the C API hands an engine with each log request.
 pub fn log_text(m: &Machine, line: &Log) -> (Level, String) {
@@ -160,6 +166,9 @@ pub fn log_text(m: &Machine, line: &Log) -> (Level, String) {
         Log::LinkUnreadable { rail: id, errno } => {
             say!(Warn, "{}: reading the link rate failed ({errno}); keeping the cached rate", rail(m, id))
         }
+        Log::DeviceGone { device: d, reason, retry_at } if engine_owns(m) => {
+            say!(Error, "{}: out of use ({reason}); the engine re-validates it at {retry_at}", device(m, d))
+        }
         Log::DeviceGone { device: d, reason, retry_at } => {
             say!(Error, "{}: closed ({reason}); re-opening at {retry_at}", device(m, d))
         }
@@ -195,6 +204,7 @@ pub fn log_text(m: &Machine, line: &Log) -> (Level, String) {
         Log::OpenFailed { device: d, errno, retry_at } => {
             say!(Warn, "{}: appeared but cannot be opened ({errno}); trying again at {retry_at}", device(m, d))
         }
+        Log::Attached { device: d } if engine_owns(m) => say!(Info, "{}: in use; rails attached", device(m, d)),
         Log::Attached { device: d } => say!(Info, "{}: opened; rails attached", device(m, d)),
         Log::CounterStuck { rail: id, counter, value, blind } => say!(
             Warn,

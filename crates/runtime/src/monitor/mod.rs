@@ -120,12 +120,14 @@ pub struct Monitor<P, S, C> {
 
 /// The errno a failed read gives the machine: the OS's, found through a
 /// backend's error; `EOPNOTSUPP` for a backend that cannot read it at
-/// all; else unknown.
+/// all, `ENOENT` for one with nothing there to read; else unknown.
 pub fn errno_of(e: &io::Error) -> Errno {
     match os_errno(e) {
         Some(errno) => Errno(errno),
         // A backend that cannot read addresses says so without an errno.
         None if e.kind() == io::ErrorKind::Unsupported => Errno::EOPNOTSUPP,
+        // Nothing there to read (a driver with no flap counters in sysfs).
+        None if e.kind() == io::ErrorKind::NotFound => Errno(libc::ENOENT),
         None => Errno::UNKNOWN,
     }
 }
