@@ -88,14 +88,16 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let root = root();
     let (lib_dir, fake_dir) = build(false)?;
     let (release_dir, _) = build(true)?;
-    exports_are_the_header(&lib_dir, &root.join("crates/ffi/include/railwatch.h"))?;
+    let include = root.join("crates/ffi/include");
+    let headers = ["railwatch.h", "railwatch_sim.h"]
+        .iter()
+        .map(|h| std::fs::read_to_string(include.join(h)).map_err(|e| format!("{h}: {e}")))
+        .collect::<Result<String, String>>()?;
+    exports_are_the_header(&lib_dir, &headers)?;
     let sources = sources(&root)?;
     let out = crate::run::target_dir().join("ffi-tests");
-    let include = root.join("crates/ffi/include");
     let memcheck = if opts.valgrind { Some(valgrind::find()?) } else { None };
-    let header = include.join("railwatch.h");
-    let deprecations =
-        compat::messages(&std::fs::read_to_string(&header).map_err(|e| format!("{}: {e}", header.display()))?);
+    let deprecations = compat::messages(&headers);
 
     // Every program under both links, and (railwatch.hpp builds as C++17
     // too) every C++ program again with the same warnings, run once (linked
@@ -289,9 +291,10 @@ fn build(release: bool) -> Result<(PathBuf, PathBuf), String> {
 }
 
 /// Every `rw_` function `librailwatch.so` exports is declared in the
-/// header: nothing else ships (the benchmark's `rw_bench_*` are only in a
-/// library built with the `bench-exports` feature).
-fn exports_are_the_header(lib_dir: &Path, header: &Path) -> Result<(), String> {
+/// generated headers (`text`, railwatch.h and railwatch_sim.h): nothing
+/// else ships (the benchmark's `rw_bench_*` are only in a library built
+/// with the `bench-exports` feature).
+fn exports_are_the_header(lib_dir: &Path, text: &str) -> Result<(), String> {
     let so = lib_dir.join("librailwatch.so");
     let out = Command::new("nm")
         .args(["-D", "--defined-only"])
@@ -301,17 +304,19 @@ fn exports_are_the_header(lib_dir: &Path, header: &Path) -> Result<(), String> {
     if !out.status.success() {
         return Err(format!("ffi: nm -D {} failed ({})", so.display(), out.status));
     }
-    let text = std::fs::read_to_string(header).map_err(|e| format!("{}: {e}", header.display()))?;
     let exported = exported_functions(&String::from_utf8_lossy(&out.stdout));
-    let undeclared: Vec<&str> = exported.iter().map(String::as_str).filter(|f| !declares(&text, f)).collect();
+    let undeclared: Vec<&str> = exported.iter().map(String::as_str).filter(|f| !declares(text, f)).collect();
     if !undeclared.is_empty() {
         return Err(format!(
-            "ffi: {} exports what railwatch.h does not declare: {}",
+            "ffi: {} exports what railwatch.h and railwatch_sim.h do not declare: {}",
             so.display(),
             undeclared.join(", ")
         ));
     }
-    eprintln!("==> ffi: the library exports {} rw_ functions, each declared in railwatch.h", exported.len());
+    eprintln!(
+        "==> ffi: the library exports {} rw_ functions, each declared in railwatch.h or railwatch_sim.h",
+        exported.len()
+    );
     Ok(())
 }
 

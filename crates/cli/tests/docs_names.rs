@@ -344,11 +344,15 @@ fn scenarios_md_lists_every_probe_outcome() {
 
 // ---- the C API ------------------------------------------------------------------
 
+/// The C API's two generated headers, railwatch.h and railwatch_sim.h
+/// (the simulator), as one text.
 fn header() -> String {
-    std::fs::read_to_string(root().join("crates/ffi/include/railwatch.h")).expect("railwatch.h")
+    ["railwatch.h", "railwatch_sim.h"]
+        .map(|f| std::fs::read_to_string(root().join("crates/ffi/include").join(f)).expect(f))
+        .concat()
 }
 
-/// The functions `railwatch.h` declares.
+/// The functions the headers declare.
 fn c_functions(h: &str) -> BTreeSet<String> {
     let declared = h.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_lowercase()) && l.contains('('));
     set(declared.filter_map(|l| {
@@ -411,7 +415,7 @@ fn the_c_names_of_reasons_and_paths_are_the_codes() {
 /// build's exports); a name ending in `_` is a prefix of one.
 #[test]
 fn every_c_name_in_the_docs_exists() {
-    let headers = ["railwatch.h", "railwatch_verbs.h", "railwatch.hpp"]
+    let headers = ["railwatch.h", "railwatch_sim.h", "railwatch_verbs.h", "railwatch.hpp"]
         .map(|f| std::fs::read_to_string(root().join("crates/ffi/include").join(f)).expect(f));
     let bench = std::fs::read_to_string(root().join("crates/ffi/src/bench.rs")).expect("bench.rs");
     let known: BTreeSet<String> = headers.iter().chain([&bench]).flat_map(|t| doc_tables::c_names(t)).collect();

@@ -70,6 +70,7 @@
 #define RAILWATCH_HPP
 
 #include "railwatch.h"
+#include "railwatch_sim.h"
 
 #include <array>
 #include <atomic>
