@@ -110,7 +110,11 @@ void rw_sim_free(struct rw_sim **sim);
 // Adds a device called `name` with ports 1..=`nports`, each ACTIVE at
 // NDR 4x (400 Gb/s); its index (0, 1, ... in the order added) into
 // `*device`. Add every device before starting a monitor over the host:
-// one added later is not seen by it.
+// one added later is not seen by it. A name a device cannot have (empty,
+// over 63 bytes, with a `/`, whitespace or a control character, as the
+// kernel's device list refuses) or one already taken is `RW_ERR_INVALID`;
+// `nports` outside 1..=255 too; more than `RW_MAX_DEVICES` devices is
+// `RW_ERR_RANGE`.
 rw_status rw_sim_add_device(const struct rw_sim *sim,
                             const char *name,
                             uint32_t nports,
