@@ -54,27 +54,47 @@ struct Logger {
 }
 
 impl Held {
-    /// The next action, with the words of a log request kept for C; log
-    /// requests go to the logger instead when there is one.
-    fn next_action(&mut self) -> (Option<Action>, Option<(u32, *const c_char)>) {
+    /// Writes the next action into `*out` and takes it off the queue (log
+    /// requests go to the logger instead when there is one); false when
+    /// there is none. The action is read where the machine queued it, not
+    /// copied out first (a fresh copy costs a store-forwarding stall per
+    /// action, most of what the C API added to an event's cost).
+    ///
+    /// # Safety
+    /// `out` is valid for writes of an `rw_action`.
+    unsafe fn write_next(&mut self, out: *mut rw_action) -> bool {
         loop {
-            let a = self.machine.poll_action();
-            let Some(Action::Log(l)) = &a else { return (a, None) };
-            let (level, text) = railwatch_runtime::log_text(&self.machine, l);
-            let level = crate::log_sink::level_code(level);
-            // A NUL inside (a device name cannot hold one) is cut.
-            let text = CString::new(text.replace('\0', "")).unwrap_or_default();
-            if let Some(logger) = &self.logger {
-                if level <= logger.max_level {
-                    (logger.callback)(logger.user, level, c"railwatch".as_ptr(), text.as_ptr());
+            let Some(a) = self.machine.peek_action() else { return false };
+            let words = match (a, &self.logger) {
+                (Action::Log(l), Some(logger)) => {
+                    let (level, text) = words(&self.machine, l);
+                    if level <= logger.max_level {
+                        (logger.callback)(logger.user, level, c"railwatch".as_ptr(), text.as_ptr());
+                    }
+                    self.machine.poll_action();
+                    continue;
                 }
-                continue;
-            }
-            let words = Some((level, text.as_ptr()));
-            self.log_texts.push(text);
-            return (a, words);
+                (Action::Log(l), None) => {
+                    let (level, text) = words(&self.machine, l);
+                    let ptr = text.as_ptr();
+                    self.log_texts.push(text);
+                    Some((level, ptr))
+                }
+                _ => None,
+            };
+            // SAFETY: the caller's promise.
+            unsafe { write_action(a, words, out) };
+            self.machine.poll_action();
+            return true;
         }
     }
+}
+
+/// A log request's level and words, as railwatch's monitor logs it (a
+/// NUL inside, which a device name cannot hold, is cut).
+fn words(m: &Machine, l: &railwatch_core::Log) -> (u32, CString) {
+    let (level, text) = railwatch_runtime::log_text(m, l);
+    (crate::log_sink::level_code(level), CString::new(text.replace('\0', "")).unwrap_or_default())
 }
 
 /// What the machine asks of the engine (`rw_action.kind`). Answer each
@@ -203,29 +223,24 @@ fn action_fields(a: &Action) -> (rw_action_kind, u32, u32) {
 /// `out` is valid for writes of an `rw_action`. Fields are written one by
 /// one through raw pointers, never read, so whatever C left in the rest
 /// (an uninitialised `bool` included) is never looked at.
-unsafe fn write_action(a: Option<Action>, words: Option<(u32, *const c_char)>, out: *mut rw_action) {
-    let Some(a) = a else {
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { write_header(out, rw_action_kind::RW_ACTION_NONE, 0, 0) };
-        return;
-    };
-    let (kind, mut device, mut port) = action_fields(&a);
+unsafe fn write_action(a: &Action, words: Option<(u32, *const c_char)>, out: *mut rw_action) {
+    let (kind, mut device, mut port) = action_fields(a);
     // SAFETY: `out` is writable (the caller's promise); each write is of
     // one plain field of the payload (raw pointers to a union's fields).
     unsafe {
         match a {
-            Action::SetAvailable { available, .. } => (&raw mut (*out).payload.available).write(available),
+            Action::SetAvailable { available, .. } => (&raw mut (*out).payload.available).write(*available),
             Action::Reseed { rate, .. } => {
-                (&raw mut (*out).payload.rate_mbps).write(crate::notify::mbps(Some(rate)));
+                (&raw mut (*out).payload.rate_mbps).write(crate::notify::mbps(Some(*rate)));
             }
             Action::Notify(n) => {
                 let at = &raw mut (*out).payload.notification;
-                crate::notify::write_notification(&n, at);
+                crate::notify::write_notification(n, at);
                 (device, port) = ((*at).device, (*at).port);
             }
             Action::Log(l) => {
                 let (level, text) = words.unwrap_or((0, c"".as_ptr()));
-                let log = rw_log { level, text, ..log(&l) };
+                let log = rw_log { level, text, ..log(l) };
                 (device, port) = (log.device, log.port);
                 (&raw mut (*out).payload.log).write(log);
             }
@@ -823,9 +838,11 @@ pub extern "C" fn rw_machine_poll_action(machine: *mut rw_machine, action_out: *
             return Err(crate::status::null("action"));
         }
         m.log_texts.clear();
-        let (a, words) = m.next_action();
         // SAFETY: non-null, and writable by the API's contract.
-        unsafe { write_action(a, words, action_out) };
+        if !unsafe { m.write_next(action_out) } {
+            // SAFETY: as above.
+            unsafe { write_header(action_out, rw_action_kind::RW_ACTION_NONE, 0, 0) };
+        }
         Ok(())
     })
 }
@@ -868,10 +885,11 @@ pub extern "C" fn rw_machine_poll_actions(
         let mut n = 0;
         m.log_texts.clear();
         while n < capacity {
-            let (Some(a), words) = m.next_action() else { break };
             // SAFETY: `n < capacity` elements of `actions` are writable, by
             // the API's contract.
-            unsafe { write_action(Some(a), words, actions.add(n)) };
+            if !unsafe { m.write_next(actions.add(n)) } {
+                break;
+            }
             n += 1;
         }
         // SAFETY: checked non-null; the caller passes a writable count.

@@ -707,6 +707,13 @@ impl Machine {
         self.actions.pop_front()
     }
 
+    /// The action [`poll_action`](Self::poll_action) would give next, left
+    /// in the queue: a driver that copies it out (the C API) reads it where
+    /// it has been for a while rather than from a fresh copy.
+    pub fn peek_action(&self) -> Option<&Action> {
+        self.actions.front()
+    }
+
     /// Whether actions are waiting.
     pub fn has_actions(&self) -> bool {
         !self.actions.is_empty()
