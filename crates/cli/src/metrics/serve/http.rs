@@ -75,6 +75,8 @@ pub struct Request {
     pub method: String,
     /// The path, without query (from an origin- or absolute-form target).
     pub path: String,
+    /// The query, after `?` (`watch=1`), if any.
+    pub query: Option<String>,
     /// Every `Accept` header's value, joined by `, ` (at most 4 KiB).
     pub accept: Option<String>,
 }
@@ -93,10 +95,63 @@ pub struct Response {
 /// How a request is answered.
 type Answer = dyn Fn(&Request) -> Response + Send + Sync;
 
+/// What a server listens on, bound.
+#[derive(Debug)]
+pub enum Listener {
+    /// A TCP address (`--metrics-listen`).
+    Tcp(std::net::TcpListener),
+    /// A Unix socket (`--state-socket`).
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl Listener {
+    /// Non-blocking, for tokio; the TCP address, if it is one.
+    fn prepare(&self) -> io::Result<Option<SocketAddr>> {
+        match self {
+            Listener::Tcp(l) => {
+                l.set_nonblocking(true)?;
+                Ok(Some(l.local_addr()?))
+            }
+            Listener::Unix(l) => {
+                l.set_nonblocking(true)?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The listener on tokio's reactor.
+enum Listening {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+/// One accepted connection.
+enum Accepted {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Listening {
+    fn of(listener: Listener) -> io::Result<Listening> {
+        Ok(match listener {
+            Listener::Tcp(l) => Listening::Tcp(tokio::net::TcpListener::from_std(l)?),
+            Listener::Unix(l) => Listening::Unix(tokio::net::UnixListener::from_std(l)?),
+        })
+    }
+
+    async fn accept(&self) -> io::Result<Accepted> {
+        match self {
+            Listening::Tcp(l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
+            Listening::Unix(l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        }
+    }
+}
+
 /// A running server; dropping it stops it: the listener and every
 /// connection are closed, and its thread joined.
 pub struct Server {
-    local: SocketAddr,
+    local: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
     connections: Arc<Connections>,
@@ -118,9 +173,17 @@ impl Server {
         limits: Limits,
         answer: impl Fn(&Request) -> Response + Send + Sync + 'static,
     ) -> io::Result<Server> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let local = listener.local_addr()?;
+        Server::serve(Listener::Tcp(std::net::TcpListener::bind(addr)?), limits, answer)
+    }
+
+    /// Answers on `listener`, bound by the caller (a Unix socket is made
+    /// with the mode and owner its caller wants), within `limits`.
+    pub fn serve(
+        listener: Listener,
+        limits: Limits,
+        answer: impl Fn(&Request) -> Response + Send + Sync + 'static,
+    ) -> io::Result<Server> {
+        let local = listener.prepare()?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
         let (stop, stopped) = oneshot::channel();
         let connections = Connections::new(limits.max_connections);
@@ -133,8 +196,9 @@ impl Server {
         Ok(Server { local, stop: Some(stop), thread: Some(thread), connections })
     }
 
-    /// The address it listens on (the port filled in).
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The TCP address it listens on (the port filled in); `None` on a
+    /// Unix socket.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local
     }
 
@@ -163,15 +227,15 @@ impl Drop for Server {
 
 /// Accepts until told to stop, each connection on a task of its own.
 async fn accept_loop(
-    listener: std::net::TcpListener,
+    listener: Listener,
     limits: Limits,
     connections: Arc<Connections>,
     answer: Arc<Answer>,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
+    let listener = match Listening::of(listener) {
         Ok(l) => l,
-        Err(e) => return log::error!("metrics: cannot serve the listener ({e})"),
+        Err(e) => return log::error!("http: cannot serve the listener ({e})"),
     };
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -189,15 +253,19 @@ async fn accept_loop(
             } => accepted,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 let ticket = connections.admit();
                 let id = ticket.id();
-                let task = tokio::spawn(serve(stream, http.clone(), limits, Arc::clone(&answer), ticket));
+                let (http, answer) = (http.clone(), Arc::clone(&answer));
+                let task = match stream {
+                    Accepted::Tcp(s) => tokio::spawn(serve(s, http, limits, answer, ticket)),
+                    Accepted::Unix(s) => tokio::spawn(serve(s, http, limits, answer, ticket)),
+                };
                 connections.set_abort(id, task.abort_handle());
             }
             Err(e) => {
                 if logged.is_none_or(|t| t.elapsed() >= ACCEPT_LOG_EVERY) {
-                    log::error!("metrics: accepting a connection failed ({e}); retrying");
+                    log::error!("http: accepting a connection failed ({e}); retrying");
                     logged = Some(Instant::now());
                 }
                 tokio::time::sleep(ACCEPT_RETRY).await;
@@ -208,8 +276,8 @@ async fn accept_loop(
 
 /// One connection: hyper serves it until it ends, or until no byte has
 /// moved for the idle timeout.
-async fn serve(
-    stream: tokio::net::TcpStream,
+async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     http: http1::Builder,
     limits: Limits,
     answer: Arc<Answer>,
@@ -262,6 +330,7 @@ fn respond(answer: &Answer, request: &hyper::Request<Incoming>) -> hyper::Respon
     let ours = Request {
         method: request.method().as_str().to_owned(),
         path: request.uri().path().to_owned(),
+        query: request.uri().query().map(str::to_owned),
         accept: (!accept.is_empty() || request.headers().contains_key(ACCEPT)).then_some(accept),
     };
     let answered = answer(&ours);
@@ -291,6 +360,11 @@ mod tests {
 
     use super::*;
 
+    /// The server's TCP address.
+    fn tcp(server: &Server) -> SocketAddr {
+        server.local_addr().expect("a TCP server")
+    }
+
     fn echo_server(limits: Limits) -> Server {
         Server::start_with("127.0.0.1:0".parse().unwrap(), limits, |r: &Request| Response {
             status: 200,
@@ -315,22 +389,41 @@ mod tests {
     fn a_request_is_answered() {
         let server = echo_server(Limits::default());
         let out = exchange(
-            server.local_addr(),
+            tcp(&server),
             b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept: text/plain\r\nConnection: close\r\n\r\n",
         );
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
         assert!(out.ends_with("GET /metrics Some(\"text/plain\")"), "{out}");
-        let head = exchange(server.local_addr(), b"HEAD /metrics HTTP/1.0\r\n\r\n");
+        let head = exchange(tcp(&server), b"HEAD /metrics HTTP/1.0\r\n\r\n");
         assert!(head.starts_with("HTTP/1.0 200 OK\r\n") && head.ends_with("\r\n\r\n"), "{head}");
-        let bad = exchange(server.local_addr(), b"garbage\r\n\r\n");
+        let bad = exchange(tcp(&server), b"garbage\r\n\r\n");
         assert_eq!(bad.lines().next(), Some("HTTP/1.1 400 Bad Request"), "{bad}");
     }
 
     /// RFC 9112 §3.2.2: a server must accept the absolute form.
     #[test]
+    fn a_unix_socket_is_served_as_tcp_is_with_the_query() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = Server::serve(Listener::Unix(listener), Limits::default(), |r: &Request| Response {
+            status: 200,
+            headers: vec![],
+            body: format!("{} {} {:?}", r.method, r.path, r.query),
+        })
+        .unwrap();
+        assert_eq!(server.local_addr(), None);
+        let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        s.write_all(b"GET /v1/state?watch=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK") && out.ends_with("GET /v1/state Some(\"watch=1\")"), "{out}");
+    }
+
+    #[test]
     fn an_absolute_form_target_is_its_path() {
         let server = echo_server(Limits::default());
-        let addr = server.local_addr();
+        let addr = tcp(&server);
         let request = format!("GET http://{addr}/metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
         let out = exchange(addr, request.as_bytes());
         assert!(out.starts_with("HTTP/1.1 200 OK") && out.ends_with("GET /metrics None"), "{out}");
@@ -341,7 +434,7 @@ mod tests {
     fn every_accept_header_is_read() {
         let server = echo_server(Limits::default());
         let out = exchange(
-            server.local_addr(),
+            tcp(&server),
             b"GET /metrics HTTP/1.1\r\nAccept: text/plain;q=0.1\r\nAccept: application/openmetrics-text\r\nConnection: close\r\n\r\n",
         );
         assert!(out.ends_with("Some(\"text/plain;q=0.1, application/openmetrics-text\")"), "{out}");
@@ -352,7 +445,7 @@ mod tests {
     #[test]
     fn a_huge_head_is_refused_at_its_bound() {
         let server = echo_server(Limits::default());
-        let mut s = TcpStream::connect(server.local_addr()).unwrap();
+        let mut s = TcpStream::connect(tcp(&server)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut head = b"GET /metrics HTTP/1.1\r\n".to_vec();
@@ -365,7 +458,7 @@ mod tests {
         let _ = s.read_to_end(&mut out);
         let out = String::from_utf8_lossy(&out);
         assert!(out.is_empty() || out.starts_with("HTTP/1.1 431 "), "{out:?}");
-        let ok = exchange(server.local_addr(), b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+        let ok = exchange(tcp(&server), b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
     }
 
@@ -375,9 +468,9 @@ mod tests {
     fn idle_clients_never_keep_a_scrape_out() {
         let limits = Limits { max_connections: 8, ..Limits::default() };
         let server = echo_server(limits);
-        let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(server.local_addr()).unwrap()).collect();
+        let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(tcp(&server)).unwrap()).collect();
         for _ in 0..5 {
-            let ok = exchange(server.local_addr(), b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+            let ok = exchange(tcp(&server), b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
             assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok:?}");
         }
         assert!(server.open_connections() <= 8, "{}", server.open_connections());
@@ -399,10 +492,10 @@ mod tests {
             plain(200, "x")
         })
         .unwrap();
-        let mut holder = TcpStream::connect(server.local_addr()).unwrap();
+        let mut holder = TcpStream::connect(tcp(&server)).unwrap();
         holder.write_all(b"GET /hold HTTP/1.1\r\n\r\n").unwrap();
         thread::sleep(Duration::from_millis(50));
-        let flood: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(server.local_addr()).unwrap()).collect();
+        let flood: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(tcp(&server)).unwrap()).collect();
         let started = Instant::now();
         while server.peak_connections() < 9 && started.elapsed() < Duration::from_secs(2) {
             thread::sleep(Duration::from_millis(10));
@@ -411,7 +504,7 @@ mod tests {
         let peak = server.peak_connections();
         assert!(peak <= 8 + 1, "{peak} sockets held at once, against a bound of 8");
         drop((flood, holder));
-        let ok = exchange(server.local_addr(), b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+        let ok = exchange(tcp(&server), b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
     }
 
@@ -430,9 +523,9 @@ mod tests {
             body: "x".repeat(32 << 20),
         })
         .unwrap();
-        let mut slow = TcpStream::connect(server.local_addr()).unwrap();
+        let mut slow = TcpStream::connect(tcp(&server)).unwrap();
         slow.write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: a").unwrap();
-        let mut stalled = TcpStream::connect(server.local_addr()).unwrap();
+        let mut stalled = TcpStream::connect(tcp(&server)).unwrap();
         stalled.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
         let started = Instant::now();
         while server.open_connections() > 0 {
@@ -448,7 +541,7 @@ mod tests {
     #[test]
     fn dropping_the_server_stops_it() {
         let server = echo_server(Limits::default());
-        let addr = server.local_addr();
+        let addr = tcp(&server);
         let held = TcpStream::connect(addr).unwrap();
         drop(server);
         assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
