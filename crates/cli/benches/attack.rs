@@ -58,7 +58,7 @@ type Attack = fn(SocketAddr, Arc<AtomicBool>) -> Vec<JoinHandle<()>>;
 fn main() {
     let (_monitor, metrics) = fed_metrics();
     let addr: SocketAddr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let _server = Server::start(addr, metrics.exporter()).expect("the metrics server");
+    let _server = Server::start(addr, metrics.exporter(), None).expect("the metrics server");
     // Warm-up: the first encodings allocate.
     for _ in 0..20 {
         let _ = scrape(addr);

@@ -35,7 +35,7 @@ fn main() {
     let mut metrics = Metrics::new("bench");
 
     let addr: SocketAddr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let _server = Server::start(addr, metrics.exporter()).expect("the metrics server");
+    let _server = Server::start(addr, metrics.exporter(), None).expect("the metrics server");
     let scraping = Arc::new(AtomicBool::new(false));
     let scrapes = Arc::new(AtomicU64::new(0));
     {

@@ -86,6 +86,8 @@ pub struct Settings {
     pub devices: DeviceFilter,
     /// Where metrics are served and written.
     pub metrics: Metrics,
+    /// The state socket (`--state-socket`), if asked for.
+    pub state_socket: Option<railwatch_cli::state::SocketSettings>,
     /// The config file as named on the command line, if one was given.
     pub file: Option<String>,
     /// Every key not at its default, with where it was set.
@@ -158,6 +160,7 @@ impl Settings {
             config,
             devices: DeviceFilter::default(),
             metrics: Metrics::default(),
+            state_socket: None,
             file: None,
             origins: BTreeMap::new(),
         }
@@ -280,6 +283,24 @@ impl Settings {
             self.metrics.textfile = Some(path.clone());
             set(&mut self.origins, "metrics.textfile", "--textfile");
         }
+        self.apply_state_flags(args)
+    }
+
+    /// `--state-socket` and its mode and group.
+    fn apply_state_flags(&mut self, args: &WatchArgs) -> Res<()> {
+        use railwatch_cli::state::{DEFAULT_SOCKET_MODE, SocketSettings, check_socket_path};
+        let Some(path) = &args.state_socket else {
+            if args.state_socket_mode.is_some() || args.state_socket_group.is_some() {
+                return Err(SettingsError::of_flag("--state-socket-mode", None, "needs --state-socket"));
+            }
+            return Ok(());
+        };
+        check_socket_path(path).map_err(|e| SettingsError::of_flag("--state-socket", None, e))?;
+        self.state_socket = Some(SocketSettings {
+            path: path.clone(),
+            mode: args.state_socket_mode.unwrap_or(DEFAULT_SOCKET_MODE),
+            group: args.state_socket_group.clone(),
+        });
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //! can measure them as `watch` uses them: the Prometheus metrics of
 //! `railwatch watch` (docs/METRICS.md), its recorder (`record`,
 //! docs/RECORDING.md), and the rule for the files it writes (`outfile`:
-//! regular files only).
+//! regular files only), and its local state API (`state`, docs/STATE-API.md).
 //!
 //! ```
 //! let metrics = railwatch_cli::metrics::Metrics::new("0.0.0");
@@ -14,3 +14,4 @@ pub mod lineout;
 pub mod metrics;
 pub mod outfile;
 pub mod record;
+pub mod state;

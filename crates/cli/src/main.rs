@@ -178,8 +178,28 @@ struct WatchArgs {
     /// collector, at most once a second and at exit (default: none).
     #[arg(long, value_name = "PATH")]
     textfile: Option<std::path::PathBuf>,
+    /// Serve the rails' state read-only at GET /v1/state on this Unix
+    /// socket (docs/STATE-API.md; the systemd unit uses
+    /// /run/railwatch/state.sock). Also served on --metrics-listen.
+    #[arg(long, value_name = "PATH")]
+    state_socket: Option<std::path::PathBuf>,
+    /// The state socket's mode, in octal (default 0660: owner and group).
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    state_socket_mode: Option<u32>,
+    /// The state socket's group, a name or a number (default: the
+    /// agent's own).
+    #[arg(long, value_name = "GROUP")]
+    state_socket_group: Option<String>,
     #[command(flatten)]
     rec: RecordArgs,
+}
+
+/// A file mode in octal (`0660`, `660`), at most 0777.
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text, 8)
+        .ok()
+        .filter(|&m| m <= 0o777)
+        .ok_or_else(|| format!("{text:?} is not a file mode in octal (0000 to 0777)"))
 }
 
 /// `--record FILE` and `--record-anonymize`, alike for `simulate` and

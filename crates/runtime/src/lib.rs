@@ -70,8 +70,8 @@ pub use hotplug::{DeviceSource, Rescan};
 pub use monitor::{Monitor, NewMonitorError, errno_of, log_text};
 pub use observe::{Observed, Observer};
 pub use selector::BandwidthSelector;
-pub use snapshot::json;
 pub use snapshot::{DeviceSnapshot, HostCondition, HostSnapshot, RailSnapshot, Snapshot};
+pub use snapshot::{json, state};
 pub use spawn::MonitorHandle;
 
 // The engine-facing types of core, so an engine needs one `use`.

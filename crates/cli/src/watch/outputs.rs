@@ -6,6 +6,7 @@
 use std::io;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use railwatch_core::{Happening, Millis, PortAddress, RailId};
 use railwatch_runtime::lines::Names;
@@ -17,6 +18,7 @@ use crate::config::Settings;
 use crate::metrics::{Metrics, Server, Textfile, TextfileWriter};
 use crate::sdnotify::{Notifier, rails_status};
 use railwatch_cli::record::{self, Recording};
+use railwatch_cli::state::{Published, StateSocket};
 
 /// The metrics and where they go.
 pub struct MetricsOut {
@@ -33,13 +35,14 @@ impl MetricsOut {
     /// The metrics, when the settings ask for them: the endpoint bound and
     /// the text file checked writable. A failure is bad input (exit 2),
     /// said before any device is opened.
-    pub fn start(settings: &Settings) -> Result<Option<MetricsOut>, ExitCode> {
+    pub fn start(settings: &Settings, state: Option<&StateOut>) -> Result<Option<MetricsOut>, ExitCode> {
         let wanted = &settings.metrics;
         if wanted.listen.is_none() && wanted.textfile.is_none() {
             return Ok(None);
         }
         let registry = Metrics::new(env!("CARGO_PKG_VERSION"));
-        let server = match wanted.listen.map(|addr| Server::start(addr, registry.exporter())).transpose() {
+        let state = state.map(|s| Arc::clone(&s.published));
+        let server = match wanted.listen.map(|addr| Server::start(addr, registry.exporter(), state)).transpose() {
             Ok(server) => server,
             Err(e) => {
                 eprintln!("railwatch: {e}");
@@ -88,12 +91,42 @@ impl MetricsOut {
     }
 }
 
+/// The state API (docs/STATE-API.md): the published snapshot, served on
+/// the state socket and on the metrics listener.
+pub struct StateOut {
+    /// What readers are answered from.
+    pub published: Arc<Published>,
+    _socket: Option<StateSocket>,
+}
+
+impl StateOut {
+    /// The state API, when the settings serve it somewhere: the socket
+    /// bound now. A socket that cannot be made is bad input (exit 2), said
+    /// before any device is opened.
+    pub fn start(settings: &Settings) -> Result<Option<StateOut>, ExitCode> {
+        if settings.state_socket.is_none() && settings.metrics.listen.is_none() {
+            return Ok(None);
+        }
+        let published = Arc::new(Published::default());
+        let socket = match &settings.state_socket {
+            Some(s) => Some(StateSocket::start(s, Arc::clone(&published)).map_err(|e| {
+                eprintln!("railwatch: cannot serve the state socket: {e}");
+                ExitCode::from(2)
+            })?),
+            None => None,
+        };
+        Ok(Some(StateOut { published, _socket: socket }))
+    }
+}
+
 /// Where `watch` says what happens.
 pub struct Outputs {
     /// stdout.
     pub printer: Printer,
     /// The metrics, if asked for.
     pub metrics: Option<MetricsOut>,
+    /// The state API, if served.
+    pub state: Option<StateOut>,
     /// The recording, if asked for (and not failed).
     pub recording: Option<Recording>,
     /// systemd, when run by it.
@@ -131,13 +164,18 @@ fn availability(snapshot: &Snapshot) -> String {
 
 impl Outputs {
     /// The outputs, systemd found from the environment.
-    pub fn new(printer: Printer, metrics: Option<MetricsOut>, recording: Option<Recording>) -> Outputs {
-        Outputs { printer, metrics, recording, notifier: Notifier::from_env(), ready: false }
+    pub fn new(
+        printer: Printer,
+        metrics: Option<MetricsOut>,
+        state: Option<StateOut>,
+        recording: Option<Recording>,
+    ) -> Outputs {
+        Outputs { printer, metrics, state, recording, notifier: Notifier::from_env(), ready: false }
     }
 
     /// Whether [`publish`](Self::publish) needs a snapshot each turn.
     pub fn wants_snapshot(&self) -> bool {
-        self.metrics.is_some() || self.notifier.active()
+        self.metrics.is_some() || self.state.is_some() || self.notifier.active()
     }
 
     /// Hands out one turn's notifications (and `snapshot`, if
@@ -161,6 +199,9 @@ impl Outputs {
             if let Some(snapshot) = snapshot {
                 m.update(snapshot);
             }
+        }
+        if let (Some(state), Some(snapshot)) = (&self.state, snapshot) {
+            state.published.update(snapshot);
         }
         for note in notes {
             let new = match note.what {
@@ -204,6 +245,9 @@ impl Outputs {
         if let Some(m) = &mut self.metrics {
             m.update(snapshot);
             m.stop_textfile();
+        }
+        if let Some(state) = &self.state {
+            state.published.update(snapshot);
         }
         finished
     }

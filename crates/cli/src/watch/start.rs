@@ -11,7 +11,7 @@ use railwatch_runtime::lines::Names;
 use railwatch_runtime::{BandwidthSelector, Monitor, SystemClock};
 use railwatch_verbs_backend::VerbsDevice;
 
-use super::outputs::{self, MetricsOut, Outputs};
+use super::outputs::{self, MetricsOut, Outputs, StateOut};
 use super::print::{self, Printer};
 use super::signals::Signals;
 use super::source::{Chosen, RESCAN_EVERY};
@@ -86,7 +86,8 @@ impl Watch {
     pub(super) fn start(args: WatchArgs, settings: Settings) -> Result<Watch, ExitCode> {
         // Metrics first: an address that cannot be bound or a file that
         // cannot be written is bad input, said before any device is opened.
-        let metrics = MetricsOut::start(&settings)?;
+        let state = StateOut::start(&settings)?;
+        let metrics = MetricsOut::start(&settings, state.as_ref())?;
         let names = choose(&args, &settings.devices)?;
         let mut printer = Printer::new(args.json);
         if names.is_empty() && args.exit_without_devices {
@@ -130,7 +131,7 @@ impl Watch {
         }
         let waker = monitor.waker().map_err(|e| log::warn!("no waker for the monitor's wait ({e})")).ok();
         let signals = Signals::install(waker);
-        let outputs = Outputs::new(printer, metrics, recording);
+        let outputs = Outputs::new(printer, metrics, state, recording);
         let mut watch = Watch {
             names: Names::of(&monitor),
             deadline: args.for_ms.map(|ms| Instant::now() + Duration::from_millis(ms)),

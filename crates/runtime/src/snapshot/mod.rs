@@ -2,6 +2,7 @@
 //! JSON encoding.
 
 pub mod json;
+pub mod state;
 
 use railwatch_core::{
     Carrier, DeviceMode, Evidence, LinkRate, Millis, PauseReason, PortAddress, PortCounters, PortState, RailId,

@@ -6,8 +6,10 @@ pub mod http;
 mod limit;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::export::{Exporter, Format};
+use crate::state::Published;
 
 /// The `/metrics` endpoint: the bounded server of [`http`], its thread
 /// answering from the registry.
@@ -32,11 +34,14 @@ impl std::fmt::Display for BindError {
 
 impl std::error::Error for BindError {}
 
-/// Answers one request: `/metrics` in the format asked for, 404 for any
-/// other path, 405 for a method other than GET or HEAD.
-fn respond(exporter: &Exporter, request: &http::Request) -> http::Response {
+/// Answers one request: `/metrics` in the format asked for, the state
+/// API's path from `state` when it is served, 404 for any other path, 405
+/// for a method other than GET or HEAD.
+fn respond(exporter: &Exporter, state: Option<&Published>, request: &http::Request) -> http::Response {
     use http::{Response, plain};
-    if request.path != "/metrics" {
+    if let Some(answer) = state.and_then(|s| s.respond(request)) {
+        answer
+    } else if request.path != "/metrics" {
         plain(404, "not found: metrics are at /metrics\n")
     } else if !matches!(request.method.as_str(), "GET" | "HEAD") {
         let mut r = plain(405, "only GET and HEAD\n");
@@ -54,9 +59,10 @@ fn respond(exporter: &Exporter, request: &http::Request) -> http::Response {
 }
 
 impl Server {
-    /// Listens on `addr` and answers on a thread of its own.
-    pub fn start(addr: SocketAddr, exporter: Exporter) -> Result<Server, BindError> {
-        let http = http::Server::start(addr, move |request| respond(&exporter, request))
+    /// Listens on `addr` and answers on a thread of its own: `/metrics`,
+    /// and the state API when `state` is given.
+    pub fn start(addr: SocketAddr, exporter: Exporter, state: Option<Arc<Published>>) -> Result<Server, BindError> {
+        let http = http::Server::start(addr, move |request| respond(&exporter, state.as_deref(), request))
             .map_err(|e| BindError { addr, message: e.to_string() })?;
         Ok(Server { _http: http })
     }
