@@ -15,3 +15,4 @@ pub mod metrics;
 pub mod outfile;
 pub mod record;
 pub mod state;
+pub mod state_client;

@@ -27,6 +27,7 @@ macro_rules! println {
     }};
 }
 
+mod ask;
 mod builtin;
 mod config;
 #[cfg(feature = "verbs")]
@@ -62,6 +63,12 @@ enum Command {
     Watch(WatchArgs),
     /// Show every rail of every real device (needs the `verbs` feature).
     Status(StatusArgs),
+    /// The rails a job may use, from the running agent (docs/STATE-API.md):
+    /// exit 0 with at least one, 1 with none, 2 when the agent cannot say.
+    Rails(ask::RailsArgs),
+    /// A health check for schedulers (node-problem-detector, Slurm's NHC):
+    /// exit 0 OK, 1 a problem, 2 unknown, with one line.
+    Check(ask::CheckArgs),
 }
 
 #[derive(Args, Debug)]
@@ -282,6 +289,8 @@ fn main() -> ExitCode {
         Command::Scenarios => scenarios(),
         Command::Watch(args) => watch(args),
         Command::Status(args) => status(args),
+        Command::Rails(args) => ask::rails(&args),
+        Command::Check(args) => ask::check(&args),
     }
 }
 

@@ -1,0 +1,147 @@
+//! `railwatch watch --state-socket` and its readers, `railwatch rails`
+//! and `railwatch check` (docs/STATE-API.md), with the real binary under
+//! the fake libibverbs: one device up, one down; the document's fields; the
+//! agent gone (exit 2, never a stale "healthy"); the socket's safety.
+
+use std::process::{Command, Output};
+
+fn railwatch() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_railwatch"));
+    cmd.env("NO_COLOR", "1").env("RUST_LOG", "warn");
+    cmd
+}
+
+fn run(args: &[&str]) -> (Output, String) {
+    let out = railwatch().args(args).output().expect("railwatch runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, stdout)
+}
+
+#[test]
+fn without_an_agent_rails_and_check_say_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("state.sock");
+    let socket = socket.to_str().unwrap();
+    let (out, stdout) = run(&["rails", "--socket", socket]);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(stdout.is_empty());
+    let (out, stdout) = run(&["check", "--npd", "--socket", socket]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout.starts_with("unknown: ") && stdout.trim_end().chars().count() <= 80, "{stdout}");
+}
+
+#[cfg(feature = "verbs")]
+mod with_verbs {
+    use std::path::Path;
+    use std::process::{Child, Stdio};
+    use std::time::{Duration, Instant};
+
+    use railwatch_verbs_backend::testing::{FakeLib, command_under_fake};
+    use serde_json::Value;
+
+    use super::{railwatch, run};
+
+    /// mlx5_0 with an ACTIVE port, mlx5_3 with a DOWN one.
+    const DEVICES: &str = "mlx5_0:4/128/2;mlx5_3:1/128/2";
+
+    /// A running `watch`, killed when dropped.
+    struct Agent(Child);
+
+    impl Drop for Agent {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn agent(socket: &Path) -> Agent {
+        let mut cmd = railwatch();
+        command_under_fake(&mut cmd, FakeLib::Basic)
+            .env("FAKE_IBVERBS_DEVICES", DEVICES)
+            .args(["watch", "--state-socket"])
+            .arg(socket)
+            .stdout(Stdio::null());
+        Agent(cmd.spawn().expect("watch starts"))
+    }
+
+    /// `rails` until it exits 0, or a deadline.
+    fn usable(socket: &str) -> (i32, String) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (out, stdout) = run(&["rails", "--socket", socket]);
+            let code = out.status.code().unwrap_or(-1);
+            if code != 2 || Instant::now() > deadline {
+                return (code, stdout);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The state document, read with a plain HTTP/1.0 GET.
+    fn document(socket: &Path) -> Value {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        s.write_all(b"GET /v1/state HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+    }
+
+    #[test]
+    fn the_agent_answers_rails_check_and_the_document_and_gone_is_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sock");
+        let socket = path.to_str().unwrap();
+        let running = agent(&path);
+
+        assert_eq!(usable(socket), (0, "mlx5_0:1\n".to_owned()));
+        let (_, nccl) = run(&["rails", "--socket", socket, "--nccl"]);
+        assert_eq!(nccl, "NCCL_IB_HCA==mlx5_0:1\n");
+        let (_, ucx) = run(&["rails", "--socket", socket, "--ucx"]);
+        assert_eq!(ucx, "UCX_NET_DEVICES=mlx5_0:1\n");
+
+        let (out, line) = run(&["check", "--npd", "--socket", socket]);
+        assert_eq!((out.status.code(), line.as_str()), (Some(0), "ok: 1/2 rails usable\n"));
+        let (out, line) = run(&["check", "--npd", "--socket", socket, "--max-unusable", "0"]);
+        assert_eq!((out.status.code(), line.as_str()), (Some(1), "problem: 1/2 rails usable; down: mlx5_3/1\n"));
+        let (out, _) = run(&["check", "--nhc", "--socket", socket, "--min-usable", "2"]);
+        assert_eq!(out.status.code(), Some(1));
+
+        let doc = document(&path);
+        assert_eq!(doc["schema"], "railwatch.state/1");
+        assert_eq!(doc["warm"], true);
+        let rails = doc["rails"].as_array().unwrap();
+        let up = rails.iter().find(|r| r["rail"] == "mlx5_0/1").unwrap();
+        assert_eq!((&up["usable"], &up["health"]["verdict"]), (&Value::Bool(true), &Value::from("Healthy")));
+        let down = rails.iter().find(|r| r["rail"] == "mlx5_3/1").unwrap();
+        assert_eq!(down["health"]["verdict"], "Unhealthy");
+        assert!(down["health"]["message"].as_str().unwrap().chars().count() <= 80);
+        for key in ["device", "port", "state", "reason", "generation", "available", "node_guid", "address"] {
+            assert!(up.get(key).is_some(), "{key} missing: {up}");
+        }
+
+        // The agent gone: unknown, never the last answer.
+        drop(running);
+        let (out, stdout) = run(&["rails", "--socket", socket]);
+        assert_eq!((out.status.code(), stdout.as_str()), (Some(2), ""));
+        let (out, line) = run(&["check", "--npd", "--socket", socket]);
+        assert_eq!(out.status.code(), Some(2), "{line}");
+    }
+
+    #[test]
+    fn a_file_where_the_socket_goes_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sock");
+        std::fs::write(&path, "mine").unwrap();
+        let mut cmd = railwatch();
+        command_under_fake(&mut cmd, FakeLib::Basic)
+            .env("FAKE_IBVERBS_DEVICES", DEVICES)
+            .args(["watch", "--for-ms", "100", "--state-socket"])
+            .arg(&path);
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not replaced"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
+    }
+}
