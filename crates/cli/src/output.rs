@@ -32,9 +32,8 @@ pub fn escaped(text: &str) -> String {
     text.chars().map(|c| if unsafe_char(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
-/// Reports a write error of `status` or `watch`: a closed pipe (`| head`)
-/// ends quietly with 0, anything else is exit 2.
-#[cfg(feature = "verbs")]
+/// Reports a write error of `status`, `watch`, `rails` or `check`: a
+/// closed pipe (`| head`) ends quietly with 0, anything else is exit 2.
 pub fn write_failed(e: &io::Error) -> std::process::ExitCode {
     if e.kind() == io::ErrorKind::BrokenPipe {
         return std::process::ExitCode::SUCCESS;
