@@ -4,31 +4,54 @@
 //! metrics listener. A reader gets the published snapshot, encoded on the
 //! server's thread; the watch loop only swaps a pointer.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch};
 
 use railwatch_core::DeviceMode;
 use railwatch_runtime::Snapshot;
 use railwatch_runtime::state::StateJson;
 
-use crate::metrics::serve::http::{self, Limits, Listener, Request, Response};
+use crate::metrics::serve::http::{self, Body, Limits, Listener, Request, Response};
 
 /// The API's one path.
 pub const STATE_PATH: &str = "/v1/state";
 
+/// How often a stream reader hears that the agent is alive when nothing
+/// changed.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Lines a stream reader may fall behind by before it is cut.
+const STREAM_BACKLOG: usize = 64;
+
 /// What the loop publishes for readers: the latest snapshot and whether
-/// the agent is warm.
-#[derive(Default)]
+/// the agent is warm, and a signal for stream readers that it changed.
 pub struct Published {
     snapshot: Mutex<Option<Arc<Snapshot>>>,
     warm: AtomicBool,
     /// The devices present at the first turn, until each was attached once.
     waiting: Mutex<Option<BTreeSet<String>>>,
+    /// Bumped at every update.
+    changed: watch::Sender<u64>,
+}
+
+impl Default for Published {
+    fn default() -> Published {
+        Published {
+            snapshot: Mutex::default(),
+            warm: AtomicBool::default(),
+            waiting: Mutex::default(),
+            changed: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Published {
@@ -39,6 +62,13 @@ impl Published {
         }
         let shared = Arc::new(snapshot.clone());
         *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// The latest snapshot and whether the agent was warm at it.
+    fn latest(&self) -> Option<(Arc<Snapshot>, bool)> {
+        let snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+        Some((snapshot, self.warm.load(Ordering::Acquire)))
     }
 
     /// Whether every device present at the first turn has been attached
@@ -56,8 +86,9 @@ impl Published {
     }
 
     /// The answer to a request for [`STATE_PATH`], or `None` for another
-    /// path.
-    pub fn respond(&self, request: &Request) -> Option<Response> {
+    /// path: the document, or with `?watch=1` its stream (on the server's
+    /// runtime).
+    pub fn respond(self: &Arc<Self>, request: &Request) -> Option<Response> {
         if request.path != STATE_PATH {
             return None;
         }
@@ -66,14 +97,98 @@ impl Published {
             r.headers.push(("Allow", "GET, HEAD".to_owned()));
             return Some(r);
         }
-        let snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let Some(snapshot) = snapshot else {
+        let Some((snapshot, warm)) = self.latest() else {
             return Some(http::plain(503, "railwatch has not finished its first turn\n"));
         };
-        let warm = self.warm.load(Ordering::Acquire);
+        if request.query.as_deref().is_some_and(|q| q.split('&').any(|p| p == "watch=1")) {
+            let (tx, rx) = mpsc::channel(STREAM_BACKLOG);
+            tokio::spawn(stream(self.changed.subscribe(), Arc::clone(self), tx));
+            let headers = vec![("Content-Type", "application/x-ndjson".to_owned())];
+            return Some(Response { status: 200, headers, body: Body::Lines(rx) });
+        }
         let body = serde_json::to_string(&StateJson::of(&snapshot, warm)).unwrap_or_default() + "\n";
-        Some(Response { status: 200, headers: vec![("Content-Type", "application/json".to_owned())], body })
+        Some(Response {
+            status: 200,
+            headers: vec![("Content-Type", "application/json".to_owned())],
+            body: body.into(),
+        })
     }
+}
+
+/// A stream reader's lines (`?watch=1`): the whole document first
+/// (`"kind":"state"`), then after each turn every rail whose fields changed
+/// (`"kind":"rail"`, with `t_ms` and `warm`) and `warm` turning true
+/// (`"kind":"warm"`), and a `"kind":"heartbeat"` after [`HEARTBEAT`] with
+/// nothing to say. A reader [`STREAM_BACKLOG`] lines behind is cut (the
+/// stream ends); so is one that is gone.
+async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx: mpsc::Sender<Bytes>) {
+    let mut sent = Sent::default();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.tick().await;
+    loop {
+        let Some((snapshot, warm)) = published.latest() else { return };
+        let lines = sent.lines(&snapshot, warm);
+        if !lines.is_empty() {
+            heartbeat.reset();
+        }
+        for line in lines {
+            if tx.try_send(line).is_err() {
+                return;
+            }
+        }
+        tokio::select! {
+            ended = changed.changed() => if ended.is_err() { return },
+            _ = heartbeat.tick() => {
+                let beat = serde_json::json!({"kind": "heartbeat", "t_ms": snapshot.t.0});
+                if tx.try_send(line(&beat)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// What a stream reader was sent: each rail's JSON, and warm.
+#[derive(Default)]
+struct Sent {
+    rails: HashMap<String, String>,
+    warm: Option<bool>,
+}
+
+impl Sent {
+    /// The lines that tell a reader what changed since it was last told.
+    fn lines(&mut self, snapshot: &Snapshot, warm: bool) -> Vec<Bytes> {
+        let doc = StateJson::of(snapshot, warm);
+        let mut out = Vec::new();
+        if self.warm.is_none() {
+            let mut whole = serde_json::Map::from_iter([("kind".to_owned(), "state".into())]);
+            if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&doc) {
+                whole.extend(fields);
+            }
+            out.push(line(&whole.into()));
+        } else if self.warm != Some(warm) {
+            out.push(line(&serde_json::json!({"kind": "warm", "t_ms": doc.t_ms, "warm": warm})));
+        }
+        let first = self.warm.is_none();
+        self.warm = Some(warm);
+        for rail in &doc.rails {
+            let json = serde_json::to_string(rail).unwrap_or_default();
+            if self.rails.get(rail.rail.rail).is_some_and(|old| *old == json) {
+                continue;
+            }
+            if !first {
+                let text = format!(r#"{{"kind":"rail","t_ms":{},"warm":{warm},"rail":{json}}}"#, doc.t_ms);
+                out.push(Bytes::from(text + "\n"));
+            }
+            self.rails.insert(rail.rail.rail.to_owned(), json);
+        }
+        out
+    }
+}
+
+/// A JSON value as one line.
+fn line(value: &serde_json::Value) -> Bytes {
+    Bytes::from(value.to_string() + "\n")
 }
 
 /// The state socket's settings.

@@ -129,6 +129,63 @@ mod with_verbs {
         assert_eq!(out.status.code(), Some(2), "{line}");
     }
 
+    /// Writes one command line to the fake's control FIFO.
+    fn control(fifo: &Path, line: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(fifo).expect("the fake reads its control FIFO");
+        writeln!(f, "{line}").unwrap();
+    }
+
+    /// The next stream line whose `kind` is `kind` (heartbeats skipped).
+    fn next(lines: &mut impl Iterator<Item = std::io::Result<String>>, kind: &str) -> Value {
+        for line in lines.by_ref() {
+            let v: Value = serde_json::from_str(&line.expect("a line within the read timeout")).unwrap();
+            if v["kind"] == kind {
+                return v;
+            }
+        }
+        panic!("the stream ended before a {kind} line");
+    }
+
+    #[test]
+    fn a_stream_reader_hears_the_rail_go_down_and_come_back() {
+        use std::io::{BufRead, BufReader, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let (path, fifo) = (dir.path().join("state.sock"), dir.path().join("control"));
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let mut cmd = railwatch();
+        command_under_fake(&mut cmd, FakeLib::Basic)
+            .env("FAKE_IBVERBS_DEVICES", DEVICES)
+            .env("FAKE_IBVERBS_CONTROL", &fifo)
+            .args(["watch", "--state-socket"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let _agent = Agent(cmd.spawn().unwrap());
+        assert_eq!(usable(path.to_str().unwrap()).0, 0);
+
+        let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(b"GET /v1/state?watch=1 HTTP/1.0\r\n\r\n").unwrap();
+        let mut lines = BufReader::new(s).lines().skip_while(|l| l.as_ref().is_ok_and(|l| !l.starts_with('{')));
+        let first = next(&mut lines, "state");
+        assert_eq!((first["warm"].clone(), first["rails"].as_array().map(Vec::len)), (Value::Bool(true), Some(2)));
+
+        control(&fifo, "port 0 1 1\nevent 0 10 1");
+        let down = next(&mut lines, "rail");
+        assert_eq!((&down["rail"]["rail"], &down["rail"]["usable"]), (&Value::from("mlx5_0/1"), &Value::Bool(false)));
+        assert_eq!(down["rail"]["health"]["verdict"], "Unhealthy");
+
+        control(&fifo, "port 0 1 4\nevent 0 9 1");
+        let up = loop {
+            let v = next(&mut lines, "rail");
+            if v["rail"]["usable"] == true {
+                break v;
+            }
+        };
+        assert_eq!(up["rail"]["health"]["verdict"], "Healthy");
+    }
+
     #[test]
     fn a_file_where_the_socket_goes_is_refused_and_kept() {
         let dir = tempfile::tempdir().unwrap();

@@ -82,14 +82,65 @@ pub struct Request {
 }
 
 /// An answer: status, extra headers, body (left out for `HEAD`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Response {
     /// The status code.
     pub status: u16,
     /// Headers besides `Content-Length`.
     pub headers: Vec<(&'static str, String)>,
     /// The body.
-    pub body: String,
+    pub body: Body,
+}
+
+/// A response's body: all at once, or lines as they come (a stream ends
+/// when its sender is dropped).
+#[derive(Debug)]
+pub enum Body {
+    /// The whole body.
+    Text(String),
+    /// Lines sent on the channel, each written as it comes.
+    Lines(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+impl From<String> for Body {
+    fn from(text: String) -> Body {
+        Body::Text(text)
+    }
+}
+
+/// Either body, as hyper writes it.
+enum Wire {
+    Full(Full<Bytes>),
+    Lines(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+impl hyper::body::Body for Wire {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Wire::Full(full) => std::pin::Pin::new(full).poll_frame(cx),
+            Wire::Lines(rx) => rx.poll_recv(cx).map(|line| line.map(|l| Ok(hyper::body::Frame::data(l)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Wire::Full(full) => full.is_end_stream(),
+            Wire::Lines(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Wire::Full(full) => full.size_hint(),
+            Wire::Lines(_) => hyper::body::SizeHint::default(),
+        }
+    }
 }
 
 /// How a request is answered.
@@ -311,7 +362,7 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 
 }
 
 /// The request as [`Request`], answered, as hyper's response.
-fn respond(answer: &Answer, request: &hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {
+fn respond(answer: &Answer, request: &hyper::Request<Incoming>) -> hyper::Response<Wire> {
     let mut accept = String::new();
     for value in request.headers().get_all(ACCEPT) {
         if !accept.is_empty() {
@@ -334,7 +385,11 @@ fn respond(answer: &Answer, request: &hyper::Request<Incoming>) -> hyper::Respon
         accept: (!accept.is_empty() || request.headers().contains_key(ACCEPT)).then_some(accept),
     };
     let answered = answer(&ours);
-    let mut response = hyper::Response::new(Full::new(Bytes::from(answered.body)));
+    let body = match answered.body {
+        Body::Text(text) => Wire::Full(Full::new(Bytes::from(text))),
+        Body::Lines(rx) => Wire::Lines(rx),
+    };
+    let mut response = hyper::Response::new(body);
     *response.status_mut() =
         hyper::StatusCode::from_u16(answered.status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in answered.headers {
@@ -350,7 +405,11 @@ fn respond(answer: &Answer, request: &hyper::Request<Incoming>) -> hyper::Respon
 
 /// A plain-text answer.
 pub fn plain(status: u16, body: &str) -> Response {
-    Response { status, headers: vec![("Content-Type", "text/plain; charset=utf-8".to_owned())], body: body.to_owned() }
+    Response {
+        status,
+        headers: vec![("Content-Type", "text/plain; charset=utf-8".to_owned())],
+        body: Body::Text(body.to_owned()),
+    }
 }
 
 #[cfg(test)]
@@ -369,7 +428,7 @@ mod tests {
         Server::start_with("127.0.0.1:0".parse().unwrap(), limits, |r: &Request| Response {
             status: 200,
             headers: vec![],
-            body: format!("{} {} {:?}", r.method, r.path, r.accept),
+            body: format!("{} {} {:?}", r.method, r.path, r.accept).into(),
         })
         .unwrap()
     }
@@ -409,7 +468,7 @@ mod tests {
         let server = Server::serve(Listener::Unix(listener), Limits::default(), |r: &Request| Response {
             status: 200,
             headers: vec![],
-            body: format!("{} {} {:?}", r.method, r.path, r.query),
+            body: format!("{} {} {:?}", r.method, r.path, r.query).into(),
         })
         .unwrap();
         assert_eq!(server.local_addr(), None);
@@ -520,7 +579,7 @@ mod tests {
         let server = Server::start_with("127.0.0.1:0".parse().unwrap(), limits, |_: &Request| Response {
             status: 200,
             headers: vec![],
-            body: "x".repeat(32 << 20),
+            body: "x".repeat(32 << 20).into(),
         })
         .unwrap();
         let mut slow = TcpStream::connect(tcp(&server)).unwrap();

@@ -37,7 +37,7 @@ impl std::error::Error for BindError {}
 /// Answers one request: `/metrics` in the format asked for, the state
 /// API's path from `state` when it is served, 404 for any other path, 405
 /// for a method other than GET or HEAD.
-fn respond(exporter: &Exporter, state: Option<&Published>, request: &http::Request) -> http::Response {
+fn respond(exporter: &Exporter, state: Option<&Arc<Published>>, request: &http::Request) -> http::Response {
     use http::{Response, plain};
     if let Some(answer) = state.and_then(|s| s.respond(request)) {
         answer
@@ -53,7 +53,7 @@ fn respond(exporter: &Exporter, state: Option<&Published>, request: &http::Reque
         Response {
             status: 200,
             headers: vec![("Content-Type", format.content_type().to_owned())],
-            body: exporter.encode(format),
+            body: exporter.encode(format).into(),
         }
     }
 }
@@ -62,7 +62,7 @@ impl Server {
     /// Listens on `addr` and answers on a thread of its own: `/metrics`,
     /// and the state API when `state` is given.
     pub fn start(addr: SocketAddr, exporter: Exporter, state: Option<Arc<Published>>) -> Result<Server, BindError> {
-        let http = http::Server::start(addr, move |request| respond(&exporter, state.as_deref(), request))
+        let http = http::Server::start(addr, move |request| respond(&exporter, state.as_ref(), request))
             .map_err(|e| BindError { addr, message: e.to_string() })?;
         Ok(Server { _http: http })
     }
