@@ -202,3 +202,26 @@ mod with_verbs {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
     }
 }
+
+/// The shipped node-problem-detector plugin and NHC check call `railwatch
+/// check` as docs/STATE-API.md says, and parse.
+#[test]
+fn the_shipped_scheduler_samples_call_check() {
+    let dist = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dist");
+    let npd: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dist.join("node-problem-detector/railwatch.json")).unwrap())
+            .expect("the NPD plugin config is JSON");
+    assert_eq!(npd["plugin"], "custom");
+    assert_eq!(npd["pluginConfig"]["skip_initial_status"], true);
+    assert_eq!(npd["pluginConfig"]["max_output_length"], 80);
+    let rule = &npd["rules"][0];
+    assert_eq!(rule["path"], "/usr/bin/railwatch");
+    assert_eq!(rule["args"][0..2], [serde_json::json!("check"), serde_json::json!("--npd")]);
+    assert_eq!(rule["condition"], npd["conditions"][0]["type"]);
+
+    let nhc = dist.join("nhc/railwatch.nhc");
+    let checked = Command::new("bash").arg("-n").arg(&nhc).status().expect("bash runs");
+    assert!(checked.success(), "bash -n {}", nhc.display());
+    let text = std::fs::read_to_string(&nhc).unwrap();
+    assert!(text.contains("function check_railwatch_rails") && text.contains("check --nhc"));
+}
