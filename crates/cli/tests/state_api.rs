@@ -216,7 +216,7 @@ fn the_shipped_scheduler_samples_call_check() {
     assert_eq!(npd["pluginConfig"]["max_output_length"], 80);
     let rule = &npd["rules"][0];
     assert_eq!(rule["path"], "/usr/bin/railwatch");
-    assert_eq!(rule["args"][0..2], [serde_json::json!("check"), serde_json::json!("--npd")]);
+    assert_eq!((&rule["args"][0], &rule["args"][1]), (&serde_json::json!("check"), &serde_json::json!("--npd")));
     assert_eq!(rule["condition"], npd["conditions"][0]["type"]);
 
     let nhc = dist.join("nhc/railwatch.nhc");
