@@ -168,6 +168,8 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
     // The side jobs end before the VM starts: it is timed by its guest.
     clock.phase("wait for side jobs", || side.join().unwrap_or_else(|_| Err("the side jobs panicked".into())))?;
     clock.phase("built-in scenarios", builtins)?;
+    // The Python module as users install it (maturin, pytest, mypy).
+    clock.phase("python", crate::python::run)?;
     // The real kernel RDMA stack (Soft-RoCE in qemu), after the simulated one.
     // Built in the dev profile: it checks behaviour, and reuses the
     // library the ffi step built (a release build would be two minutes).

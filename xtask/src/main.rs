@@ -21,6 +21,7 @@ mod deps;
 mod ffi;
 mod fuzz;
 mod props;
+mod python;
 mod run;
 mod scale;
 mod size;
@@ -40,12 +41,14 @@ fn main() -> ExitCode {
         Some("size") => size::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("props") => props::run(&args[1..]),
+        Some("python") => python::run(),
         Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|ffi|bench|attack|scale|fuzz|soak|props|size|vmtest>");
+            eprintln!("usage: cargo xtask <ci|deps|ffi|python|bench|attack|scale|fuzz|soak|props|size|vmtest>");
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
             eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, under valgrind");
+            eprintln!("  python the Python module built with maturin, its pytest suite and mypy --strict");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
             eprintln!(
                 "  attack /metrics under idle, slowloris, never-read and 1 MiB-head clients: scrape p99 and failures"

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use railwatch_cli::state_client::{DEFAULT_SOCKET, ask};
+use railwatch_cli::state_client::{DEFAULT_SOCKET, ask_warm, usable_rails};
 use railwatch_runtime::state::{RailReply, StateReply};
 
 use crate::output::write_failed;
@@ -73,11 +73,7 @@ pub struct CheckArgs {
 
 /// The agent's state when it can be trusted; otherwise why, as exit 2.
 fn warm_state(socket: &std::path::Path) -> Result<StateReply, String> {
-    let state = ask(socket, PATIENCE).map_err(|e| e.to_string())?;
-    if !state.warm {
-        return Err("railwatch is starting: not every device was attached yet".to_owned());
-    }
-    Ok(state)
+    ask_warm(socket, PATIENCE).map_err(|e| e.to_string())
 }
 
 /// `railwatch rails`: the usable rails, 0 with at least one, 1 with none
@@ -92,7 +88,7 @@ pub fn rails(args: &RailsArgs) -> ExitCode {
         }
     };
     let usable: Vec<&RailReply> = state.rails.iter().filter(|r| r.usable).collect();
-    let list = || usable.iter().map(|r| format!("{}:{}", r.device, r.port)).collect::<Vec<_>>();
+    let list = || usable_rails(&state);
     let text = if usable.is_empty() {
         // Nothing to give: an empty list would read as "any device" to some.
         String::new()
