@@ -4,8 +4,9 @@
 //! `librailwatch.a`), checks that every `rw_` function the shared library
 //! exports is declared in `railwatch.h` (so no benchmark-only export
 //! ships), compiles every `crates/ffi/tests/c/*.c` and
-//! `crates/ffi/tests/cpp/*.cpp` twice, against the shared and the static
-//! library, into `target/ffi-tests/{dynamic,static}/` (and so the programs
+//! `crates/ffi/tests/cpp/*.cpp` three times, against the shared and the
+//! static library, and the static one again with AddressSanitizer and
+//! UBSan ([`asan`]), into `target/ffi-tests/{dynamic,static,asan}/` (and so the programs
 //! written against 0.1.0's header, `crates/ffi/tests/compat/`, each of
 //! whose deprecation warnings must fire: [`compat`]), and runs each with
 //! `LD_LIBRARY_PATH` starting at the fake `libibverbs.so.1` that
@@ -17,7 +18,7 @@
 //! is the dev profile's (the tests' and `vmtest --dev`'s), the static one
 //! the release profile's (the README's link line): the optimised code is
 //! what engines ship, and valgrind judges it differently ([`valgrind`]).
-//! Every binary of either link then runs again under valgrind as
+//! Every binary of the first two links then runs again under valgrind as
 //! crates/ffi/README.md tells users to run it, which must report no error
 //! and nothing lost (definitely or possibly). Every run is killed after
 //! [`TIMEOUT`].
@@ -27,8 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::run::{cargo, parallel, root, step};
+use crate::library::{self, Built, Profile};
+use crate::run::{parallel, root, step};
 
+mod asan;
 mod compat;
 mod valgrind;
 
@@ -69,6 +72,8 @@ struct Source {
 enum Link {
     Dynamic,
     Static,
+    /// The static library, the program built with ASan and UBSan ([`asan`]).
+    Asan,
 }
 
 impl Link {
@@ -76,6 +81,7 @@ impl Link {
         match self {
             Link::Dynamic => "dynamic",
             Link::Static => "static",
+            Link::Asan => "asan",
         }
     }
 }
@@ -86,8 +92,8 @@ impl Link {
 pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let opts = parse(args)?;
     let root = root();
-    let (lib_dir, fake_dir) = build(false)?;
-    let (release_dir, _) = build(true)?;
+    let Built { lib_dir, fake_dir, .. } = library::build(Profile::Dev)?;
+    let release_dir = library::build(Profile::Release)?.lib_dir;
     let include = root.join("crates/ffi/include");
     let headers = ["railwatch.h", "railwatch_sim.h"]
         .iter()
@@ -99,113 +105,48 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
     let memcheck = if opts.valgrind { Some(valgrind::find()?) } else { None };
     let deprecations = compat::messages(&headers);
 
-    // Every program under both links, and (railwatch.hpp builds as C++17
-    // too) every C++ program again with the same warnings, run once (linked
-    // dynamically, not under valgrind).
-    let mut jobs = Vec::new();
-    for link in [Link::Dynamic, Link::Static] {
-        let dir = out.join(link.name());
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        jobs.extend(sources.iter().map(|src| (src, link, Standard::Latest, src.name.clone(), dir.join(&src.name))));
-    }
-    let dir = out.join("cpp17");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for src in sources.iter().filter(|s| s.cpp) {
-        let name = format!("{}17", src.name);
-        jobs.push((src, Link::Dynamic, Standard::Cpp17, name.clone(), dir.join(&name)));
-    }
-    for compiled in parallel(&jobs, |(src, link, std, _, bin)| {
-        let lib = if *link == Link::Static { &release_dir } else { &lib_dir };
-        compile(src, *link, *std, &include, lib, bin, &deprecations)
+    let jobs = jobs(&sources, &out)?;
+    for compiled in parallel(&jobs, |job| {
+        let lib = if job.link == Link::Dynamic { &lib_dir } else { &release_dir };
+        compile(job.src, job.link, job.standard, &include, lib, &job.bin, &deprecations)
     }) {
         compiled?;
-    }
-    let (mut binaries, mut cpp17) = (Vec::new(), Vec::new());
-    for (_, link, std, name, bin) in jobs {
-        if std == Standard::Cpp17 { &mut cpp17 } else { &mut binaries }.push((name, link, bin));
     }
 
     let ld_path = ld_library_path(&fake_dir, &lib_dir);
     // Checks (the programs' `ok -` lines) and runs (each program, each
     // link, and each valgrind run: what CI's test count adds).
-    let (mut passed, mut failed) = (0, 0);
-    let (mut runs_ok, mut runs_failed) = (0u64, 0u64);
-    let mut problems = Vec::new();
-    for (name, link, bin) in binaries.iter().chain(&cpp17) {
-        let example = sources.iter().any(|s| s.example && name.starts_with(&s.name));
-        let label = format!("{name} ({})", link.name());
-        let mut cmd = Command::new(bin);
+    let mut tally = Tally::default();
+    for job in &jobs {
+        let label = format!("{} ({})", job.name, job.link.name());
+        let mut cmd = Command::new(&job.bin);
         cmd.env("LD_LIBRARY_PATH", &ld_path).current_dir(&root);
-        eprintln!("==> ffi: {label}: LD_LIBRARY_PATH={} {}", ld_path, bin.display());
-        match run_counted(&mut cmd, &label) {
-            Ok(r) => {
-                passed += r.passed;
-                failed += r.failed;
-                eprintln!("==> ffi: {label}: {} passed, {} failed ({})", r.passed, r.failed, r.status);
-                match r.problem(example) {
-                    Some(why) => {
-                        runs_failed += 1;
-                        problems.push(format!("{label}: {why}"));
-                    }
-                    None => runs_ok += 1,
-                }
-            }
-            Err(e) => {
-                runs_failed += 1;
-                problems.push(e);
-            }
+        if job.link == Link::Asan {
+            asan::configure(&mut cmd);
         }
+        eprintln!("==> ffi: {label}: LD_LIBRARY_PATH={} {}", ld_path, job.bin.display());
+        tally.add(&label, run_counted(&mut cmd, &label), job.src.example);
     }
-
-    let mut summaries = Vec::new();
-    if let Some(memcheck) = &memcheck {
-        let logs = out.join("valgrind");
-        std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
-        // Both links: the static one is the release build's code.
-        let runs = parallel(&binaries, |(name, link, bin)| {
-            let label = format!("{name} ({}, valgrind)", link.name());
-            let log = logs.join(format!("{name}.{}.log", link.name()));
-            let mut cmd = valgrind::command(memcheck, &root, &log);
-            cmd.arg(bin).env("LD_LIBRARY_PATH", &ld_path).current_dir(&root);
-            eprintln!("==> ffi: {label}: {cmd:?}");
-            let outcome = run_counted(&mut cmd, &label);
-            let report = std::fs::read_to_string(&log).unwrap_or_default();
-            let summary = valgrind::summary(&report);
-            eprintln!("==> ffi: {label}: {summary} (log: {})", log.display());
-            let example = sources.iter().any(|s| s.example && s.name == *name);
-            let problem = match outcome {
-                Ok(r) => valgrind::problem(&report)
-                    .map(|why| format!("{label}: {why} (see {})", log.display()))
-                    .or_else(|| r.problem(example).map(|why| format!("{label}: {why}"))),
-                Err(e) => Some(e),
-            };
-            (format!("{name} ({}): {summary}", link.name()), problem)
-        });
-        for (summary, problem) in runs {
-            summaries.push(summary);
-            match problem {
-                Some(p) => {
-                    runs_failed += 1;
-                    problems.push(p);
-                }
-                None => runs_ok += 1,
-            }
-        }
-    }
+    // Valgrind runs the programs of the plain links (not C++17's again,
+    // nor ASan's, which valgrind cannot run).
+    let binaries: Vec<(String, Link, PathBuf)> = jobs
+        .iter()
+        .filter(|j| j.link != Link::Asan && j.standard == Standard::Latest)
+        .map(|j| (j.name.clone(), j.link, j.bin.clone()))
+        .collect();
+    let summaries = match &memcheck {
+        Some(memcheck) => under_valgrind(memcheck, &binaries, &sources, &out, &ld_path, &mut tally)?,
+        None => Vec::new(),
+    };
 
     // The CMake lines of the README, as an engine's build would use them.
-    match cmake_example(&root, &out, &lib_dir, &ld_path) {
-        Ok(()) => runs_ok += 1,
-        Err(e) => {
-            runs_failed += 1;
-            problems.push(e);
-        }
-    }
+    tally.outcome(cmake_example(&root, &out, &lib_dir, &ld_path).err());
 
-    let programs = sources.len();
+    let Tally { passed, failed, runs_ok, runs_failed, problems } = tally;
     eprintln!(
-        "==> ffi: {programs} program(s), linked dynamically and statically: {passed} checks passed, {failed} failed; \
-         {runs_ok} runs passed, {runs_failed} failed (valgrind runs included)"
+        "==> ffi: {} program(s), linked dynamically, statically and statically under ASan+UBSan: \
+         {passed} checks passed, {failed} failed; {runs_ok} runs passed, {runs_failed} failed (valgrind runs included)",
+        sources.len()
     );
     for s in &summaries {
         eprintln!("==> ffi: valgrind {s}");
@@ -217,6 +158,118 @@ pub fn run(args: &[String]) -> Result<(u64, u64), String> {
         eprintln!("==> ffi: valgrind skipped (--no-valgrind)");
     }
     Ok((runs_ok, runs_failed))
+}
+
+/// Every binary of the plain links under valgrind (the static one is the
+/// release build's code), two at a time: each one's summary line.
+fn under_valgrind(
+    memcheck: &Path,
+    binaries: &[(String, Link, PathBuf)],
+    sources: &[Source],
+    out: &Path,
+    ld_path: &str,
+    tally: &mut Tally,
+) -> Result<Vec<String>, String> {
+    let root = root();
+    let logs = out.join("valgrind");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
+    let runs = parallel(binaries, |(name, link, bin)| {
+        let label = format!("{name} ({}, valgrind)", link.name());
+        let log = logs.join(format!("{name}.{}.log", link.name()));
+        let mut cmd = valgrind::command(memcheck, &root, &log);
+        cmd.arg(bin).env("LD_LIBRARY_PATH", ld_path).current_dir(&root);
+        eprintln!("==> ffi: {label}: {cmd:?}");
+        let outcome = run_counted(&mut cmd, &label);
+        let report = std::fs::read_to_string(&log).unwrap_or_default();
+        let summary = valgrind::summary(&report);
+        eprintln!("==> ffi: {label}: {summary} (log: {})", log.display());
+        let example = sources.iter().any(|s| s.example && s.name == *name);
+        let problem = match outcome {
+            Ok(r) => valgrind::problem(&report)
+                .map(|why| format!("{label}: {why} (see {})", log.display()))
+                .or_else(|| r.problem(example).map(|why| format!("{label}: {why}"))),
+            Err(e) => Some(e),
+        };
+        (format!("{name} ({}): {summary}", link.name()), problem)
+    });
+    let mut summaries = Vec::new();
+    for (summary, problem) in runs {
+        summaries.push(summary);
+        tally.outcome(problem);
+    }
+    Ok(summaries)
+}
+
+/// What the runs came to: the programs' checks, the runs passed and
+/// failed, and why each failure failed.
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+    runs_ok: u64,
+    runs_failed: u64,
+    problems: Vec<String>,
+}
+
+impl Tally {
+    /// One run's outcome: passed, or failed for `problem`.
+    fn outcome(&mut self, problem: Option<String>) {
+        match problem {
+            Some(p) => {
+                self.runs_failed += 1;
+                self.problems.push(p);
+            }
+            None => self.runs_ok += 1,
+        }
+    }
+
+    /// One program's plain run (its checks counted; `label` names it).
+    fn add(&mut self, label: &str, run: Result<Counted, String>, example: bool) {
+        match run {
+            Ok(r) => {
+                self.passed += r.passed;
+                self.failed += r.failed;
+                eprintln!("==> ffi: {label}: {} passed, {} failed ({})", r.passed, r.failed, r.status);
+                self.outcome(r.problem(example).map(|why| format!("{label}: {why}")));
+            }
+            Err(e) => self.outcome(Some(e)),
+        }
+    }
+}
+
+/// One program to compile and run: its source, link and standard, its
+/// name in the reports and the binary.
+struct Job<'a> {
+    src: &'a Source,
+    link: Link,
+    standard: Standard,
+    name: String,
+    bin: PathBuf,
+}
+
+/// Every program under each link (C11 and C++20), and (railwatch.hpp
+/// builds as C++17 too) every C++ program again as C++17, linked
+/// dynamically and under ASan; each link's binaries in a directory of
+/// `out` named after it (C++17's dynamic ones in `cpp17/`).
+fn jobs<'a>(sources: &'a [Source], out: &Path) -> Result<Vec<Job<'a>>, String> {
+    let mut jobs = Vec::new();
+    for link in [Link::Dynamic, Link::Static, Link::Asan] {
+        let dir = out.join(link.name());
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        for src in sources {
+            let bin = dir.join(&src.name);
+            jobs.push(Job { src, link, standard: Standard::Latest, name: src.name.clone(), bin });
+        }
+    }
+    for link in [Link::Dynamic, Link::Asan] {
+        let dir = if link == Link::Dynamic { out.join("cpp17") } else { out.join(link.name()) };
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        for src in sources.iter().filter(|s| s.cpp) {
+            let name = format!("{}17", src.name);
+            jobs.push(Job { src, link, standard: Standard::Cpp17, bin: dir.join(&name), name });
+        }
+    }
+    Ok(jobs)
 }
 
 /// Configures and builds `crates/ffi/examples/CMakeLists.txt` (the
@@ -246,48 +299,6 @@ fn cmake_example(root: &Path, out: &Path, lib_dir: &Path, ld_path: &str) -> Resu
         eprintln!("==> ffi: {label}: exited 0");
     }
     Ok(())
-}
-
-/// Builds the library (dev, or with `release` the release profile); its
-/// directory and the fake libibverbs's directory, from cargo's JSON
-/// messages.
-fn build(release: bool) -> Result<(PathBuf, PathBuf), String> {
-    let mut cmd = cargo();
-    cmd.args(["build", "-p", "railwatch-ffi", "--features", "verbs", "--message-format=json"]).stdout(Stdio::piped());
-    if release {
-        cmd.arg("--release");
-    }
-    eprintln!("==> build librailwatch: {cmd:?}");
-    let out = cmd.output().map_err(|e| format!("build librailwatch: cannot start: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("build librailwatch failed ({})", out.status));
-    }
-    let (mut lib_dir, mut fake_dir) = (None, None);
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let package = json_string(line, "package_id").unwrap_or_default();
-        match json_string(line, "reason").as_deref() {
-            Some("build-script-executed") if names_package(&package, "railwatch-verbs-backend") => {
-                fake_dir = json_string(line, "out_dir").map(|d| Path::new(&d).join("fake-ibverbs/basic"));
-            }
-            Some("compiler-artifact") if names_package(&package, "railwatch-ffi") => {
-                let so = json_strings(line, "filenames").into_iter().find(|f| f.ends_with("librailwatch.so"));
-                lib_dir = so.and_then(|f| Path::new(&f).parent().map(Path::to_path_buf));
-            }
-            _ => {}
-        }
-    }
-    let lib_dir = lib_dir.ok_or("build librailwatch: cargo named no librailwatch.so")?;
-    let fake_dir = fake_dir.ok_or("build librailwatch: no build-script-executed message of railwatch-verbs-backend")?;
-    for needed in [lib_dir.join("librailwatch.a"), fake_dir.join("libibverbs.so.1")] {
-        if !needed.is_file() {
-            return Err(format!(
-                "{} is missing (the fake libibverbs needs a C compiler and the rdma-core headers: cargo xtask deps)",
-                needed.display()
-            ));
-        }
-    }
-    eprintln!("==> ffi: library {}, fake libibverbs {}", lib_dir.display(), fake_dir.display());
-    Ok((lib_dir, fake_dir))
 }
 
 /// Every `rw_` function `librailwatch.so` exports is declared in the
@@ -338,19 +349,6 @@ fn declares(header: &str, name: &str) -> bool {
         .lines()
         .filter(|l| !l.trim_start().starts_with(['/', '*']))
         .any(|l| l.match_indices(&call).any(|(at, _)| l[..at].ends_with([' ', '*'])))
-}
-
-/// Whether cargo's `package_id` is the package `name`: spelled
-/// `path+file:///…#name@1.0.0`, `path+file:///…/name#1.0.0` (when the
-/// directory is the name) or, by older cargos, `name 1.0.0 (…)`.
-fn names_package(id: &str, name: &str) -> bool {
-    if let Some((url, tail)) = id.rsplit_once('#') {
-        return match tail.split_once('@') {
-            Some((package, _)) => package == name,
-            None => url.rsplit('/').next() == Some(name),
-        };
-    }
-    id.split(' ').next() == Some(name)
 }
 
 /// The C and C++ test sources, sorted by name.
@@ -443,9 +441,12 @@ fn compile(
         }
         // The static library's own dependencies (what rustc's
         // native-static-libs lists that is not linked by default).
-        Link::Static => {
+        Link::Static | Link::Asan => {
             cmd.arg(lib_dir.join("librailwatch.a")).args(["-libverbs", "-lm"]);
         }
+    }
+    if link == Link::Asan {
+        cmd.args(asan::FLAGS);
     }
     if link == Link::Dynamic {
         // The examples, and the programs that use railwatch_verbs.h, call
@@ -528,71 +529,9 @@ fn run_counted(cmd: &mut Command, label: &str) -> Result<Counted, String> {
     Ok(Counted { passed, failed, status })
 }
 
-/// The string value of `"key":"…"` in one line of JSON (unescaped).
-fn json_string(line: &str, key: &str) -> Option<String> {
-    let at = line.find(&format!("\"{key}\":\""))? + key.len() + 4;
-    parse_json_string(&line[at..]).map(|(s, _)| s)
-}
-
-/// The strings of the array `"key":["…","…"]` in one line of JSON.
-fn json_strings(line: &str, key: &str) -> Vec<String> {
-    let Some(at) = line.find(&format!("\"{key}\":[")) else { return Vec::new() };
-    let mut rest = &line[at + key.len() + 4..];
-    let mut found = Vec::new();
-    while let Some(s) = rest.strip_prefix('"') {
-        let Some((value, used)) = parse_json_string(s) else { break };
-        found.push(value);
-        rest = &s[used..];
-        match rest.strip_prefix(',') {
-            Some(r) => rest = r,
-            None => break,
-        }
-    }
-    found
-}
-
-/// A JSON string's text up to its closing quote (`s` starts after the
-/// opening one): the unescaped value and the bytes used, quote included.
-fn parse_json_string(s: &str) -> Option<(String, usize)> {
-    let mut value = String::new();
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Some((value, i + 1)),
-            '\\' => match chars.next()?.1 {
-                'n' => value.push('\n'),
-                't' => value.push('\t'),
-                'r' => value.push('\r'),
-                'u' => {
-                    let hex: String = (0..4).filter_map(|_| chars.next().map(|(_, h)| h)).collect();
-                    value.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).unwrap_or('\u{fffd}'));
-                }
-                other => value.push(other),
-            },
-            c => value.push(c),
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_cargo_messages() {
-        let line = r#"{"reason":"build-script-executed","package_id":"path+file:///src/crates/verbs-backend#railwatch-verbs-backend@0.1.0","out_dir":"/t/debug/build/x-1/out","env":[]}"#;
-        assert_eq!(json_string(line, "reason").as_deref(), Some("build-script-executed"));
-        assert_eq!(json_string(line, "out_dir").as_deref(), Some("/t/debug/build/x-1/out"));
-        assert!(names_package(&json_string(line, "package_id").unwrap(), "railwatch-verbs-backend"));
-        assert!(!names_package("path+file:///src/crates/ffi#railwatch-ffi@0.1.0", "railwatch"));
-        assert!(names_package("railwatch-ffi 0.1.0 (path+file:///src/crates/ffi)", "railwatch-ffi"));
-        assert!(names_package("path+file:///src/railwatch-ffi#0.1.0", "railwatch-ffi"));
-        assert!(!names_package("path+file:///src/railwatch-ffi#0.1.0", "railwatch"));
-        let art =
-            r#"{"reason":"compiler-artifact","filenames":["/t/debug/librailwatch.so","/t/d\"q/librailwatch.a"],"x":1}"#;
-        assert_eq!(json_strings(art, "filenames"), ["/t/debug/librailwatch.so", "/t/d\"q/librailwatch.a"]);
-    }
 
     #[test]
     fn reads_the_exports_against_the_header() {

@@ -20,6 +20,7 @@ mod ci;
 mod deps;
 mod ffi;
 mod fuzz;
+mod library;
 mod props;
 mod python;
 mod run;
