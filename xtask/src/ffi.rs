@@ -470,15 +470,15 @@ fn ld_library_path(fake_dir: &Path, lib_dir: &Path) -> String {
 }
 
 /// One program's run.
-struct Counted {
-    passed: u64,
+pub(crate) struct Counted {
+    pub passed: u64,
     failed: u64,
     status: ExitStatus,
 }
 
 impl Counted {
     /// Why the run failed, if it did (an example needs no checks).
-    fn problem(&self, example: bool) -> Option<String> {
+    pub fn problem(&self, example: bool) -> Option<String> {
         if self.failed > 0 {
             Some(format!("{} check(s) failed", self.failed))
         } else if !self.status.success() {
@@ -495,7 +495,7 @@ impl Counted {
 /// standard output in one piece when it ends (runs go two at a time: their
 /// lines stay together); killed after [`TIMEOUT`], which is an error naming
 /// it.
-fn run_counted(cmd: &mut Command, label: &str) -> Result<Counted, String> {
+pub(crate) fn run_counted(cmd: &mut Command, label: &str) -> Result<Counted, String> {
     let mut child = cmd.stdout(Stdio::piped()).spawn().map_err(|e| format!("{label}: cannot start: {e}"))?;
     let stdout = child.stdout.take().ok_or_else(|| format!("{label}: no stdout"))?;
     let reader = std::thread::spawn(move || {

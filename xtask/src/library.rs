@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::run::cargo;
+use crate::run::{cargo, root};
 
 /// Which cargo profile the library is built in.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -13,6 +13,11 @@ pub enum Profile {
     Dev,
     /// The README's link line (`cargo xtask ffi`'s static library).
     Release,
+    /// The root Cargo.toml's `[profile.dist]`: release code with full
+    /// debug info (abidw reads the types from it), the shared library
+    /// linked with its soname ([`soname`]) and every path of this machine
+    /// remapped, so neither the library nor the ABI baseline names one.
+    Dist,
 }
 
 /// A built library.
@@ -22,30 +27,90 @@ pub struct Built {
     /// The directory of the fake `libibverbs.so.1` that
     /// railwatch-verbs-backend's build script makes (the tests run with it).
     pub fake_dir: PathBuf,
+    /// railwatch-ffi's version, the C API's (`"0.2.0"`).
+    pub version: String,
+}
+
+/// The shared library's soname for the C API's `version`: the major
+/// version's from 1.0 (`librailwatch.so.1`), and before it the minor's
+/// (`librailwatch.so.0.2`), since a 0.x minor may break the ABI (cargo-c
+/// names its libraries the same way).
+pub fn soname(version: &str) -> String {
+    let mut parts = version.split('.');
+    match (parts.next(), parts.next()) {
+        (Some("0"), Some(minor)) => format!("librailwatch.so.0.{minor}"),
+        (Some(major), _) => format!("librailwatch.so.{major}"),
+        (None, _) => "librailwatch.so".into(),
+    }
+}
+
+/// railwatch-ffi's version, from `cargo pkgid`.
+pub fn version() -> Result<String, String> {
+    let out = cargo()
+        .args(["pkgid", "-p", "railwatch-ffi"])
+        .output()
+        .map_err(|e| format!("cargo pkgid: cannot start: {e}"))?;
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    match package_version(&id) {
+        Some(v) if out.status.success() => Ok(v),
+        _ => Err(format!("cargo pkgid -p railwatch-ffi gave no version ({}: {id:?})", out.status)),
+    }
+}
+
+/// The version in a cargo package id (`…#name@1.0.0`, `…/name#1.0.0`, or
+/// `name 1.0.0 (…)`).
+fn package_version(id: &str) -> Option<String> {
+    let tail = match id.rsplit_once('#') {
+        Some((_, tail)) => tail.rsplit_once('@').map_or(tail, |(_, v)| v),
+        None => id.split(' ').nth(1)?,
+    };
+    tail.chars().next().filter(char::is_ascii_digit).map(|_| tail.to_string())
 }
 
 /// The cargo command that builds the library in `profile`.
-fn command(profile: Profile) -> Command {
+fn command(profile: Profile) -> Result<Command, String> {
     let mut cmd = cargo();
     let features = ["-p", "railwatch-ffi", "--features", "verbs", "--message-format=json"];
     match profile {
         Profile::Dev => cmd.arg("build").args(features),
         Profile::Release => cmd.arg("build").args(features).arg("--release"),
+        // `cargo rustc`: the soname only for this crate's link, so every
+        // dependency is the same build whatever the version.
+        Profile::Dist => {
+            let soname = soname(&version()?);
+            cmd.args(["rustc", "--lib", "--profile", "dist"])
+                .args(features)
+                .args(["--", "-C", &format!("link-arg=-Wl,-soname,{soname}")])
+                .env("CARGO_ENCODED_RUSTFLAGS", remapped_paths().join("\u{1f}"))
+        }
     };
     cmd.stdout(Stdio::piped());
-    cmd
+    Ok(cmd)
 }
 
-/// Builds the library in `profile`: where it is and the fake libibverbs,
-/// from cargo's JSON messages.
+/// rustc's options that take this machine's paths out of the dist build
+/// (panic messages, debug info): the workspace and cargo's home.
+fn remapped_paths() -> Vec<String> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    let mut flags = vec![format!("--remap-path-prefix={}/=", root().display())];
+    if let Some(home) = home {
+        flags.push(format!("--remap-path-prefix={}/registry/src/=", home.display()));
+    }
+    flags
+}
+
+/// Builds the library in `profile`: where it is, the fake libibverbs and
+/// the version, from cargo's JSON messages.
 pub fn build(profile: Profile) -> Result<Built, String> {
-    let mut cmd = command(profile);
+    let mut cmd = command(profile)?;
     eprintln!("==> build librailwatch ({profile:?}): {cmd:?}");
     let out = cmd.output().map_err(|e| format!("build librailwatch: cannot start: {e}"))?;
     if !out.status.success() {
         return Err(format!("build librailwatch failed ({})", out.status));
     }
-    let (mut lib_dir, mut fake_dir) = (None, None);
+    let (mut lib_dir, mut fake_dir, mut version) = (None, None, None);
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let package = json_string(line, "package_id").unwrap_or_default();
         match json_string(line, "reason").as_deref() {
@@ -55,12 +120,14 @@ pub fn build(profile: Profile) -> Result<Built, String> {
             Some("compiler-artifact") if names_package(&package, "railwatch-ffi") => {
                 let so = json_strings(line, "filenames").into_iter().find(|f| f.ends_with("librailwatch.so"));
                 lib_dir = so.and_then(|f| Path::new(&f).parent().map(Path::to_path_buf));
+                version = package_version(&package);
             }
             _ => {}
         }
     }
     let lib_dir = lib_dir.ok_or("build librailwatch: cargo named no librailwatch.so")?;
     let fake_dir = fake_dir.ok_or("build librailwatch: no build-script-executed message of railwatch-verbs-backend")?;
+    let version = version.ok_or("build librailwatch: no version in railwatch-ffi's package id")?;
     for needed in [lib_dir.join("librailwatch.a"), fake_dir.join("libibverbs.so.1")] {
         if !needed.is_file() {
             return Err(format!(
@@ -69,8 +136,8 @@ pub fn build(profile: Profile) -> Result<Built, String> {
             ));
         }
     }
-    eprintln!("==> library {}, fake libibverbs {}", lib_dir.display(), fake_dir.display());
-    Ok(Built { lib_dir, fake_dir })
+    eprintln!("==> library {} ({version}), fake libibverbs {}", lib_dir.display(), fake_dir.display());
+    Ok(Built { lib_dir, fake_dir, version })
 }
 
 /// Whether cargo's `package_id` is the package `name`: spelled
@@ -150,5 +217,15 @@ mod tests {
         let art =
             r#"{"reason":"compiler-artifact","filenames":["/t/debug/librailwatch.so","/t/d\"q/librailwatch.a"],"x":1}"#;
         assert_eq!(json_strings(art, "filenames"), ["/t/debug/librailwatch.so", "/t/d\"q/librailwatch.a"]);
+    }
+
+    #[test]
+    fn reads_versions_and_sonames() {
+        assert_eq!(package_version("path+file:///src/crates/ffi#railwatch-ffi@0.2.0").as_deref(), Some("0.2.0"));
+        assert_eq!(package_version("path+file:///src/railwatch-ffi#0.1.0").as_deref(), Some("0.1.0"));
+        assert_eq!(package_version("railwatch-ffi 0.1.0 (path+file:///src/crates/ffi)").as_deref(), Some("0.1.0"));
+        assert_eq!(package_version("nonsense"), None);
+        assert_eq!(soname("0.2.0"), "librailwatch.so.0.2");
+        assert_eq!(soname("1.4.2"), "librailwatch.so.1");
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! - `ci`: everything CI checks, in order; the README's test command.
 //! - `deps`: installs the system packages the verbs backend needs.
-//! - `ffi`: the C API's C and C++ tests, linked both ways, and under valgrind.
+//! - `ffi`: the C API's C and C++ tests, linked both ways, under ASan and under valgrind.
+//! - `install`: the C API's headers, libraries, CMake package and pkg-config file, into a prefix.
+//! - `package`: the installed package built against with CMake and pkg-config, and run.
 //! - `bench`: the benchmarks, printed as one table of ratios.
 //! - `attack`: `/metrics` under attack, a scraper's latency and failures.
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
@@ -20,7 +22,9 @@ mod ci;
 mod deps;
 mod ffi;
 mod fuzz;
+mod install;
 mod library;
+mod package;
 mod props;
 mod python;
 mod run;
@@ -37,6 +41,8 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(),
         Some("deps") => deps::run(),
         Some("ffi") => ffi::run(&args[1..]).map(|_| ()),
+        Some("install") => install::run(&args[1..]),
+        Some("package") => package::run(),
         Some("scale") => scale::run(),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("size") => size::run(&args[1..]),
@@ -45,10 +51,14 @@ fn main() -> ExitCode {
         Some("python") => python::run(),
         Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|ffi|python|bench|attack|scale|fuzz|soak|props|size|vmtest>");
+            eprintln!(
+                "usage: cargo xtask <ci|deps|ffi|install|package|python|bench|attack|scale|fuzz|soak|props|size|vmtest>"
+            );
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
-            eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, under valgrind");
+            eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, ASan, valgrind");
+            eprintln!("  install --prefix DIR  the C API (headers, libraries, CMake and pkg-config files) into DIR");
+            eprintln!("  package install into target/package, then build and run a program with CMake and pkg-config");
             eprintln!("  python the Python module built with maturin, its pytest suite and mypy --strict");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
             eprintln!(
