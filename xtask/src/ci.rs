@@ -167,6 +167,8 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
     let (ffi_passed, ffi_failed) = clock.phase("ffi", || crate::ffi::run(&[]))?;
     // The C API installed (the dist build), and used with CMake and pkg-config.
     clock.phase("package", crate::package::run)?;
+    // Its ABI against the baseline (the same build).
+    clock.phase("abi", || crate::abi::run(&[]))?;
     // The side jobs end before the VM starts: it is timed by its guest.
     clock.phase("wait for side jobs", || side.join().unwrap_or_else(|_| Err("the side jobs panicked".into())))?;
     clock.phase("built-in scenarios", builtins)?;

@@ -1,6 +1,7 @@
 //! `cargo xtask deps`: the Debian packages the verbs backend builds against
-//! (and the compilers, valgrind and cmake for `cargo xtask ffi`, and
-//! prometheus's `promtool` for the metrics tests).
+//! (and the compilers, valgrind and cmake for `cargo xtask ffi`,
+//! prometheus's `promtool` for the metrics tests, libabigail's tools for
+//! `cargo xtask abi`).
 //!
 //! Installs the missing ones when running as root with apt-get (as CI does);
 //! elsewhere prints what to install and fails, so nothing is half-built.
@@ -14,8 +15,10 @@ use crate::run::step;
 /// (gcc, g++), runs them under valgrind and builds the example with cmake;
 /// the metrics tests check `watch`'s output with `promtool` (from
 /// `prometheus`), the service tests the unit with `systemd-analyze`; the
-/// report test opens `simulate --html`'s page in headless `chromium`.
-pub const PACKAGES: [&str; 11] = [
+/// report test opens `simulate --html`'s page in headless `chromium`;
+/// `cargo xtask abi` compares the C API's ABI with `abidw` and `abidiff`
+/// (`abigail-tools`).
+pub const PACKAGES: [&str; 12] = [
     "libibverbs-dev",
     "librdmacm-dev",
     "libclang-dev",
@@ -27,6 +30,7 @@ pub const PACKAGES: [&str; 11] = [
     "prometheus",
     "systemd",
     "chromium",
+    "abigail-tools",
 ];
 
 /// Whether the Debian package `pkg` is installed.

@@ -84,7 +84,8 @@ fn command(profile: Profile) -> Result<Command, String> {
                 .env("CARGO_ENCODED_RUSTFLAGS", remapped_paths().join("\u{1f}"))
         }
     };
-    cmd.stdout(Stdio::piped());
+    // The JSON messages are read; cargo's progress and errors are shown.
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     Ok(cmd)
 }
 

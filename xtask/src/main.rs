@@ -5,6 +5,7 @@
 //! - `ffi`: the C API's C and C++ tests, linked both ways, under ASan and under valgrind.
 //! - `install`: the C API's headers, libraries, CMake package and pkg-config file, into a prefix.
 //! - `package`: the installed package built against with CMake and pkg-config, and run.
+//! - `abi`: the C API's ABI (libabigail) against the recorded baseline; `--bless` records it.
 //! - `bench`: the benchmarks, printed as one table of ratios.
 //! - `attack`: `/metrics` under attack, a scraper's latency and failures.
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
@@ -16,6 +17,7 @@
 
 use std::process::ExitCode;
 
+mod abi;
 mod attack;
 mod bench;
 mod ci;
@@ -36,6 +38,7 @@ mod vmtest;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
+        Some("abi") => abi::run(&args[1..]),
         Some("attack") => attack::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("ci") => ci::run(),
@@ -52,13 +55,14 @@ fn main() -> ExitCode {
         Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|ffi|install|package|python|bench|attack|scale|fuzz|soak|props|size|vmtest>"
+                "usage: cargo xtask <ci|deps|ffi|install|package|abi|python|bench|attack|scale|fuzz|soak|props|size|vmtest>"
             );
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
             eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, ASan, valgrind");
             eprintln!("  install --prefix DIR  the C API (headers, libraries, CMake and pkg-config files) into DIR");
             eprintln!("  package install into target/package, then build and run a program with CMake and pkg-config");
+            eprintln!("  abi   [--bless] the C API's ABI against crates/ffi/abi/ (abidiff); --bless records it");
             eprintln!("  python the Python module built with maturin, its pytest suite and mypy --strict");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
             eprintln!(
