@@ -47,6 +47,11 @@ pub struct RailsArgs {
     /// Print `UCX_NET_DEVICES=mlx5_0:1,...`.
     #[arg(long, conflicts_with = "format")]
     ucx: bool,
+    /// No agent: read the devices here (a port is usable when it reads
+    /// ACTIVE; nothing of damping, the breaker or addresses), and say so
+    /// on stderr. Needs the `verbs` feature.
+    #[arg(long)]
+    direct: bool,
 }
 
 /// `railwatch check`.
@@ -76,11 +81,43 @@ fn warm_state(socket: &std::path::Path) -> Result<StateReply, String> {
     ask_warm(socket, PATIENCE).map_err(|e| e.to_string())
 }
 
+/// The rails as the devices read now, with no agent (`rails --direct`).
+#[cfg(feature = "verbs")]
+fn direct() -> Result<StateReply, String> {
+    use railwatch_core::{PortState, VerbsPort};
+    use railwatch_runtime::state::{Health, STATE_SCHEMA, Verdict};
+    eprintln!("railwatch: --direct: no agent asked; a port counts as usable when it reads ACTIVE");
+    let names = crate::devices::list().map_err(|_| "the devices cannot be listed".to_owned())?;
+    let mut failures = Vec::new();
+    let mut rails = Vec::new();
+    for mut dev in crate::devices::open_all(&names, &mut failures) {
+        for port in dev.ports() {
+            let state = dev.port_state(port);
+            let usable = matches!(state, Ok(PortState::Active));
+            let message = state.map_or_else(|e| format!("cannot be read: {e}"), |s| format!("reads {}", s.name()));
+            let verdict = if usable { Verdict::Healthy } else { Verdict::Unhealthy };
+            let name = dev.name().to_owned();
+            let health = Health { verdict, message: message.chars().take(80).collect() };
+            rails.push(RailReply { rail: format!("{name}/{port}"), device: name, port, usable, health });
+        }
+    }
+    for f in &failures {
+        eprintln!("{}", f.human());
+    }
+    Ok(StateReply { schema: STATE_SCHEMA.to_owned(), warm: true, rails })
+}
+
+/// Without libibverbs there is nothing to read.
+#[cfg(not(feature = "verbs"))]
+fn direct() -> Result<StateReply, String> {
+    Err("--direct reads the devices through libibverbs: this build has no `verbs` feature".to_owned())
+}
+
 /// `railwatch rails`: the usable rails, 0 with at least one, 1 with none
 /// (nothing printed: an empty `NCCL_IB_HCA` or `UCX_NET_DEVICES` would
 /// read as "any device"), 2 when the agent cannot say.
 pub fn rails(args: &RailsArgs) -> ExitCode {
-    let state = match warm_state(&args.socket) {
+    let state = match if args.direct { direct() } else { warm_state(&args.socket) } {
         Ok(state) => state,
         Err(why) => {
             eprintln!("railwatch: {why}");

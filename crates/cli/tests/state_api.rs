@@ -187,6 +187,16 @@ mod with_verbs {
     }
 
     #[test]
+    fn rails_direct_reads_the_devices_with_no_agent_and_says_so() {
+        let mut cmd = railwatch();
+        command_under_fake(&mut cmd, FakeLib::Basic).env("FAKE_IBVERBS_DEVICES", DEVICES).args(["rails", "--direct"]);
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "mlx5_0:1\n");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--direct: no agent asked"));
+    }
+
+    #[test]
     fn a_file_where_the_socket_goes_is_refused_and_kept() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.sock");
