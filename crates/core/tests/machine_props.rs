@@ -766,7 +766,7 @@ impl Harness {
                 let answer = if w.reopen_ok { Ok(()) } else { Err(ENODEV) };
                 self.answer(Answer::Reopen { device, answer });
             }
-            Action::Revalidate { device } => {
+            Action::Revalidate { device, .. } => {
                 // The engine's context was never closed: it re-validates it.
                 let w = &self.world[device as usize];
                 assert_eq!(self.cfg.device_owner, DeviceOwner::Engine, "Revalidate of a device railwatch owns");
@@ -2948,7 +2948,7 @@ fn an_engines_device_is_revalidated_never_closed() {
             "closed an engine's device"
         );
         assert!(h.advance_until(at.plus(5000), |h| h.snap(0, 1).state == RailState::Active), "never re-validated");
-        let asked = h.record.as_ref().unwrap().iter().find(|(_, a)| matches!(a, Action::Revalidate { device: 0 }));
+        let asked = h.record.as_ref().unwrap().iter().find(|(_, a)| matches!(a, Action::Revalidate { device: 0, .. }));
         assert_eq!(asked.map(|&(t, _)| t), Some(at.plus(1000)), "revalidated after the first backoff");
     }
     h.take_record();

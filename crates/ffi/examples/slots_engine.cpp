@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
@@ -125,10 +126,6 @@ static void carry_out(rw_machine *m, int epfd, std::vector<nic> &nics, uint64_t 
         nic &n = nics[a.device];
         epoll_event ev{};
         switch (a.kind) {
-        case RW_ACTION_QUERY_PORT:
-        case RW_ACTION_READ_LINK:
-        case RW_ACTION_READ_ADDRESS:
-        case RW_ACTION_READ_COUNTERS: rw_verbs_answer(m, n.ctx, &a, now); break;
         case RW_ACTION_START_READING:
             ev.events = EPOLLIN | EPOLLET;
             ev.data.u32 = a.device;
@@ -136,8 +133,15 @@ static void carry_out(rw_machine *m, int epfd, std::vector<nic> &nics, uint64_t 
             drain(m, n, a.device, now);  // events may predate the add
             break;
         case RW_ACTION_STOP_READING: epoll_ctl(epfd, EPOLL_CTL_DEL, n.ctx->async_fd, nullptr); break;
-        case RW_ACTION_REVALIDATE: rw_machine_handle_reopen(m, a.device, n.reinitialise(), now); break;
-        default: break;  // availability, rates, notifications: the status says it
+        case RW_ACTION_REVALIDATE:
+            if (a.reason == RW_REASON_DEVICE_FATAL && n.reinitialise() != 0) {
+                rw_machine_handle_reopen(m, a.device, EAGAIN, now);  // asked again after a backoff
+                break;
+            }
+            rw_verbs_answer(m, n.ctx, &a, now);  // checks that the device answers
+            break;
+        default:  // port queries answered over the context; the rest the status says
+            if (rw_action_is_query(a.kind)) rw_verbs_answer(m, n.ctx, &a, now);
         }
     }
 }
@@ -147,12 +151,11 @@ static void carry_out(rw_machine *m, int epfd, std::vector<nic> &nics, uint64_t 
 static void monitor(rw_machine *m, int epfd, std::vector<nic> &nics, const std::atomic<bool> &stop) {
     carry_out(m, epfd, nics, now_ms());
     while (!stop.load()) {
-        uint64_t deadline = RW_NO_DEADLINE, now = now_ms();
-        rw_machine_poll_timeout(m, &deadline);
-        const int wait = int(std::min<uint64_t>(deadline > now ? deadline - now : 0, 50));
+        int32_t wait = 0;
+        rw_machine_poll_wait(m, now_ms(), 50, &wait);  // 50 ms at most: `stop` is checked
         epoll_event evs[16];
         const int ready = epoll_wait(epfd, evs, 16, wait);
-        now = now_ms();
+        const uint64_t now = now_ms();
         for (int i = 0; i < ready; ++i) {
             const uint32_t slot = evs[i].data.u32;
             if (evs[i].events & (EPOLLHUP | EPOLLERR))

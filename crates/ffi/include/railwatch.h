@@ -1030,6 +1030,17 @@ enum rw_status rw_machine_poll_actions(struct rw_machine *machine,
 // pending (a healthy host: sleep until an fd is readable).
 enum rw_status rw_machine_poll_timeout(struct rw_machine *machine, uint64_t *deadline_ms);
 
+// How long the engine's `epoll_wait` / `poll` may sleep at `now_ms`
+// before the machine needs `rw_machine_handle_timeout`, as their `int`
+// timeout, into `*timeout_ms`: 0 when the deadline has passed, at most
+// `cap_ms`; with no deadline `cap_ms` itself (a negative `cap_ms`: no cap,
+// and -1, wait for ever, when there is no deadline). The subtraction and
+// the sentinel of `rw_machine_poll_timeout`, done once.
+enum rw_status rw_machine_poll_wait(struct rw_machine *machine,
+                                    uint64_t now_ms,
+                                    int32_t cap_ms,
+                                    int32_t *timeout_ms);
+
 // A gate for the rail (`device`, `port`) into `*gate`, for worker threads
 // (see `rw_gate_check_inline`). Destroy it with `rw_gate_free`.
 enum rw_status rw_machine_gate(struct rw_machine *machine,
@@ -1049,6 +1060,9 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // `RW_ERR_STATE` and does nothing (its gates, other machines and the rest
 // of the API are fine). What the drain did goes to `*report`, which may
 // be NULL; drain again while its `end` is -1 (the budget ran out first).
+// The report is written on every return: a drain refused before any read
+// (a NULL machine, no such device, a call from inside a callback) reports
+// `end` `EINVAL`, so a `while (r.end == -1)` loop stops.
 // Drain a device once right after its `RW_ACTION_START_READING` too:
 // events may predate the epoll add.
 // A port event whose element is no port number (1..=255: the union read
@@ -1206,16 +1220,20 @@ enum rw_status rw_uevents_drain(struct rw_uevents *uevents, bool *changed);
 void rw_uevents_free(struct rw_uevents **uevents);
 
 // Answers the query `action` (`RW_ACTION_QUERY_PORT`, `READ_LINK`,
-// `READ_ADDRESS` or `READ_COUNTERS`) by reading its port over `context`,
-// the engine's `struct ibv_context *` for the action's device, and
-// handing the machine the result, failure included (as its
+// `READ_ADDRESS`, `READ_COUNTERS`, or `REVALIDATE`) by reading over
+// `context`, the engine's `struct ibv_context *` for the action's device,
+// and handing the machine the result, failure included (as its
 // `rw_machine_handle_*` would take it): the port state with the netdev's
 // carrier from sysfs, the link (`ibv_query_port`, and
 // `ibv_query_port_speed` where libibverbs has it), the GID table with each
-// entry's type and netdev, the flap counters from sysfs. Poll the actions
-// it causes as after any input. `RW_ERR_INVALID` for another kind of
-// action, `RW_ERR_NULL` for a NULL context; `RW_ERR_UNSUPPORTED` in a
-// library built without the `verbs` feature.
+// entry's type and netdev, the flap counters from sysfs; for `REVALIDATE`,
+// a query of the device's first port as the check that it answers
+// (`rw_machine_handle_reopen` with its errno; an engine that
+// re-initialises its context after `RW_REASON_DEVICE_FATAL` does so
+// first). Poll the actions it causes as after any input.
+// `RW_ERR_INVALID` for another kind of action (`rw_action_is_query` tells
+// them apart), `RW_ERR_NULL` for a NULL context; `RW_ERR_UNSUPPORTED` in
+// a library built without the `verbs` feature.
 enum rw_status rw_machine_answer_verbs(struct rw_machine *machine,
                                        const rw_action *action,
                                        void *context,
@@ -1244,8 +1262,10 @@ enum rw_status rw_version_numbers(uint32_t *major, uint32_t *minor, uint32_t *pa
  * request's own; port 0 when it is about no port; both 0 only for
  * RW_ACTION_NONE), and a payload tagged by the kind: `available` for
  * RW_ACTION_SET_AVAILABLE, `rate_mbps` for RW_ACTION_RESEED, `notification`
- * for RW_ACTION_NOTIFY, `log` for RW_ACTION_LOG (the rest of the union is
- * left as it was). Written here by hand: cbindgen cannot write an
+ * for RW_ACTION_NOTIFY, `log` for RW_ACTION_LOG, `reason` for
+ * RW_ACTION_REVALIDATE (rw_pause_reason: RW_REASON_DEVICE_FATAL asks for a
+ * re-initialisation, any other for a check that the device answers; the
+ * rest of the union is left as it was). Written here by hand: cbindgen cannot write an
  * anonymous union (tests/header.rs checks the layout against the code's). */
 struct rw_action {
   uint32_t kind;
@@ -1256,8 +1276,16 @@ struct rw_action {
     uint64_t rate_mbps;
     struct rw_notification notification;
     struct rw_log log;
+    uint32_t reason;
   };
 };
+/* Whether an action of `kind` is one rw_machine_answer_verbs (and
+ * railwatch_verbs.h's rw_verbs_answer) answers: QUERY_PORT, READ_LINK,
+ * READ_ADDRESS, READ_COUNTERS and REVALIDATE. */
+static inline bool rw_action_is_query(uint32_t kind) {
+    return kind == RW_ACTION_QUERY_PORT || kind == RW_ACTION_READ_LINK || kind == RW_ACTION_READ_ADDRESS ||
+           kind == RW_ACTION_READ_COUNTERS || kind == RW_ACTION_REVALIDATE;
+}
 #ifdef __cplusplus
 static_assert(sizeof(rw_action) == RW_ACTION_SIZE && offsetof(rw_action, notification) == 16,
                "rw_action: the header and the library disagree");

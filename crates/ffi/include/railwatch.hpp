@@ -546,6 +546,13 @@ public:
         detail::check(rw_machine_handle_timeout(m_, now_ms), "rw_machine_handle_timeout");
     }
 
+    /** How long epoll_wait may sleep at `now_ms`, as its int timeout, at
+     *  most `cap_ms` (rw_machine_poll_wait). */
+    int32_t poll_wait(uint64_t now_ms, int32_t cap_ms) {
+        int32_t wait = 0;
+        detail::check(rw_machine_poll_wait(m_, now_ms, cap_ms, &wait), "rw_machine_poll_wait");
+        return wait;
+    }
     /** The next action, or nullopt when the queue is empty. */
     std::optional<rw_action> poll_action() {
         rw_action a{};

@@ -154,7 +154,8 @@ pub enum rw_action_kind {
 /// What an action carries besides its device and port, by `kind` (the
 /// tag): `available` for `RW_ACTION_SET_AVAILABLE`, `rate_mbps` for
 /// `RW_ACTION_RESEED`, `notification` for `RW_ACTION_NOTIFY`, `log` for
-/// `RW_ACTION_LOG`; nothing for the other kinds. In C an anonymous union
+/// `RW_ACTION_LOG`, `reason` for `RW_ACTION_REVALIDATE`; nothing for the
+/// other kinds. In C an anonymous union
 /// (`a.notification`, as before 0.2).
 ///
 /// cbindgen:ignore
@@ -169,6 +170,10 @@ pub union rw_action_payload {
     pub notification: rw_notification,
     /// For `RW_ACTION_LOG`.
     pub log: rw_log,
+    /// For `RW_ACTION_REVALIDATE`: why the device was taken out of use
+    /// (`rw_pause_reason`; `RW_REASON_DEVICE_FATAL` asks for a
+    /// re-initialisation, any other for a check that it answers).
+    pub reason: u32,
 }
 
 /// One action: its kind, the device and port it is about (for every kind:
@@ -202,7 +207,7 @@ fn action_fields(a: &Action) -> (rw_action_kind, u32, u32) {
         Action::Close { device } => device_action(RW_ACTION_CLOSE, device),
         Action::Reopen { device } => device_action(RW_ACTION_REOPEN, device),
         Action::Open { device } => device_action(RW_ACTION_OPEN, device),
-        Action::Revalidate { device } => device_action(RW_ACTION_REVALIDATE, device),
+        Action::Revalidate { device, .. } => device_action(RW_ACTION_REVALIDATE, device),
         Action::QueryPort { device, port } => port_action(RW_ACTION_QUERY_PORT, device, port),
         Action::ReadLink { device, port } => port_action(RW_ACTION_READ_LINK, device, port),
         Action::ReadAddress { device, port } => port_action(RW_ACTION_READ_ADDRESS, device, port),
@@ -230,6 +235,9 @@ unsafe fn write_action(a: &Action, words: Option<(u32, *const c_char)>, out: *mu
     unsafe {
         match a {
             Action::SetAvailable { available, .. } => (&raw mut (*out).payload.available).write(*available),
+            Action::Revalidate { reason, .. } => {
+                (&raw mut (*out).payload.reason).write(crate::gate::reason_of(*reason) as u32);
+            }
             Action::Reseed { rate, .. } => {
                 (&raw mut (*out).payload.rate_mbps).write(crate::notify::mbps(Some(*rate)));
             }
@@ -909,6 +917,34 @@ pub extern "C" fn rw_machine_poll_timeout(machine: *mut rw_machine, deadline_ms:
     })
 }
 
+/// How long the engine's `epoll_wait` / `poll` may sleep at `now_ms`
+/// before the machine needs `rw_machine_handle_timeout`, as their `int`
+/// timeout, into `*timeout_ms`: 0 when the deadline has passed, at most
+/// `cap_ms`; with no deadline `cap_ms` itself (a negative `cap_ms`: no cap,
+/// and -1, wait for ever, when there is no deadline). The subtraction and
+/// the sentinel of `rw_machine_poll_timeout`, done once.
+#[unsafe(no_mangle)]
+pub extern "C" fn rw_machine_poll_wait(
+    machine: *mut rw_machine,
+    now_ms: u64,
+    cap_ms: i32,
+    timeout_ms: *mut i32,
+) -> rw_status {
+    with(machine, |m| {
+        let cap = u64::try_from(cap_ms).ok();
+        let wait = match (m.poll_timeout(), cap) {
+            (None, None) => -1,
+            (None, Some(_)) => cap_ms,
+            (Some(d), cap) => {
+                let left = d.0.saturating_sub(now_ms).min(cap.unwrap_or(u64::MAX)).min(i32::MAX as u64);
+                i32::try_from(left).unwrap_or(i32::MAX)
+            }
+        };
+        // SAFETY: the caller passes a writable int or NULL.
+        unsafe { put(timeout_ms, wait, "timeout_ms") }
+    })
+}
+
 /// `rw_machine_poll_timeout`'s "no deadline".
 pub const RW_NO_DEADLINE: u64 = u64::MAX;
 
@@ -969,6 +1005,9 @@ pub struct rw_drain_report {
 /// `RW_ERR_STATE` and does nothing (its gates, other machines and the rest
 /// of the API are fine). What the drain did goes to `*report`, which may
 /// be NULL; drain again while its `end` is -1 (the budget ran out first).
+/// The report is written on every return: a drain refused before any read
+/// (a NULL machine, no such device, a call from inside a callback) reports
+/// `end` `EINVAL`, so a `while (r.end == -1)` loop stops.
 /// Drain a device once right after its `RW_ACTION_START_READING` too:
 /// events may predate the epoll add.
 /// A port event whose element is no port number (1..=255: the union read
@@ -986,6 +1025,12 @@ pub extern "C" fn rw_machine_drain(
     now_ms: u64,
     report: *mut rw_drain_report,
 ) -> rw_status {
+    if !report.is_null() {
+        let refused = rw_drain_report { end: libc::EINVAL, ..Default::default() };
+        // SAFETY: non-null, and writable by the API's contract; written
+        // first so that a refusal never leaves a stale `end` of -1.
+        unsafe { report.write(refused) };
+    }
     with_held(machine, |h, m| {
         device_in(&h.machine, device)?;
         let get = get.ok_or_else(|| crate::status::null("get"))?;

@@ -70,7 +70,7 @@ impl Engine {
                 }
                 // Only with `device_owner = engine`, which this engine leaves
                 // at railwatch: it would check its own context here.
-                Action::Revalidate { device } => self.machine.handle_reopen(device, Err(Errno(19)), now),
+                Action::Revalidate { device, .. } => self.machine.handle_reopen(device, Err(Errno(19)), now),
                 Action::QueryPort { device, port } => {
                     let r = self.devices[device as usize].port_state(port).map_err(|e| errno(&e));
                     self.machine.handle_port_state(device, port, r, now);

@@ -540,6 +540,9 @@ pub enum Action {
     Revalidate {
         /// Device index.
         device: u32,
+        /// Why it was taken out of use: [`PauseReason::DeviceFatal`] asks
+        /// for a re-initialisation, any other for a check that it answers.
+        reason: PauseReason,
     },
     /// Query one port's state.
     QueryPort {

@@ -9,7 +9,7 @@
 use super::{Action, DeviceMode, Machine};
 use crate::counters::Suspect;
 use crate::owner::DeviceOwner;
-use crate::rail::RailState;
+use crate::rail::{PauseReason, RailState};
 use crate::time::Millis;
 
 impl Machine {
@@ -133,6 +133,13 @@ impl Machine {
             .min()
     }
 
+    /// Why device `idx` is out of use: its rails' pause reason (they went
+    /// inert together).
+    fn gone_reason(&self, idx: usize) -> PauseReason {
+        let first = self.devices[idx].rails().next();
+        first.map_or(PauseReason::NotOpened, |ri| self.rails[ri].cell.load().reason)
+    }
+
     /// Runs whatever is due at `now`: re-opens, settle and damping timers
     /// first, then the tick and the audit.
     pub(super) fn run_due(&mut self, now: Millis) {
@@ -148,7 +155,7 @@ impl Machine {
                     let device = idx as u32;
                     self.push(match self.config.device_owner {
                         DeviceOwner::Railwatch => Action::Reopen { device },
-                        DeviceOwner::Engine => Action::Revalidate { device },
+                        DeviceOwner::Engine => Action::Revalidate { device, reason: self.gone_reason(idx) },
                     });
                 }
                 continue;

@@ -817,8 +817,90 @@ static void words_read_as_an_engine_status(void)
 	}
 }
 
+/* rw_machine_poll_wait: the epoll timeout, capped; -1 only with no cap
+ * and no deadline. */
+static void poll_wait_is_the_epoll_timeout(void)
+{
+	rw_machine *m = attached(1);
+	uint64_t deadline = 0;
+	int32_t wait = 99;
+
+	if (!m)
+		return;
+	CHECK_OK("poll_timeout", rw_machine_poll_timeout(m, &deadline));
+	if (deadline == RW_NO_DEADLINE) {
+		CHECK_OK("poll_wait_no_deadline", rw_machine_poll_wait(m, 0, 50, &wait));
+		CHECK_EQ_I("no_deadline_waits_the_cap", wait, 50);
+		CHECK_OK("poll_wait_no_cap", rw_machine_poll_wait(m, 0, -1, &wait));
+		CHECK_EQ_I("no_deadline_no_cap_waits_for_ever", wait, -1);
+	} else {
+		CHECK_OK("poll_wait_before", rw_machine_poll_wait(m, deadline - 7, 1000, &wait));
+		CHECK_EQ_I("waits_until_the_deadline", wait, 7);
+		CHECK_OK("poll_wait_capped", rw_machine_poll_wait(m, deadline - 7000, 50, &wait));
+		CHECK_EQ_I("capped_at_50", wait, 50);
+		CHECK_OK("poll_wait_late", rw_machine_poll_wait(m, deadline + 5, 50, &wait));
+		CHECK_EQ_I("a_passed_deadline_waits_0", wait, 0);
+	}
+	CHECK_STATUS("poll_wait_null_out", rw_machine_poll_wait(m, 0, 50, NULL), RW_ERR_NULL);
+	rw_machine_free(&m);
+}
+
+/* A refused drain still writes its report, with end EINVAL (never a stale
+ * -1 that would keep a `while (end == -1)` loop going). */
+static void a_refused_drain_writes_its_report(void)
+{
+	rw_machine *m = attached(1);
+	rw_drain_report r;
+
+	if (!m)
+		return;
+	r.end = -1;
+	CHECK_STATUS("drain_device_7", rw_machine_drain(m, 7, q_get, NULL, 0, 0, &r), RW_ERR_RANGE);
+	CHECK_EQ_I("refused_drain_end_einval", r.end, EINVAL);
+	r.end = -1;
+	CHECK_STATUS("drain_null_machine", rw_machine_drain(NULL, 0, q_get, NULL, 0, 0, &r), RW_ERR_NULL);
+	CHECK_EQ_I("null_machine_end_einval", r.end, EINVAL);
+	CHECK_EQ("refused_drain_read_nothing", r.gets, 0);
+	rw_machine_free(&m);
+}
+
+/* RW_ACTION_REVALIDATE says why the device is out of use. */
+static void revalidate_says_why(void)
+{
+	rw_config *c = NULL;
+	rw_machine *m = NULL;
+	struct seen s;
+	const uint8_t ports[] = { 1 };
+	uint32_t dev;
+	rw_action a;
+	uint32_t reason = 99;
+
+	memset(&s, 0, sizeof(s));
+	rw_config_new(&c);
+	rw_config_set_str(c, "device_owner", "engine");
+	rw_config_set_u64(c, "reopen_jitter_pct", 0);
+	CHECK_OK("engine_owned_machine", rw_machine_new(c, &m));
+	rw_config_free(&c);
+	rw_machine_add_device(m, "mlx5_0", ports, 1, 0, &dev);
+	pump(m, 0, PORT_ACTIVE, &s);
+	CHECK_OK("device_fatal", rw_machine_handle_event(m, dev, 8 /* IBV_EVENT_DEVICE_FATAL */, 0, 10));
+	pump(m, 10, PORT_ACTIVE, &s);
+	CHECK_OK("after_the_backoff", rw_machine_handle_timeout(m, 120000));
+	while (rw_machine_poll_action(m, &a) == RW_OK && a.kind != RW_ACTION_NONE)
+		if (a.kind == RW_ACTION_REVALIDATE)
+			reason = a.reason;
+	CHECK_EQ("revalidate_reason_device_fatal", reason, RW_REASON_DEVICE_FATAL);
+	check(rw_action_is_query(RW_ACTION_REVALIDATE) && rw_action_is_query(RW_ACTION_READ_COUNTERS) &&
+		      !rw_action_is_query(RW_ACTION_NOTIFY) && !rw_action_is_query(RW_ACTION_SET_AVAILABLE),
+	      "action_is_query", "%s", "wrong kinds");
+	rw_machine_free(&m);
+}
+
 int main(void)
 {
+	poll_wait_is_the_epoll_timeout();
+	a_refused_drain_writes_its_report();
+	revalidate_says_why();
 	actions_name_their_rail();
 	a_machine_has_its_own_logger();
 	devices_take_slots();

@@ -295,6 +295,12 @@ static void over_the_fake(void)
 	CHECK_STATUS("answer_refuses_port_300", rw_verbs_answer(m, ctx, &a, 4300), RW_ERR_RANGE);
 	a.port = 1;
 	CHECK_STATUS("answer_refuses_a_null_context", rw_machine_answer_verbs(m, &a, NULL, 4300), RW_ERR_NULL);
+	/* REVALIDATE: the device's first port queried, as the check. */
+	memset(&a, 0, sizeof(a));
+	a.kind = RW_ACTION_REVALIDATE;
+	CHECK_OK("answer_revalidate_by_a_port_query", rw_verbs_answer(m, ctx, &a, 4400));
+	a.device = 9;
+	CHECK_STATUS("answer_revalidate_device_9", rw_verbs_answer(m, ctx, &a, 4400), RW_ERR_RANGE);
 	ibv_close_device(ctx);
 out:
 	if (list)

@@ -25,7 +25,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 Action::Close { device } => self.close(device),
                 Action::Open { device } => self.open(device, now),
                 // Refused by `Monitor::new`: the monitor owns its devices.
-                Action::Revalidate { device } => self.machine.handle_reopen(device, Err(ENODEV), now),
+                Action::Revalidate { device, .. } => self.machine.handle_reopen(device, Err(ENODEV), now),
                 Action::Reopen { device } => {
                     let result = match self.port(device) {
                         Some(port) => port.reopen().map_err(|e| errno_of(&e)),
