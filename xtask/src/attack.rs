@@ -11,11 +11,12 @@ use std::process::Stdio;
 use crate::run::cargo;
 
 /// The attacks, in the bench's order.
-const ATTACKS: [(&str, &str); 4] = [
+const ATTACKS: [(&str, &str); 5] = [
     ("idle", "1,000 idle connections"),
     ("slowloris", "100 slowloris clients (a byte a second)"),
     ("neverread", "200 clients that never read (each renewed after 1 s)"),
     ("heads", "8 clients sending 1 MiB heads (each every 50 ms)"),
+    ("streams", "200 state-stream readers that never read, the state changing every 50 ms"),
 ];
 
 /// The most a scrape's p99 may grow under an attack.

@@ -13,7 +13,11 @@
 //! - `neverread`: 200 clients that send a request and never read the
 //!   answer, each replaced by a new one after a second (20 every 100 ms);
 //! - `heads`: 8 clients sending 1 MiB request heads, each a new one
-//!   every 50 ms.
+//!   every 50 ms;
+//! - `streams`: 200 readers of the state API's change stream
+//!   (`/v1/state?watch=1`, served beside `/metrics`) that never read, while
+//!   the published state changes every 50 ms (each stream has lines to
+//!   write: it fills, and is cut).
 //!
 //! Each attack runs in rounds of 200 scrapes, alternating with rounds
 //! without it (10 pairs, the order rotating); the ratio is the median of
@@ -32,8 +36,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use railwatch_cli::metrics::{Metrics, Server};
+use railwatch_cli::state::Published;
 use railwatch_runtime::lines::Names;
-use railwatch_runtime::{Config, Monitor, NoSelector, SystemClock};
+use railwatch_runtime::{Config, Monitor, NoSelector, Snapshot, SystemClock};
 use railwatch_sim_backend::{PortSpec, SimDevice};
 
 /// Pairs of rounds per attack, one round under it and one not, in
@@ -56,15 +61,23 @@ const SETTLE: Duration = Duration::from_millis(500);
 type Attack = fn(SocketAddr, Arc<AtomicBool>) -> Vec<JoinHandle<()>>;
 
 fn main() {
-    let (_monitor, metrics) = fed_metrics();
+    let (monitor, metrics) = fed_metrics();
+    let published = Arc::new(Published::default());
+    published.update(&monitor.snapshot());
+    let _ = STATE.set((Arc::clone(&published), monitor.snapshot()));
     let addr: SocketAddr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let _server = Server::start(addr, metrics.exporter(), None).expect("the metrics server");
+    let _server = Server::start(addr, metrics.exporter(), Some(published)).expect("the metrics server");
     // Warm-up: the first encodings allocate.
     for _ in 0..20 {
         let _ = scrape(addr);
     }
-    let attacks: [(&str, Attack); 4] =
-        [("idle", idle), ("slowloris", slowloris), ("neverread", never_read), ("heads", big_heads)];
+    let attacks: [(&str, Attack); 5] = [
+        ("idle", idle),
+        ("slowloris", slowloris),
+        ("neverread", never_read),
+        ("heads", big_heads),
+        ("streams", streams),
+    ];
     // `RAILWATCH_ATTACKS=idle,heads`: only those.
     let only = std::env::var("RAILWATCH_ATTACKS").ok();
     for (name, attack) in attacks {
@@ -267,6 +280,40 @@ fn never_read(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
         }
         drop(held);
     })]
+}
+
+/// The state the `streams` attack changes: its publisher and a snapshot.
+static STATE: std::sync::OnceLock<(Arc<Published>, Snapshot)> = std::sync::OnceLock::new();
+
+/// How often the `streams` attack changes the state: 20 turns with a
+/// change a second, a host flapping hard (an agent publishes once a turn).
+const CHURN_EVERY: Duration = Duration::from_millis(50);
+
+/// 200 stream readers that never read, and a state that changes every
+/// [`CHURN_EVERY`] (a rail's generation moves), so every stream has lines
+/// to write.
+fn streams(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    let request = b"GET /v1/state?watch=1 HTTP/1.1\r\nHost: attacker\r\n\r\n";
+    let readers = thread::spawn({
+        let stop = Arc::clone(&stop);
+        move || {
+            let held = hold(addr, 200, request);
+            while !stop.load(Ordering::Acquire) {
+                thread::sleep(Duration::from_millis(10));
+            }
+            drop(held);
+        }
+    });
+    let churn = thread::spawn(move || {
+        let (published, snapshot) = STATE.get().expect("the state is set before the attacks");
+        let mut snapshot = snapshot.clone();
+        while !stop.load(Ordering::Acquire) {
+            snapshot.rails[0].generation += 1;
+            published.update(&snapshot);
+            thread::sleep(CHURN_EVERY);
+        }
+    });
+    vec![readers, churn]
 }
 
 /// Between two heads of one client (the attack is the size; a tight

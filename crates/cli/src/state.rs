@@ -41,6 +41,8 @@ pub struct Published {
     waiting: Mutex<Option<BTreeSet<String>>>,
     /// Bumped at every update.
     changed: watch::Sender<u64>,
+    /// The latest state as stream readers are sent it.
+    encoded: Mutex<Option<Arc<Encoded>>>,
 }
 
 impl Default for Published {
@@ -50,6 +52,7 @@ impl Default for Published {
             warm: AtomicBool::default(),
             waiting: Mutex::default(),
             changed: watch::Sender::new(0),
+            encoded: Mutex::default(),
         }
     }
 }
@@ -126,8 +129,8 @@ async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.tick().await;
     loop {
-        let Some((snapshot, warm)) = published.latest() else { return };
-        let lines = sent.lines(&snapshot, warm);
+        let Some(now) = published.encoded() else { return };
+        let lines = sent.lines(&now);
         if !lines.is_empty() {
             heartbeat.reset();
         }
@@ -139,7 +142,7 @@ async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx
         tokio::select! {
             ended = changed.changed() => if ended.is_err() { return },
             _ = heartbeat.tick() => {
-                let beat = serde_json::json!({"kind": "heartbeat", "t_ms": snapshot.t.0});
+                let beat = serde_json::json!({"kind": "heartbeat", "t_ms": now.t_ms});
                 if tx.try_send(line(&beat)).is_err() {
                     return;
                 }
@@ -148,39 +151,89 @@ async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx
     }
 }
 
+/// The latest state encoded once per turn, shared by every stream reader
+/// (200 readers cost one encoding, not 200).
+struct Encoded {
+    /// The update it encodes.
+    turn: u64,
+    t_ms: u64,
+    warm: bool,
+    /// The first line of a stream: the whole document.
+    whole: Bytes,
+    /// Each rail's name, JSON and its `"kind":"rail"` line.
+    rails: Vec<(String, Arc<str>, Bytes)>,
+}
+
+impl Encoded {
+    /// The encoding of `snapshot`; a rail whose JSON did not change since
+    /// `previous` keeps its string, so readers compare pointers, not text.
+    fn of(snapshot: &Snapshot, warm: bool, turn: u64, previous: Option<&Encoded>) -> Encoded {
+        let doc = StateJson::of(snapshot, warm);
+        let mut whole = serde_json::Map::from_iter([("kind".to_owned(), "state".into())]);
+        if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&doc) {
+            whole.extend(fields);
+        }
+        let kept = |name: &str, json: &str| {
+            let old = previous?.rails.iter().find(|(n, _, _)| n == name)?;
+            (*old.1 == *json).then(|| Arc::clone(&old.1))
+        };
+        let t_ms = doc.t_ms;
+        let rails = doc
+            .rails
+            .iter()
+            .map(|r| {
+                let json = serde_json::to_string(r).unwrap_or_default();
+                let name = r.rail.rail;
+                let text = format!(r#"{{"kind":"rail","t_ms":{t_ms},"warm":{warm},"rail":{json}}}"#) + "\n";
+                (name.to_owned(), kept(name, &json).unwrap_or_else(|| Arc::from(json)), Bytes::from(text))
+            })
+            .collect();
+        Encoded { turn, t_ms: doc.t_ms, warm, whole: line(&whole.into()), rails }
+    }
+}
+
+impl Published {
+    /// The latest state, encoded: by the first reader after each update,
+    /// reused by the others.
+    fn encoded(&self) -> Option<Arc<Encoded>> {
+        let turn = *self.changed.borrow();
+        let mut cache = self.encoded.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = cache.as_ref().filter(|e| e.turn == turn) {
+            return Some(Arc::clone(e));
+        }
+        let (snapshot, warm) = self.latest()?;
+        let e = Arc::new(Encoded::of(&snapshot, warm, turn, cache.as_deref()));
+        *cache = Some(Arc::clone(&e));
+        Some(e)
+    }
+}
+
 /// What a stream reader was sent: each rail's JSON, and warm.
 #[derive(Default)]
 struct Sent {
-    rails: HashMap<String, String>,
+    rails: HashMap<String, Arc<str>>,
     warm: Option<bool>,
 }
 
 impl Sent {
     /// The lines that tell a reader what changed since it was last told.
-    fn lines(&mut self, snapshot: &Snapshot, warm: bool) -> Vec<Bytes> {
-        let doc = StateJson::of(snapshot, warm);
+    fn lines(&mut self, now: &Encoded) -> Vec<Bytes> {
         let mut out = Vec::new();
-        if self.warm.is_none() {
-            let mut whole = serde_json::Map::from_iter([("kind".to_owned(), "state".into())]);
-            if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&doc) {
-                whole.extend(fields);
-            }
-            out.push(line(&whole.into()));
-        } else if self.warm != Some(warm) {
-            out.push(line(&serde_json::json!({"kind": "warm", "t_ms": doc.t_ms, "warm": warm})));
-        }
         let first = self.warm.is_none();
-        self.warm = Some(warm);
-        for rail in &doc.rails {
-            let json = serde_json::to_string(rail).unwrap_or_default();
-            if self.rails.get(rail.rail.rail).is_some_and(|old| *old == json) {
+        if first {
+            out.push(now.whole.clone());
+        } else if self.warm != Some(now.warm) {
+            out.push(line(&serde_json::json!({"kind": "warm", "t_ms": now.t_ms, "warm": now.warm})));
+        }
+        self.warm = Some(now.warm);
+        for (name, json, line) in &now.rails {
+            if self.rails.get(name).is_some_and(|old| Arc::ptr_eq(old, json)) {
                 continue;
             }
             if !first {
-                let text = format!(r#"{{"kind":"rail","t_ms":{},"warm":{warm},"rail":{json}}}"#, doc.t_ms);
-                out.push(Bytes::from(text + "\n"));
+                out.push(line.clone());
             }
-            self.rails.insert(rail.rail.rail.to_owned(), json);
+            self.rails.insert(name.clone(), Arc::clone(json));
         }
         out
     }
