@@ -12,7 +12,9 @@
 //! - `crates/ffi/bench/c_api_bench.c` (a C program over the release
 //!   `librailwatch.a`) measures the C API's rows the same way, and
 //!   `crates/cli/benches/scrape.rs` the cost of being scraped (row 10),
-//!   `crates/cli/benches/record.rs` the cost of recording (row 11).
+//!   `crates/cli/benches/record.rs` the cost of recording (row 11),
+//!   `crates/cli/benches/readers.rs` the cost of the state API's readers
+//!   (row 13).
 //!
 //! Results land in `<target>/railwatch-bench/`: `results.tsv` (from
 //! `table`), `c_api.tsv`, `criterion/` (criterion's estimates) and
@@ -55,6 +57,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     values.extend(c_api_bench(&out)?);
     values.extend(cli_bench(&out, "scrape")?);
     values.extend(cli_bench(&out, "record")?);
+    values.extend(cli_bench(&out, "readers")?);
     let mut text = table(&values)?;
     if !table_only {
         text.push('\n');
@@ -101,10 +104,11 @@ fn c_api_bench(out: &Path) -> Result<BTreeMap<String, f64>, String> {
     read_results(&file)
 }
 
-/// Rows 10 and 11: a bench of the cli crate (`crates/cli/benches/NAME.rs`:
+/// Rows 10, 11 and 13: a bench of the cli crate (`crates/cli/benches/NAME.rs`:
 /// `scrape`, recovery p99 with the metrics fed as `watch` feeds them and a
 /// 10 Hz scraper, against no scraper; `record`, the same with a recorder
-/// observing, against none), which prints `key<TAB>value` lines.
+/// observing, against none; `readers`, with 100 state readers at 10 Hz,
+/// against none), which prints `key<TAB>value` lines.
 fn cli_bench(out: &Path, name: &str) -> Result<BTreeMap<String, f64>, String> {
     let mut cmd = cargo();
     cmd.args(["bench", "-q", "-p", "railwatch", "--bench", name]).stdout(std::process::Stdio::piped());
@@ -474,6 +478,14 @@ fn c_api_and_cli_rows(get: Get<'_>, rows: &mut Vec<Row>) -> Result<(), String> {
         get("record_cold_p99_off_ns")?,
         get("record_cold_ratio")?,
         Goal::Info,
+    ));
+    rows.push(ratio_row(
+        "13",
+        "recovery p99 (PORT_ACTIVE written → gate admits) with the state published every wake-up and 100 clients reading GET /v1/state on the socket at 10 Hz, vs no reader",
+        get("readers_p99_on_ns")?,
+        get("readers_p99_off_ns")?,
+        get("readers_ratio")?,
+        Goal::AtMost(1.1),
     ));
     Ok(())
 }

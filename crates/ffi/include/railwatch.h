@@ -20,6 +20,10 @@
 #include <stdint.h>
 typedef struct rw_action rw_action;
 
+// `sizeof(rw_action)` in the library: railwatch.h checks its own
+// definition against it when it is compiled.
+#define RW_ACTION_SIZE 136
+
 // A counter the driver does not have (`rw_machine_handle_counters`).
 #define RW_COUNTER_NONE UINT64_MAX
 
@@ -66,10 +70,6 @@ typedef struct rw_action rw_action;
 
 // `rw_machine_poll_timeout`'s "no deadline".
 #define RW_NO_DEADLINE UINT64_MAX
-
-// `sizeof(rw_action)` in the library: railwatch.h checks its own
-// definition against it when it is compiled.
-#define RW_ACTION_SIZE 136
 
 // The longest rail name `rw_rail_info.name` holds, NUL included.
 #define RW_RAIL_NAME_MAX 80

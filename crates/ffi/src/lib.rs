@@ -93,6 +93,7 @@
 // marking them `unsafe fn` would change nothing for their callers.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod action;
 mod args;
 // The benchmark's own exports (`rw_bench_*`), only in a library built for
 // it: `cargo xtask bench` turns the feature on.
@@ -114,6 +115,7 @@ mod uevents;
 mod verbs;
 mod version;
 
+pub use action::*;
 pub use config::{
     rw_config, rw_config_check, rw_config_free, rw_config_get_bool, rw_config_get_f64, rw_config_get_str,
     rw_config_get_u64, rw_config_new, rw_config_set_bool, rw_config_set_f64, rw_config_set_str, rw_config_set_u64,

@@ -7,8 +7,9 @@
 
 use std::ffi::c_void;
 
+use crate::action::{rw_action, rw_action_kind};
 use crate::args::handle;
-use crate::machine::{device_in, port_in, rw_action, rw_action_kind, rw_machine, with_at};
+use crate::machine::{device_in, port_in, rw_machine, with_at};
 use crate::status::{Error, Result, rw_status};
 
 /// What an action asks to be read.
