@@ -111,21 +111,16 @@ pub fn build(profile: Profile) -> Result<Built, String> {
     if !out.status.success() {
         return Err(format!("build librailwatch failed ({})", out.status));
     }
-    let (mut lib_dir, mut fake_dir, mut version) = (None, None, None);
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let package = json_string(line, "package_id").unwrap_or_default();
-        match json_string(line, "reason").as_deref() {
-            Some("build-script-executed") if names_package(&package, "railwatch-verbs-backend") => {
-                fake_dir = json_string(line, "out_dir").map(|d| Path::new(&d).join("fake-ibverbs/basic"));
-            }
-            Some("compiler-artifact") if names_package(&package, "railwatch-ffi") => {
-                let so = json_strings(line, "filenames").into_iter().find(|f| f.ends_with("librailwatch.so"));
-                lib_dir = so.and_then(|f| Path::new(&f).parent().map(Path::to_path_buf));
-                version = package_version(&package);
-            }
-            _ => {}
-        }
-    }
+    let messages = messages(&out.stdout);
+    let fake_dir = fake_dir(&messages);
+    let ffi = messages.iter().find(|m| {
+        m["reason"] == "compiler-artifact"
+            && m["package_id"].as_str().is_some_and(|p| names_package(p, "railwatch-ffi"))
+    });
+    let files = ffi.and_then(|m| m["filenames"].as_array()).into_iter().flatten().filter_map(|f| f.as_str());
+    let so = files.into_iter().find(|f| f.ends_with("librailwatch.so"));
+    let lib_dir = so.and_then(|f| Path::new(f).parent().map(Path::to_path_buf));
+    let version = ffi.and_then(|m| m["package_id"].as_str()).and_then(package_version);
     let lib_dir = lib_dir.ok_or("build librailwatch: cargo named no librailwatch.so")?;
     let fake_dir = fake_dir.ok_or("build librailwatch: no build-script-executed message of railwatch-verbs-backend")?;
     let version = version.ok_or("build librailwatch: no version in railwatch-ffi's package id")?;
@@ -154,51 +149,20 @@ fn names_package(id: &str, name: &str) -> bool {
     id.split(' ').next() == Some(name)
 }
 
-/// The string value of `"key":"…"` in one line of JSON (unescaped).
-fn json_string(line: &str, key: &str) -> Option<String> {
-    let at = line.find(&format!("\"{key}\":\""))? + key.len() + 4;
-    parse_json_string(&line[at..]).map(|(s, _)| s)
+/// cargo's JSON messages (`--message-format=json`), one per line; a line
+/// that is not JSON is skipped.
+pub fn messages(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
-/// The strings of the array `"key":["…","…"]` in one line of JSON.
-fn json_strings(line: &str, key: &str) -> Vec<String> {
-    let Some(at) = line.find(&format!("\"{key}\":[")) else { return Vec::new() };
-    let mut rest = &line[at + key.len() + 4..];
-    let mut found = Vec::new();
-    while let Some(s) = rest.strip_prefix('"') {
-        let Some((value, used)) = parse_json_string(s) else { break };
-        found.push(value);
-        rest = &s[used..];
-        match rest.strip_prefix(',') {
-            Some(r) => rest = r,
-            None => break,
-        }
-    }
-    found
-}
-
-/// A JSON string's text up to its closing quote (`s` starts after the
-/// opening one): the unescaped value and the bytes used, quote included.
-fn parse_json_string(s: &str) -> Option<(String, usize)> {
-    let mut value = String::new();
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Some((value, i + 1)),
-            '\\' => match chars.next()?.1 {
-                'n' => value.push('\n'),
-                't' => value.push('\t'),
-                'r' => value.push('\r'),
-                'u' => {
-                    let hex: String = (0..4).filter_map(|_| chars.next().map(|(_, h)| h)).collect();
-                    value.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).unwrap_or('\u{fffd}'));
-                }
-                other => value.push(other),
-            },
-            c => value.push(c),
-        }
-    }
-    None
+/// The fake libibverbs's directory: in the output of
+/// railwatch-verbs-backend's build script, as cargo's messages name it.
+pub fn fake_dir(messages: &[serde_json::Value]) -> Option<PathBuf> {
+    let script = messages.iter().find(|m| {
+        m["reason"] == "build-script-executed"
+            && m["package_id"].as_str().is_some_and(|p| names_package(p, "railwatch-verbs-backend"))
+    })?;
+    Some(Path::new(script["out_dir"].as_str()?).join("fake-ibverbs/basic"))
 }
 
 #[cfg(test)]
@@ -207,17 +171,19 @@ mod tests {
 
     #[test]
     fn reads_cargo_messages() {
-        let line = r#"{"reason":"build-script-executed","package_id":"path+file:///src/crates/verbs-backend#railwatch-verbs-backend@0.1.0","out_dir":"/t/debug/build/x-1/out","env":[]}"#;
-        assert_eq!(json_string(line, "reason").as_deref(), Some("build-script-executed"));
-        assert_eq!(json_string(line, "out_dir").as_deref(), Some("/t/debug/build/x-1/out"));
-        assert!(names_package(&json_string(line, "package_id").unwrap(), "railwatch-verbs-backend"));
+        let out = concat!(
+            r#"{"reason":"build-script-executed","package_id":"path+file:///src/crates/verbs-backend#railwatch-verbs-backend@0.1.0","out_dir":"/t/debug/build/x-1/out","env":[]}"#,
+            "\nnot json\n",
+            r#"{"reason":"compiler-artifact","filenames":["/t/debug/librailwatch.so","/t/d\"q/librailwatch.a"],"x":1}"#,
+        );
+        let m = messages(out.as_bytes());
+        assert_eq!(m.len(), 2);
+        assert_eq!(fake_dir(&m), Some(PathBuf::from("/t/debug/build/x-1/out/fake-ibverbs/basic")));
+        assert_eq!(m[1]["filenames"][1], "/t/d\"q/librailwatch.a");
         assert!(!names_package("path+file:///src/crates/ffi#railwatch-ffi@0.1.0", "railwatch"));
         assert!(names_package("railwatch-ffi 0.1.0 (path+file:///src/crates/ffi)", "railwatch-ffi"));
         assert!(names_package("path+file:///src/railwatch-ffi#0.1.0", "railwatch-ffi"));
         assert!(!names_package("path+file:///src/railwatch-ffi#0.1.0", "railwatch"));
-        let art =
-            r#"{"reason":"compiler-artifact","filenames":["/t/debug/librailwatch.so","/t/d\"q/librailwatch.a"],"x":1}"#;
-        assert_eq!(json_strings(art, "filenames"), ["/t/debug/librailwatch.so", "/t/d\"q/librailwatch.a"]);
     }
 
     #[test]

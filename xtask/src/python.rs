@@ -7,7 +7,7 @@
 //! the fake libibverbs); `mypy --strict` checks the package and
 //! `examples/pick_rails.py` against its stub.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -61,13 +61,7 @@ fn agent() -> Result<(PathBuf, PathBuf), String> {
     if !out.status.success() {
         return Err(format!("build railwatch failed ({})", out.status));
     }
-    let out_dir = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "build-script-executed")
-        .filter(|m| m["package_id"].as_str().is_some_and(|p| p.contains("railwatch-verbs-backend")))
-        .find_map(|m| m["out_dir"].as_str().map(str::to_owned))
+    let fake = crate::library::fake_dir(&crate::library::messages(&out.stdout))
         .ok_or("build railwatch: cargo named no output of railwatch-verbs-backend's build script")?;
-    let fake = Path::new(&out_dir).join("fake-ibverbs/basic");
     Ok((target_dir().join("debug/railwatch"), fake))
 }
