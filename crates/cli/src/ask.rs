@@ -97,7 +97,7 @@ fn direct() -> Result<StateReply, String> {
             let message = state.map_or_else(|e| format!("cannot be read: {e}"), |s| format!("reads {}", s.name()));
             let verdict = if usable { Verdict::Healthy } else { Verdict::Unhealthy };
             let name = dev.name().to_owned();
-            let health = Health { verdict, message: message.chars().take(80).collect() };
+            let health = Health::new(verdict, message);
             rails.push(RailReply { rail: format!("{name}/{port}"), device: name, port, usable, health });
         }
     }
@@ -154,10 +154,7 @@ pub fn check(args: &CheckArgs) -> ExitCode {
         Err(why) => (2, format!("unknown: {why}")),
         Ok(state) => verdict(&state, args),
     };
-    let mut line = line;
-    if let Some((i, _)) = line.char_indices().nth(CHECK_LINE_MAX) {
-        line.truncate(i);
-    }
+    let line = railwatch_runtime::state::cut(line, CHECK_LINE_MAX);
     if let Err(e) = writeln!(io::stdout(), "{line}") {
         return write_failed(&e);
     }

@@ -109,3 +109,18 @@ pub(crate) unsafe fn handle_mut<'a, T>(p: *mut T, arg: &str) -> Result<&'a mut T
     // thread at a time.
     unsafe { p.as_mut() }.ok_or_else(|| null(arg))
 }
+
+/// `name` as a device's name (the kernel's rule, as the device list
+/// applies it), or `RW_ERR_INVALID` saying `{what} {name}: why`.
+pub(crate) fn device_name(name: &str, what: &str) -> Result<()> {
+    match railwatch_core::device_name_problem(name) {
+        None => Ok(()),
+        Some(problem) => {
+            let shown = railwatch_core::shown_name(name);
+            Err(crate::status::Error::new(
+                crate::status::rw_status::RW_ERR_INVALID,
+                format!("{what} {shown}: {problem}"),
+            ))
+        }
+    }
+}

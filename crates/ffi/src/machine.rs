@@ -317,10 +317,7 @@ unsafe fn new_device<'a>(
     // SAFETY: by this function's contract (`slice` checks the bound before
     // any read).
     let (name, ports) = unsafe { (text(name, "name")?, slice(ports, nports, PORTS, "nports", "ports")?) };
-    if let Some(problem) = railwatch_core::device_name_problem(name) {
-        let shown = railwatch_core::shown_name(name);
-        return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {shown}: {problem}")));
-    }
+    crate::args::device_name(name, "device name")?;
     if ports.is_empty() || ports.contains(&0) {
         return Err(Error::new(rw_status::RW_ERR_INVALID, format!("ports of {name}: {ports:?} (need 1..=255)")));
     }

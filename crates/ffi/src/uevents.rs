@@ -120,10 +120,7 @@ fn host_carrier(name: &str, port: u32) -> Result<std::result::Result<railwatch_c
         .ok()
         .filter(|&p| p != 0)
         .ok_or_else(|| Error::new(rw_status::RW_ERR_RANGE, format!("port {port} (need 1..=255)")))?;
-    if let Some(why) = railwatch_core::device_name_problem(name) {
-        let shown = railwatch_core::shown_name(name);
-        return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device {shown}: {why}")));
-    }
+    crate::args::device_name(name, "device")?;
     Ok(railwatch_verbs_backend::read_carrier(std::path::Path::new("/sys"), name, port).map_err(|_| libc::ENOENT))
 }
 

@@ -206,11 +206,8 @@ pub extern "C" fn rw_monitor_start_verbs(
     guard(|| {
         // SAFETY: NULL or a NUL-terminated name, by the API's contract.
         let only = if only_device.is_null() { None } else { Some(unsafe { text(only_device, "only_device") }?) };
-        if let Some(name) = only
-            && let Some(problem) = railwatch_core::device_name_problem(name)
-        {
-            let shown = railwatch_core::shown_name(name);
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("only_device {shown}: {problem}")));
+        if let Some(name) = only {
+            crate::args::device_name(name, "only_device")?;
         }
         start_verbs(config, selector, only, out)
     })

@@ -155,10 +155,7 @@ pub extern "C" fn rw_sim_add_device(
         if !(1..=255).contains(&nports) {
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("nports {nports} (need 1..=255)")));
         }
-        if let Some(problem) = railwatch_core::device_name_problem(name) {
-            let shown = railwatch_core::shown_name(name);
-            return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {shown}: {problem}")));
-        }
+        crate::args::device_name(name, "device name")?;
         let mut devices = sim.lock();
         if devices.iter().any(|d| d.handle.name() == name) {
             return Err(Error::new(rw_status::RW_ERR_INVALID, format!("device name {name:?} is taken")));

@@ -57,12 +57,19 @@ pub fn health(rail: &RailSnapshot, warm: bool) -> Health {
     } else {
         (Verdict::Unhealthy, format!("{} ({})", rail.state.name(), rail.reason.name()))
     };
-    Health { verdict, message: cut(message) }
+    Health::new(verdict, message)
 }
 
-/// `text` cut to [`HEALTH_MESSAGE_MAX`] characters.
-fn cut(mut text: String) -> String {
-    if let Some((i, _)) = text.char_indices().nth(HEALTH_MESSAGE_MAX) {
+impl Health {
+    /// A verdict and its message, cut to [`HEALTH_MESSAGE_MAX`] characters.
+    pub fn new(verdict: Verdict, message: String) -> Health {
+        Health { verdict, message: cut(message, HEALTH_MESSAGE_MAX) }
+    }
+}
+
+/// `text` cut to `max` characters (on a character boundary).
+pub fn cut(mut text: String, max: usize) -> String {
+    if let Some((i, _)) = text.char_indices().nth(max) {
         text.truncate(i);
     }
     text
@@ -147,7 +154,7 @@ mod tests {
     #[test]
     fn a_message_is_cut_at_80_characters_on_a_character_boundary() {
         let long = "é".repeat(100);
-        assert_eq!(cut(long).chars().count(), HEALTH_MESSAGE_MAX);
-        assert_eq!(cut("short".into()), "short");
+        assert_eq!(cut(long, HEALTH_MESSAGE_MAX).chars().count(), HEALTH_MESSAGE_MAX);
+        assert_eq!(cut("short".into(), HEALTH_MESSAGE_MAX), "short");
     }
 }
