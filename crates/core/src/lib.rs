@@ -79,8 +79,8 @@ pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use identity::{RailIdentity, guid_text, is_netdev_name, is_pci_address};
 pub use machine::{
-    Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, Machine,
-    Notification, RailView, RecoveredBy, SlotError, TransferReport, WorkScope,
+    Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, MAX_DEVICES,
+    Machine, Notification, RailView, RecoveredBy, SlotError, TransferReport, WorkScope,
 };
 pub use owner::DeviceOwner;
 pub use port::{

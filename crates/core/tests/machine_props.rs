@@ -336,7 +336,7 @@ impl Harness {
             let ports: Vec<u8> = (1..=h.world[d].ports.len() as u8).collect();
             h.devs.push(DeviceTrack::default());
             h.input = Input::AddDevice;
-            let index = h.m.add_device(&h.world[d].name, &ports, h.now);
+            let index = h.m.add_device(&h.world[d].name, &ports, h.now).expect("under MAX_DEVICES");
             assert_eq!(index, d as u32);
             for &port in &ports {
                 let id = RailId { device: index, port };
@@ -570,7 +570,7 @@ impl Harness {
         let ports: Vec<u8> = (1..=w.ports.len() as u8).collect();
         let now = self.now;
         let mut index = u32::MAX;
-        self.input(Input::AddDevice, |m| index = m.add_device(&name, &ports, now));
+        self.input(Input::AddDevice, |m| index = m.add_device(&name, &ports, now).expect("under MAX_DEVICES"));
         assert_eq!(index, device, "a device that came back keeps its index");
         self.settle();
     }
@@ -2558,7 +2558,7 @@ fn k_an_unsupported_address_read_is_not_asked_again() {
         (reads, changes)
     }
     let mut m = Machine::new(MachineConfig::default()).unwrap();
-    let dev = m.add_device("mlx5_0", &[1], Millis(0));
+    let dev = m.add_device("mlx5_0", &[1], Millis(0)).expect("a device");
     assert_eq!(serve(&mut m, PortState::Active, Millis(0)).0, 1, "the first activation asks");
     let rail = RailId { device: dev, port: 1 };
     let gate = m.gate(rail).unwrap();
@@ -2575,7 +2575,7 @@ fn k_an_unsupported_address_read_is_not_asked_again() {
     assert_eq!(m.poll_timeout(), None, "nothing left for the tick");
     m.handle_removed(dev, Millis(40));
     serve(&mut m, PortState::Active, Millis(40));
-    assert_eq!(m.add_device("mlx5_0", &[1], Millis(50)), dev);
+    assert_eq!(m.add_device("mlx5_0", &[1], Millis(50)), Some(dev));
     assert_eq!(serve(&mut m, PortState::Active, Millis(50)).0, 1, "a device added anew is asked");
 }
 
@@ -2687,7 +2687,7 @@ fn an_open_answered_while_a_reopen_is_due_is_the_reopen() {
     m.handle_device_list(["rxe0"], Millis(1));
     assert_eq!(serve_lifecycle(&mut m, Millis(1)).0, vec![0], "back: open asked, not answered yet");
     m.handle_device_list(std::iter::empty(), Millis(1));
-    assert_eq!(m.add_device("rxe0", &[1], Millis(2)), 0, "the engine opened it itself");
+    assert_eq!(m.add_device("rxe0", &[1], Millis(2)), Some(0), "the engine opened it itself");
     serve_lifecycle(&mut m, Millis(2));
     m.handle_hangup(0, Millis(3));
     assert_eq!(serve_lifecycle(&mut m, Millis(3)).1, vec![0], "closed");

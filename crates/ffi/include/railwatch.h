@@ -58,7 +58,8 @@ typedef struct rw_action rw_action;
 // Most ports a device can have (port numbers are 1..=255).
 #define RW_MAX_PORTS 255
 
-// Most names one device list may hold.
+// Most names one device list may hold, and most devices one machine
+// holds (removed ones and empty slots included).
 #define RW_MAX_DEVICES 4096
 
 // Most entries a port's GID table can have (an `ibv_ah_attr`'s
@@ -874,7 +875,8 @@ void rw_machine_free(struct rw_machine **machine);
 // poll, on the polling thread, with the words `rw_log.text` would hold
 // (valid for the call only); the rest are dropped. The callback must not
 // call this machine (refused with `RW_ERR_STATE`). NULL `callback` goes
-// back to log actions. Each machine has its own, unlike
+// back to log actions; a level above `RW_LOG_LEVEL_TRACE` is
+// `RW_ERR_INVALID`, the callback unchanged. Each machine has its own, unlike
 // `rw_set_log_callback` (the process's: railwatch's own threads).
 enum rw_status rw_machine_set_log_callback(struct rw_machine *machine,
                                            rw_log_callback_fn callback,
@@ -889,7 +891,10 @@ enum rw_status rw_machine_set_log_callback(struct rw_machine *machine,
 // it. Its rails start inert; the machine then asks to start reading
 // the device and to query each port (the attach). A `name` that was
 // removed comes back under its old index, as a new device (new
-// generation, rate re-seeded).
+// generation, rate re-seeded), whatever its ports now (a port it no
+// longer has keeps an inert rail). A new name when the machine holds
+// `RW_MAX_DEVICES` devices (removed ones and empty slots included) is
+// `RW_ERR_RANGE`.
 enum rw_status rw_machine_add_device(struct rw_machine *machine,
                                      const char *name,
                                      const uint8_t *ports,
@@ -903,7 +908,8 @@ enum rw_status rw_machine_add_device(struct rw_machine *machine,
 // never asked about: `rw_machine_device_name` says `RW_ERR_NOT_FOUND`)
 // until a device is added there. A slot another device holds, or a name
 // that left the host from another slot, is `RW_ERR_INVALID`; a device
-// that left comes back at its own slot.
+// that left comes back at its own slot, whatever its ports now. Calls
+// that name a device refuse an empty slot (`RW_ERR_RANGE`).
 enum rw_status rw_machine_add_device_at(struct rw_machine *machine,
                                         uint32_t slot,
                                         const char *name,
@@ -1310,8 +1316,9 @@ _Static_assert(sizeof(rw_action) == RW_ACTION_SIZE && offsetof(rw_action, notifi
  *   bits 8-23  last port state read (ibv_port_state; 0xFFFF never read)
  *   bits 24-63 generation (wraps at 2^40)
  * Only railwatch writes it; read it with an acquire load. State 3 and
- * reasons above 7 are never written (rw_word_decode reads them as inert
- * and none; the decoders below return the bits as they are). The decoders
+ * reasons past the last rw_pause_reason (RW_REASON_NO_CARRIER) are never
+ * written (rw_word_decode reads them as inert and none; the decoders below
+ * return the bits as they are). The decoders
  * below are plain C and C++; the load itself is C11 here and
  * std::atomic_ref (C++20) or the GCC/Clang __atomic builtins (C++17) in
  * railwatch.hpp.

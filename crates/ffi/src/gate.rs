@@ -294,19 +294,7 @@ pub extern "C" fn rw_word_encode(state: u32, reason: u32, port_state: u32, gener
         1 => RailState::Paused,
         _ => RailState::Inert,
     };
-    let reason = [
-        PauseReason::None,
-        PauseReason::PortErr,
-        PauseReason::PortNotActive,
-        PauseReason::DeviceFatal,
-        PauseReason::DeviceRemoved,
-        PauseReason::NotOpened,
-        PauseReason::Damped,
-        PauseReason::Settling,
-    ]
-    .get(reason as usize)
-    .copied()
-    .unwrap_or(PauseReason::None);
+    let reason = PauseReason::ALL.get(reason as usize).copied().unwrap_or(PauseReason::None);
     let last_port_state = (u64::from(port_state) != RW_WORD_PORT_NONE).then(|| PortState::from_code(port_state));
     RailWord { state, reason, last_port_state, generation }.to_raw()
 }

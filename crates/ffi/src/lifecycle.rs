@@ -12,7 +12,7 @@ use railwatch_core::MAX_DEVICE_NAME_BYTES;
 
 use crate::args::{put, slice, text};
 use crate::limits::{DEVICES, PORTS};
-use crate::machine::{device_in, rw_machine, with, with_at};
+use crate::machine::{device_in, rw_machine, slot_in, with, with_at};
 use crate::status::{Error, Result, rw_status};
 
 /// The host's RDMA devices now, by name (`ibv_get_device_list`'s
@@ -105,7 +105,7 @@ pub extern "C" fn rw_machine_device_name(
     len: *mut usize,
 ) -> rw_status {
     with(machine, |m| {
-        device_in(m, device)?;
+        slot_in(m, device)?;
         let name = m.device(device).map(|d| d.name.to_string()).unwrap_or_default();
         if name.is_empty() {
             return Err(Error::new(rw_status::RW_ERR_NOT_FOUND, format!("slot {device} is empty")));

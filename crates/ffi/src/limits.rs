@@ -5,8 +5,12 @@
 /// Most ports a device can have (port numbers are 1..=255).
 pub const RW_MAX_PORTS: usize = 255;
 
-/// Most names one device list may hold.
+/// Most names one device list may hold, and most devices one machine
+/// holds (removed ones and empty slots included).
 pub const RW_MAX_DEVICES: usize = 4096;
+
+// cbindgen writes the literal; the machine's own bound is core's.
+const _: () = assert!(RW_MAX_DEVICES == railwatch_core::MAX_DEVICES);
 
 /// Most entries a port's GID table can have (an `ibv_ah_attr`'s
 /// `sgid_index` is 8 bits), and one more than the largest GID index.

@@ -9,7 +9,7 @@ use std::sync::Once;
 use log::{LevelFilter, Metadata, Record};
 
 use crate::log_sink::{Sink, emit, in_callback, replace, rw_log_callback_fn};
-use crate::status::{Error, guard, rw_status};
+use crate::status::{Error, Result, guard, rw_status};
 
 /// The `log` crate's logger for every railwatch crate, forwarding to the
 /// callback.
@@ -31,15 +31,19 @@ impl log::Log for Forward {
     fn flush(&self) {}
 }
 
-fn level_filter(max_level: u32) -> Option<LevelFilter> {
-    Some(match max_level {
+/// `max_level` as a filter, or the error naming it: not an `rw_log_level`.
+pub(crate) fn level_filter(max_level: u32) -> Result<LevelFilter> {
+    Ok(match max_level {
         0 => LevelFilter::Off,
         1 => LevelFilter::Error,
         2 => LevelFilter::Warn,
         3 => LevelFilter::Info,
         4 => LevelFilter::Debug,
         5 => LevelFilter::Trace,
-        _ => return None,
+        _ => {
+            let message = format!("max_level {max_level} is not an rw_log_level (0..=5)");
+            return Err(Error::new(rw_status::RW_ERR_INVALID, message));
+        }
     })
 }
 
@@ -59,9 +63,7 @@ pub extern "C" fn rw_set_log_callback(callback: rw_log_callback_fn, user: *mut c
         if in_callback() {
             return Err(Error::new(rw_status::RW_ERR_STATE, "rw_set_log_callback from inside the log callback"));
         }
-        let filter = level_filter(max_level).ok_or_else(|| {
-            Error::new(rw_status::RW_ERR_INVALID, format!("max_level {max_level} is not an rw_log_level (0..=5)"))
-        })?;
+        let filter = level_filter(max_level)?;
         let sink = callback.filter(|_| filter != LevelFilter::Off).map(|callback| Sink { callback, user });
         static INSTALL: Once = Once::new();
         // Another logger already set in this process (a Rust host's)

@@ -103,6 +103,15 @@ fn answer<T>(error: i32, value: impl FnOnce() -> T) -> std::result::Result<T, Er
 }
 
 pub(crate) fn device_in(m: &Machine, device: u32) -> Result<()> {
+    slot_in(m, device)?;
+    match m.device(device).is_some_and(|d| d.name.is_empty()) {
+        true => Err(Error::new(rw_status::RW_ERR_RANGE, format!("slot {device} is empty (no device was added there)"))),
+        false => Ok(()),
+    }
+}
+
+/// `device` is a slot of the machine's, an empty one included.
+pub(crate) fn slot_in(m: &Machine, device: u32) -> Result<()> {
     match (device as usize) < m.devices().len() {
         true => Ok(()),
         false => Err(Error::new(
@@ -229,7 +238,8 @@ pub extern "C" fn rw_machine_free(machine: *mut *mut rw_machine) {
 /// poll, on the polling thread, with the words `rw_log.text` would hold
 /// (valid for the call only); the rest are dropped. The callback must not
 /// call this machine (refused with `RW_ERR_STATE`). NULL `callback` goes
-/// back to log actions. Each machine has its own, unlike
+/// back to log actions; a level above `RW_LOG_LEVEL_TRACE` is
+/// `RW_ERR_INVALID`, the callback unchanged. Each machine has its own, unlike
 /// `rw_set_log_callback` (the process's: railwatch's own threads).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_set_log_callback(
@@ -239,6 +249,7 @@ pub extern "C" fn rw_machine_set_log_callback(
     max_level: u32,
 ) -> rw_status {
     with_held(machine, |h, _| {
+        crate::logging::level_filter(max_level)?;
         h.logger = callback.map(|callback| Logger { callback, user, max_level });
         Ok(())
     })
@@ -252,7 +263,10 @@ pub extern "C" fn rw_machine_set_log_callback(
 /// it. Its rails start inert; the machine then asks to start reading
 /// the device and to query each port (the attach). A `name` that was
 /// removed comes back under its old index, as a new device (new
-/// generation, rate re-seeded).
+/// generation, rate re-seeded), whatever its ports now (a port it no
+/// longer has keeps an inert rail). A new name when the machine holds
+/// `RW_MAX_DEVICES` devices (removed ones and empty slots included) is
+/// `RW_ERR_RANGE`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_add_device(
     machine: *mut rw_machine,
@@ -268,7 +282,9 @@ pub extern "C" fn rw_machine_add_device(
         if device.is_null() {
             return Err(crate::status::null("device"));
         }
-        let index = m.add_device(name, ports, now);
+        let index = m.add_device(name, ports, now).ok_or_else(|| {
+            Error::new(rw_status::RW_ERR_RANGE, format!("{name}: {}", railwatch_core::SlotError::Full))
+        })?;
         // SAFETY: checked non-null; the caller passes a writable u32.
         unsafe { put(device, index, "device") }
     })
@@ -280,7 +296,8 @@ pub extern "C" fn rw_machine_add_device(
 /// never asked about: `rw_machine_device_name` says `RW_ERR_NOT_FOUND`)
 /// until a device is added there. A slot another device holds, or a name
 /// that left the host from another slot, is `RW_ERR_INVALID`; a device
-/// that left comes back at its own slot.
+/// that left comes back at its own slot, whatever its ports now. Calls
+/// that name a device refuse an empty slot (`RW_ERR_RANGE`).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_add_device_at(
     machine: *mut rw_machine,
@@ -296,9 +313,13 @@ pub extern "C" fn rw_machine_add_device_at(
         }
         // SAFETY: as `new_device` needs, by the API's contract.
         let (name, ports) = unsafe { new_device(m, name, ports, nports) }?;
-        m.add_device_at(slot, name, ports, now)
-            .map(drop)
-            .map_err(|e| Error::new(rw_status::RW_ERR_INVALID, format!("slot {slot} for {name}: {e}")))
+        m.add_device_at(slot, name, ports, now).map(drop).map_err(|e| {
+            let status = match e {
+                railwatch_core::SlotError::Full => rw_status::RW_ERR_RANGE,
+                _ => rw_status::RW_ERR_INVALID,
+            };
+            Error::new(status, format!("slot {slot} for {name}: {e}"))
+        })
     })
 }
 

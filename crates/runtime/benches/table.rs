@@ -244,7 +244,7 @@ fn drain_pairs() {
 fn machine_pairs() {
     const FLAPS: u64 = 2_000;
     let mut machine = Machine::new(MachineConfig::default()).expect("machine");
-    let dev = machine.add_device("raw", &[1], Millis(0));
+    let dev = machine.add_device("raw", &[1], Millis(0)).expect("a device");
     let serve = |m: &mut Machine| {
         while let Some(a) = m.poll_action() {
             match a {
@@ -298,7 +298,7 @@ fn machine_pairs() {
 /// A machine with one attached, active rail, answered at once.
 fn machine_of_one_rail() -> (Machine, u32) {
     let mut m = Machine::new(MachineConfig::default()).expect("machine");
-    let dev = m.add_device("raw", &[1], Millis(0));
+    let dev = m.add_device("raw", &[1], Millis(0)).expect("a device");
     answer(&mut m, Millis(0));
     (m, dev)
 }

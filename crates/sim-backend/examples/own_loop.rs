@@ -166,7 +166,7 @@ fn main() -> io::Result<()> {
         notes: Vec::new(),
     };
     let now = engine.now();
-    let dev = engine.machine.add_device("mlx5_0", &[1, 2], now);
+    let dev = engine.machine.add_device("mlx5_0", &[1, 2], now).expect("the first device");
     engine.carry_out(now)?;
     let gate = engine.machine.gate_of("mlx5_0/1").expect("the machine knows its rail");
     let state = |e: &Engine| e.machine.rail(railwatch_core::RailId { device: dev, port: 1 }).map(|r| r.word.state);

@@ -29,7 +29,17 @@ pub enum SlotError {
     /// The name left the host under this index: it comes back there.
     #[error("the device left the host from slot {0}: add it there")]
     NameElsewhere(u32),
+    /// The slot is at or past [`MAX_DEVICES`], or the machine holds that
+    /// many devices already.
+    #[error("the machine holds at most {MAX_DEVICES} devices (removed ones and empty slots included)")]
+    Full,
 }
+
+/// Most devices one machine holds, removed ones and empty slots included:
+/// a device keeps its index for the machine's life, so names that come and
+/// go must not grow it without bound. Past it, a new name is refused
+/// ([`Machine::add_device`]) or skipped as stray input (the device list).
+pub const MAX_DEVICES: usize = 4096;
 
 /// What a device list changed, by device index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,21 +54,24 @@ impl Machine {
     /// Adds a device the driver opened itself, with these ports: asks to
     /// start reading its fd and to query every port; its rails attach
     /// together once every query is answered. A name that left the host
-    /// and came back with the same ports takes its old index (its rails keep
-    /// their ids). Returns the device's index.
-    pub fn add_device(&mut self, name: &str, ports: &[u8], now: Millis) -> u32 {
+    /// comes back under its old index: its rails keep their ids, or, with
+    /// other ports than it had, new rails are made (those of a port it no
+    /// longer has stay inert). Returns the device's index, or `None` when
+    /// the machine already holds [`MAX_DEVICES`] devices (removed ones and
+    /// empty slots included) and this is a new name.
+    pub fn add_device(&mut self, name: &str, ports: &[u8], now: Millis) -> Option<u32> {
         let now = self.at(now);
-        let idx = match self.removed_device(name, ports) {
+        let idx = match self.removed_index(name) {
             Some(idx) => idx,
-            None => {
-                let idx = self.new_device(name, now);
-                let rails = self.new_rails(idx, ports, now);
-                self.devices[idx].set_rails(rails);
-                idx
-            }
+            None if self.devices.len() >= MAX_DEVICES => return None,
+            None => self.new_device(name, now),
         };
+        if self.devices[idx].rails().is_empty() || !self.has_ports(&self.devices[idx], ports) {
+            let rails = self.new_rails(idx, ports, now);
+            self.devices[idx].set_rails(rails);
+        }
         self.open_succeeded(idx, now);
-        idx as u32
+        Some(idx as u32)
     }
 
     /// Adds a device, as [`add_device`](Self::add_device), at the index
@@ -66,21 +79,21 @@ impl Machine {
     /// the slots below it that no device took yet are left empty (no name,
     /// no rails, never opened or asked about) until one is added there. An
     /// empty slot, or one past the last, is taken, and a device that left
-    /// comes back at its own (same name and ports); a slot another device
-    /// holds, or a name that left the host under another index, is an
-    /// error.
+    /// comes back at its own (same name, whatever its ports now); a slot
+    /// another device holds, a name that left the host under another
+    /// index, or a slot at or past [`MAX_DEVICES`] is an error.
     pub fn add_device_at(&mut self, slot: u32, name: &str, ports: &[u8], now: Millis) -> Result<u32, SlotError> {
         let idx = slot as usize;
-        if self.removed_device(name, ports) == Some(idx) {
-            return Ok(self.add_device(name, ports, now));
+        match self.removed_index(name) {
+            Some(at) if at == idx => return self.add_device(name, ports, now).ok_or(SlotError::Full),
+            Some(at) => return Err(SlotError::NameElsewhere(at as u32)),
+            None => {}
         }
         if let Some(d) = self.devices.get(idx).filter(|d| !d.is_empty_slot()) {
             return Err(SlotError::Taken(d.name.to_string()));
         }
-        if let Some(at) = self.devices.iter().position(|d| *d.name == *name && d.mode == DeviceMode::Removed) {
-            if at != idx {
-                return Err(SlotError::NameElsewhere(at as u32));
-            }
+        if idx >= MAX_DEVICES {
+            return Err(SlotError::Full);
         }
         let now = self.at(now);
         while self.devices.len() <= idx {
@@ -94,10 +107,10 @@ impl Machine {
         Ok(slot)
     }
 
-    /// The index of a removed device called `name` with exactly these
-    /// ports, if there is one.
-    pub fn removed_device(&self, name: &str, ports: &[u8]) -> Option<usize> {
-        self.devices.iter().position(|d| d.mode == DeviceMode::Removed && *d.name == *name && self.has_ports(d, ports))
+    /// The index of the removed device called `name`, if there is one (a
+    /// name is at one index: a device that comes back is at its old one).
+    pub fn removed_index(&self, name: &str) -> Option<usize> {
+        self.devices.iter().position(|d| d.mode == DeviceMode::Removed && !d.is_empty_slot() && *d.name == *name)
     }
 
     fn has_ports(&self, d: &Device, ports: &[u8]) -> bool {
@@ -110,8 +123,9 @@ impl Machine {
     /// and are asked to be opened ([`Action::Open`], answered with
     /// [`handle_opened`](Self::handle_opened)); a name that left and came
     /// back takes its old index. Names that cannot be a device's (empty,
-    /// too long, with a `/` or a control character) are counted as stray
-    /// and skipped; a name listed twice counts once.
+    /// too long, with a `/` or a control character), and new names once the
+    /// machine holds [`MAX_DEVICES`] devices, are counted as stray and
+    /// skipped; a name listed twice counts once.
     pub fn handle_device_list<'n>(&mut self, names: impl IntoIterator<Item = &'n str>, now: Millis) -> ListChange {
         let now = self.at(now);
         let mut listed: Vec<&str> = Vec::new();
@@ -136,6 +150,10 @@ impl Machine {
             }
             let idx = match self.devices.iter().rposition(|d| *d.name == *name) {
                 Some(idx) => idx,
+                None if self.devices.len() >= MAX_DEVICES => {
+                    self.stray();
+                    continue;
+                }
                 None => self.new_device(name, now),
             };
             self.appear(idx, now);

@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 pub use evidence::TransferReport;
-pub use lifecycle::{ListChange, SlotError};
+pub use lifecycle::{ListChange, MAX_DEVICES, SlotError};
 pub use output::{Action, Cause, Errno, Happening, Log, Notification, RecoveredBy, WorkScope};
 
 use crate::counters::{CountersBaseline, PortCounters};
@@ -377,7 +377,7 @@ pub struct DeviceView<'a> {
 /// use railwatch_core::{Action, AsyncEvent, EventKind, Machine, MachineConfig, Millis, PortState, RailState};
 ///
 /// let mut m = Machine::new(MachineConfig::default()).unwrap();
-/// let dev = m.add_device("mlx5_0", &[1], Millis(0));
+/// let dev = m.add_device("mlx5_0", &[1], Millis(0)).expect("under MAX_DEVICES");
 /// // The driver carries out what the machine asks: here, answer the
 /// // attach query and the link read, ignore the rest.
 /// fn serve(m: &mut Machine, port_state: PortState, now: Millis) {

@@ -492,7 +492,7 @@ static void word_layout(void)
 
 	CHECK_EQ("layout_version_matches_header", rw_word_layout_version(), RW_WORD_LAYOUT_VERSION);
 	for (uint32_t st = 0; st <= 2; st++)
-		for (uint32_t re = 0; re <= 7; re++)
+		for (uint32_t re = 0; re <= RW_REASON_NO_CARRIER; re++)
 			for (size_t p = 0; p < sizeof(port_states) / sizeof(port_states[0]); p++)
 				for (size_t gi = 0; gi < sizeof(gens) / sizeof(gens[0]); gi++) {
 					uint64_t w = rw_word_encode(st, re, port_states[p], gens[gi]);
@@ -509,7 +509,7 @@ static void word_layout(void)
 					    t.generation != rw_word_generation(w) || t.admitted != rw_word_admits(w))
 						bad_lib++;
 				}
-	check(words == 3 * 8 * 7 * 10, "layout_covers_every_combination", "%u words", words);
+	check(words == 3 * (RW_REASON_NO_CARRIER + 1) * 7 * 10, "layout_covers_every_combination", "%u words", words);
 	check(bad_state == 0, "inline_state_decodes_library_words", "%u of %u words wrong", bad_state, words);
 	check(bad_reason == 0, "inline_reason_decodes_library_words", "%u of %u words wrong", bad_reason, words);
 	check(bad_port == 0, "inline_port_state_decodes_library_words", "%u of %u words wrong", bad_port, words);
@@ -525,6 +525,9 @@ static void word_layout(void)
 	      "encode(0,1,0,0) = %#llx", (unsigned long long)rw_word_encode(0, 1, 0, 0));
 	check(rw_word_encode(0, 0, 4, 0) == (4ull << RW_WORD_PORT_SHIFT), "port_state_4_at_bit_8",
 	      "encode(0,0,4,0) = %#llx", (unsigned long long)rw_word_encode(0, 0, 4, 0));
+	check(rw_word_reason(rw_word_encode(1, RW_REASON_NO_CARRIER + 1, 0, 0)) == RW_REASON_NONE,
+	      "a_reason_past_the_last_is_clamped_to_none", "reason %u",
+	      rw_word_reason(rw_word_encode(1, RW_REASON_NO_CARRIER + 1, 0, 0)));
 }
 
 /* A drain of PORT_ERR, QP_FATAL and CQ_ERR: the lost work is the first
@@ -739,6 +742,9 @@ static void a_machine_has_its_own_logger(void)
 	while (rw_machine_poll_action(m, &a) == RW_OK && a.kind != RW_ACTION_NONE)
 		log_actions += a.kind == RW_ACTION_LOG;
 	CHECK_EQ("warnings_above_max_level_dropped", h.lines + log_actions, 0);
+	CHECK_STATUS("logger_level_past_trace", rw_machine_set_log_callback(m, hear, &h, RW_LOG_LEVEL_TRACE + 1),
+		     RW_ERR_INVALID);
+	check(strstr(rw_last_error(), "max_level 6") != NULL, "logger_level_named", "%s", rw_last_error());
 	CHECK_OK("logger_off", rw_machine_set_log_callback(m, NULL, NULL, 0));
 	CHECK_OK("third_unknown_event", rw_machine_handle_event(m, 0, 97, 0, 12));
 	while (rw_machine_poll_action(m, &a) == RW_OK && a.kind != RW_ACTION_NONE)
@@ -765,6 +771,13 @@ static void devices_take_slots(void)
 	CHECK_STATUS("empty_slot_has_no_name", rw_machine_device_name(m, 0, name, sizeof(name), &len),
 		     RW_ERR_NOT_FOUND);
 	CHECK_STATUS("empty_slot_has_no_rail", rw_machine_gate(m, 1, 1, &(rw_gate *){ NULL }), RW_ERR_RANGE);
+	CHECK_STATUS("empty_slot_takes_no_event", rw_machine_handle_event(m, 1, 10 /* PORT_ERR */, 1, 1), RW_ERR_RANGE);
+	check(strstr(rw_last_error(), "slot 1 is empty") != NULL, "empty_slot_said", "%s", rw_last_error());
+	CHECK_STATUS("empty_slot_takes_no_hangup", rw_machine_handle_hangup(m, 0, 1), RW_ERR_RANGE);
+	CHECK_STATUS("empty_slot_takes_no_read_error", rw_machine_handle_read_error(m, 0, EIO, 1), RW_ERR_RANGE);
+	CHECK_STATUS("empty_slot_takes_no_open", rw_machine_handle_opened(m, 1, ports, 1, 0, 1), RW_ERR_RANGE);
+	CHECK_STATUS("empty_slot_takes_no_reopen", rw_machine_handle_reopen(m, 1, 0, 1), RW_ERR_RANGE);
+	CHECK_STATUS("empty_slot_takes_no_removal", rw_machine_handle_removed(m, 1, 1), RW_ERR_RANGE);
 	CHECK_STATUS("held_slot_refused", rw_machine_add_device_at(m, 2, "mlx5_9", ports, 1, 1), RW_ERR_INVALID);
 	check(strstr(rw_last_error(), "mlx5_2") != NULL, "held_slot_names_its_device", "%s", rw_last_error());
 	CHECK_STATUS("slot_past_the_bound", rw_machine_add_device_at(m, RW_MAX_DEVICES, "x", ports, 1, 1),
@@ -774,6 +787,23 @@ static void devices_take_slots(void)
 	CHECK_EQ("slot_0_active", rw_word_state(word_of(m, 0, 1)), RW_RAIL_ACTIVE);
 	CHECK_OK("slot_0_named", rw_machine_device_name(m, 0, name, sizeof(name), &len));
 	check(strcmp(name, "mlx5_0") == 0, "slot_0_is_mlx5_0", "\"%s\"", name);
+	{
+		/* Back with two ports: its own slot, a rail for each. */
+		const uint8_t two[] = { 1, 2 };
+		uint32_t dev = 99;
+
+		CHECK_OK("slot_2_leaves", rw_machine_handle_removed(m, 2, 3));
+		CHECK_OK("slot_2_back_with_two_ports", rw_machine_add_device_at(m, 2, "mlx5_2", two, 2, 4));
+		pump(m, 4, PORT_ACTIVE, &s);
+		CHECK_EQ("slot_2_port_2_active", rw_word_state(word_of(m, 2, 2)), RW_RAIL_ACTIVE);
+		CHECK_OK("slot_0_leaves", rw_machine_handle_removed(m, 0, 5));
+		CHECK_OK("slot_0_back_by_add_device", rw_machine_add_device(m, "mlx5_0", two, 2, 6, &dev));
+		CHECK_EQ("add_device_keeps_the_slot", dev, 0);
+		/* No more than RW_MAX_DEVICES, whatever is added. */
+		CHECK_OK("last_slot", rw_machine_add_device_at(m, RW_MAX_DEVICES - 1, "last", ports, 1, 7));
+		CHECK_STATUS("no_device_past_the_bound", rw_machine_add_device(m, "over", ports, 1, 7, &dev),
+			     RW_ERR_RANGE);
+	}
 	rw_machine_free(&m);
 }
 

@@ -162,16 +162,22 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// Takes ownership of an opened device: registers its async fd
     /// (edge-triggered), creates one rail per port and attaches each, active
     /// or paused by its port state, with its bandwidth seeded. Returns the
-    /// device's index (the `device` of its [`RailId`]s).
-    pub fn add_device(&mut self, port: P) -> u32 {
+    /// device's index (the `device` of its [`RailId`]s), or `None` when the
+    /// machine holds [`MAX_DEVICES`](railwatch_core::MAX_DEVICES) devices
+    /// already and this name is new (the device is closed, and logged).
+    pub fn add_device(&mut self, port: P) -> Option<u32> {
         let now = self.clock.now();
         let ports = port.ports();
         // The slot first: the machine's first actions are for it. A name
         // that left the host and came back takes its old slot (its rails
-        // keep their ids; the machine attaches them as a new device).
+        // keep their ids, or new ones with new ports).
         let name = port.name().to_string();
-        match self.machine.removed_device(&name, &ports) {
+        match self.machine.removed_index(&name) {
             Some(idx) => self.devices[idx] = DeviceSlot::new(port),
+            None if self.machine.devices().len() >= railwatch_core::MAX_DEVICES => {
+                log::error!("{name}: not watched: the monitor holds {} devices already", railwatch_core::MAX_DEVICES);
+                return None;
+            }
             None => {
                 // Devices the list named but that never opened have
                 // indexes too: the new one goes after them.
@@ -180,11 +186,11 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 self.devices.push(DeviceSlot::new(port));
             }
         }
-        let idx = self.machine.add_device(&name, &ports, now);
+        let idx = self.machine.add_device(&name, &ports, now)?;
         self.read_identity(idx);
         self.observe(now, Observed::Attached { device: idx, name: &name, ports: &ports });
         self.carry_out(now);
-        idx
+        Some(idx)
     }
 
     /// The engine's transfer outcomes on `rail` since its last report (see
