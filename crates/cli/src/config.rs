@@ -296,6 +296,10 @@ impl Settings {
             return Ok(());
         };
         check_socket_path(path).map_err(|e| SettingsError::of_flag("--state-socket", None, e))?;
+        if let Some(group) = &args.state_socket_group {
+            railwatch_cli::state::group_id(group)
+                .map_err(|e| SettingsError::of_flag("--state-socket-group", None, e.to_string()))?;
+        }
         self.state_socket = Some(SocketSettings {
             path: path.clone(),
             mode: args.state_socket_mode.unwrap_or(DEFAULT_SOCKET_MODE),

@@ -262,33 +262,42 @@ pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
 /// The state socket served: dropping it stops the server and removes the
 /// socket.
 pub struct StateSocket {
-    _server: http::Server,
+    _server: Option<http::Server>,
     path: PathBuf,
 }
 
 impl Drop for StateSocket {
     fn drop(&mut self) {
+        // The server first: nobody is answered on a socket that is gone.
+        drop(self._server.take());
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
 impl StateSocket {
     /// Binds `settings.path` (see [`bind`]) and serves `published` on it.
+    /// On any failure no socket is left behind.
     pub fn start(settings: &SocketSettings, published: Arc<Published>) -> io::Result<StateSocket> {
         let listener = bind(settings)?;
+        // From here the socket is ours: removed on every way out.
+        let mut socket = StateSocket { _server: None, path: settings.path.clone() };
         let answer = move |r: &Request| {
             published.respond(r).unwrap_or_else(|| http::plain(404, "not found: the state is at /v1/state\n"))
         };
         let server = http::Server::serve(Listener::Unix(listener), Limits::default(), answer)?;
-        Ok(StateSocket { _server: server, path: settings.path.clone() })
+        socket._server = Some(server);
+        Ok(socket)
     }
 }
 
 /// Binds the socket: a path that is a symlink or anything but a socket is
 /// refused, never replaced; a socket another agent answers on is refused;
-/// a stale one (nobody answers) is replaced. Then its mode and group.
+/// a stale one (nobody answers) is replaced. Then its mode and group; the
+/// group is resolved before anything is made, and a failure after the
+/// bind removes the socket it made.
 pub fn bind(settings: &SocketSettings) -> io::Result<UnixListener> {
     let path = &settings.path;
+    let gid = settings.group.as_deref().map(group_id).transpose()?;
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         let refuse = |why: &str| io::Error::new(io::ErrorKind::AlreadyExists, format!("{}: {why}", path.display()));
         if meta.file_type().is_symlink() {
@@ -303,19 +312,58 @@ pub fn bind(settings: &SocketSettings) -> io::Result<UnixListener> {
         std::fs::remove_file(path)?;
     }
     let listener = UnixListener::bind(path)?;
+    let made = Made(Some(path));
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(settings.mode))?;
-    if let Some(group) = &settings.group {
-        let gid = group_id(group)?;
-        rustix::fs::chown(path, None, Some(rustix::fs::Gid::from_raw(gid)))?;
+    if let Some(gid) = gid {
+        rustix::fs::chown(path, None, Some(gid)).map_err(|e| {
+            let e = io::Error::from(e);
+            io::Error::new(e.kind(), format!("{}: cannot give it group {}: {e}", path.display(), gid.as_raw()))
+        })?;
     }
+    made.keep();
     Ok(listener)
 }
 
-/// A group's id: a number as it is, a name from /etc/group.
-fn group_id(group: &str) -> io::Result<u32> {
-    if let Ok(gid) = group.parse() {
-        return Ok(gid);
+/// A socket just made, removed when dropped unless kept.
+struct Made<'a>(Option<&'a Path>);
+
+impl Made<'_> {
+    fn keep(mut self) {
+        self.0 = None;
     }
+}
+
+impl Drop for Made<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A group's id: a number as it is, a name from /etc/group. The number
+/// 4294967295 (`(gid_t)-1`) is refused: to `chown` it means "leave the
+/// group as it is", never a group.
+pub fn group_id(group: &str) -> io::Result<rustix::fs::Gid> {
+    let gid = match group.parse::<u32>() {
+        Ok(gid) => gid,
+        Err(_) if group.chars().all(|c| c.is_ascii_digit()) && !group.is_empty() => {
+            return Err(invalid(format!("group {group}: not a group id (at most 4294967294)")));
+        }
+        Err(_) => named_group(group)?,
+    };
+    if gid == u32::MAX {
+        return Err(invalid(format!("group {gid}: not a group id ((gid_t)-1 means \"no change\" to chown)")));
+    }
+    Ok(rustix::fs::Gid::from_raw(gid))
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// A group's id by its name, from /etc/group.
+fn named_group(group: &str) -> io::Result<u32> {
     let groups = std::fs::read_to_string("/etc/group")?;
     groups
         .lines()
@@ -374,8 +422,41 @@ mod tests {
 
     #[test]
     fn a_group_is_a_number_or_a_name() {
-        assert_eq!(group_id("0").unwrap(), 0);
-        assert_eq!(group_id("root").unwrap(), 0);
+        assert_eq!(group_id("0").unwrap().as_raw(), 0);
+        assert_eq!(group_id("root").unwrap().as_raw(), 0);
+        assert_eq!(group_id("4294967294").unwrap().as_raw(), u32::MAX - 1);
         assert!(group_id("no-such-group-here").is_err());
+    }
+
+    /// `(gid_t)-1` is "no change" to chown (and rustix asserts against
+    /// it), a number past u32 no group: refused with the value named, and
+    /// no socket left behind.
+    #[test]
+    fn an_impossible_group_is_refused_naming_it_and_leaves_no_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sock");
+        for group in ["4294967295", "4294967296", "99999999999999999999"] {
+            let with = SocketSettings { group: Some(group.to_owned()), ..settings(&path) };
+            let e = StateSocket::start(&with, Arc::default()).err().expect("refused");
+            assert!(e.to_string().contains(group) && e.kind() == io::ErrorKind::InvalidInput, "{e}");
+            assert!(std::fs::symlink_metadata(&path).is_err(), "{group}: a socket was left behind");
+        }
+    }
+
+    /// What removes the socket when a step after the bind fails (the mode,
+    /// the group: neither fails for root, who runs the tests): the guard
+    /// removes the socket it made unless kept.
+    #[test]
+    fn the_guard_removes_a_made_socket_unless_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        drop(Made(Some(&path)));
+        assert!(std::fs::symlink_metadata(&path).is_err(), "the socket was left behind");
+        drop(listener);
+        let kept = UnixListener::bind(&path).unwrap();
+        Made(Some(&path)).keep();
+        assert!(std::fs::symlink_metadata(&path).is_ok());
+        drop(kept);
     }
 }

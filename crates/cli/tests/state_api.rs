@@ -30,6 +30,28 @@ fn without_an_agent_rails_and_check_say_unknown() {
     assert!(stdout.starts_with("unknown: ") && stdout.trim_end().chars().count() <= 80, "{stdout}");
 }
 
+/// `(gid_t)-1` is not a group (chown reads it as "no change"): refused
+/// before anything starts, naming the value, and no socket made.
+#[test]
+fn an_impossible_socket_group_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("state.sock");
+    let socket = socket.to_str().unwrap();
+    for check in [true, false] {
+        let mut args = vec!["watch", "--for-ms", "100", "--state-socket", socket, "--state-socket-group", "4294967295"];
+        if check {
+            args.push("--check");
+        }
+        let out = railwatch().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // `--check` says invalid settings with 1, a run with 2 (bad input).
+        assert_eq!(out.status.code(), Some(if check { 1 } else { 2 }), "{stderr}");
+        assert!(stderr.contains("--state-socket-group") && stderr.contains("4294967295"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(std::fs::symlink_metadata(socket).is_err(), "a socket was left behind");
+    }
+}
+
 #[cfg(feature = "verbs")]
 mod with_verbs {
     use std::path::Path;
