@@ -15,7 +15,8 @@
 //! - An `accept` that fails (out of file descriptors) is logged at most
 //!   every 10 s and retried after a pause: the listener outlives it.
 //!
-//! The request body, if any, is never read. The target may be in origin
+//! A client may shut its write side after its request (half-close): it
+//! still gets its whole answer. The request body, if any, is never read. The target may be in origin
 //! or absolute form (`GET http://host/metrics`, RFC 9112 §3.2.2).
 
 use std::convert::Infallible;
@@ -289,7 +290,11 @@ async fn accept_loop(
         Err(e) => return log::error!("http: cannot serve the listener ({e})"),
     };
     let mut http = http1::Builder::new();
+    // A client may shut its write side once its request is sent (`nc -N`,
+    // `shutdown(SHUT_WR)`): without half-close, hyper takes the EOF it
+    // reads before the answer is written for the end and drops the answer.
     http.timer(TokioTimer::new())
+        .half_close(true)
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(limits.max_head.max(8192))
         .max_headers(64);
@@ -477,6 +482,35 @@ mod tests {
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
         assert!(out.starts_with("HTTP/1.1 200 OK") && out.ends_with("GET /v1/state Some(\"watch=1\")"), "{out}");
+    }
+
+    /// A client that sends its request and then shuts its write side
+    /// (`nc -N`, `shutdown(SHUT_WR)`) gets the whole answer every time,
+    /// not an empty reply when the EOF is read before the answer is
+    /// written (before `half_close`, about one in 200 here: 1,000 rounds).
+    #[test]
+    fn a_request_then_a_half_close_always_gets_its_whole_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let body = "x".repeat(20_000);
+        let answer = body.clone();
+        let server = Server::serve(Listener::Unix(listener), Limits::default(), move |_: &Request| Response {
+            status: 200,
+            headers: vec![],
+            body: answer.clone().into(),
+        })
+        .unwrap();
+        for round in 0..1000 {
+            let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.write_all(b"GET /v1/state HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            assert!(out.starts_with("HTTP/1.1 200 OK") && out.ends_with(&body), "round {round}: {:?}", &out);
+        }
+        drop(server);
     }
 
     #[test]
