@@ -68,10 +68,12 @@ pub struct CheckArgs {
     /// exit codes and line.
     #[arg(long)]
     nhc: bool,
-    /// A problem when fewer rails than this are usable (default 1).
-    #[arg(long, value_name = "N", conflicts_with = "max_unusable")]
+    /// A problem when fewer rails than this are usable (default 1). With
+    /// `--max-unusable` too, a problem when either is crossed.
+    #[arg(long, value_name = "N")]
     min_usable: Option<usize>,
-    /// A problem when more rails than this are not usable.
+    /// A problem when more rails than this are not usable (default: no
+    /// bound).
     #[arg(long, value_name = "N")]
     max_unusable: Option<usize>,
 }
@@ -163,13 +165,23 @@ pub fn check(args: &CheckArgs) -> ExitCode {
 
 /// The exit code and line for a warm agent's state.
 fn verdict(state: &StateReply, args: &CheckArgs) -> (u8, String) {
-    let total = state.rails.len();
-    let usable = state.rails.iter().filter(|r| r.usable).count();
-    let unusable: Vec<&str> = state.rails.iter().filter(|r| !r.usable).map(|r| r.rail.as_str()).collect();
-    let problem = match (args.min_usable, args.max_unusable) {
-        (_, Some(max)) => unusable.len() > max,
-        (min, None) => usable < min.unwrap_or(1),
-    };
+    judge(&state.rails, Thresholds { min_usable: args.min_usable.unwrap_or(1), max_unusable: args.max_unusable })
+}
+
+/// What makes a problem: fewer usable rails than `min_usable`, or more
+/// unusable ones than `max_unusable` (when given); either is enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Thresholds {
+    min_usable: usize,
+    max_unusable: Option<usize>,
+}
+
+/// The exit code and line (not yet cut) for `rails` under `thresholds`.
+fn judge(rails: &[RailReply], thresholds: Thresholds) -> (u8, String) {
+    let total = rails.len();
+    let usable = rails.iter().filter(|r| r.usable).count();
+    let unusable: Vec<&str> = rails.iter().filter(|r| !r.usable).map(|r| r.rail.as_str()).collect();
+    let problem = usable < thresholds.min_usable || thresholds.max_unusable.is_some_and(|max| unusable.len() > max);
     let counts = format!("{usable}/{total} rails usable");
     if !problem {
         return (0, format!("ok: {counts}"));
@@ -177,5 +189,58 @@ fn verdict(state: &StateReply, args: &CheckArgs) -> (u8, String) {
     match unusable.as_slice() {
         [] => (1, format!("problem: {counts}")),
         names => (1, format!("problem: {counts}; down: {}", names.join(","))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use railwatch_runtime::state::{Health, Verdict, cut};
+
+    use super::*;
+
+    fn rails(usable: &[bool]) -> Vec<RailReply> {
+        usable
+            .iter()
+            .enumerate()
+            .map(|(i, &usable)| RailReply {
+                rail: format!("mlx5_{i}/1"),
+                device: format!("mlx5_{i}"),
+                port: 1,
+                usable,
+                health: Health::new(if usable { Verdict::Healthy } else { Verdict::Unhealthy }, String::new()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_thresholds_together_make_a_problem_when_either_is_crossed() {
+        let both = Thresholds { min_usable: 2, max_unusable: Some(1) };
+        assert_eq!(judge(&rails(&[true, true, false]), both).0, 0);
+        assert_eq!(judge(&rails(&[true, false, false]), both).0, 1, "both crossed");
+        assert_eq!(judge(&rails(&[true, true, false, false]), both).0, 1, "max crossed only");
+        assert_eq!(judge(&rails(&[true]), both).0, 1, "min crossed only");
+    }
+
+    proptest! {
+        /// Any host and thresholds: exit 1 exactly when a threshold is
+        /// crossed, the counts right, and the line cut to 80 bytes with a
+        /// mark when it is longer.
+        #[test]
+        fn check_says_a_problem_exactly_when_a_threshold_is_crossed(
+            up in proptest::collection::vec(any::<bool>(), 0..40),
+            min_usable in 0usize..10,
+            max_unusable in proptest::option::of(0usize..10),
+        ) {
+            let (code, line) = judge(&rails(&up), Thresholds { min_usable, max_unusable });
+            let usable = up.iter().filter(|&&u| u).count();
+            let crossed = usable < min_usable || max_unusable.is_some_and(|m| up.len() - usable > m);
+            prop_assert_eq!(code, u8::from(crossed));
+            let counts = format!("{usable}/{} rails usable", up.len());
+            prop_assert!(line.contains(&counts));
+            let shown = cut(line.clone(), CHECK_LINE_MAX);
+            prop_assert!(shown.len() <= CHECK_LINE_MAX);
+            prop_assert!(shown == line || shown.ends_with("..."));
+        }
     }
 }

@@ -30,7 +30,15 @@ pub const STATE_PATH: &str = "/v1/state";
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// Lines a stream reader may fall behind by before it is cut.
-const STREAM_BACKLOG: usize = 64;
+pub const STREAM_BACKLOG: usize = 64;
+
+/// What a stream reader cut off as too slow reads last, when it reads on:
+/// the cut, told apart from the agent going away (the stream just ends,
+/// or breaks).
+fn cut_line(t_ms: u64) -> Bytes {
+    let message = format!("{STREAM_BACKLOG} lines behind: reconnect for the whole state");
+    line(&serde_json::json!({"kind": "cut", "t_ms": t_ms, "reason": "slow_reader", "message": message}))
+}
 
 /// What the loop publishes for readers: the latest snapshot and whether
 /// the agent is warm, and a signal for stream readers that it changed.
@@ -104,7 +112,8 @@ impl Published {
             return Some(http::plain(503, "railwatch has not finished its first turn\n"));
         };
         if request.query.as_deref().is_some_and(|q| q.split('&').any(|p| p == "watch=1")) {
-            let (tx, rx) = mpsc::channel(STREAM_BACKLOG);
+            // One place more than the backlog: the cut line's.
+            let (tx, rx) = mpsc::channel(STREAM_BACKLOG + 1);
             tokio::spawn(stream(self.changed.subscribe(), Arc::clone(self), tx));
             let headers = vec![("Content-Type", "application/x-ndjson".to_owned())];
             return Some(Response { status: 200, headers, body: Body::Lines(rx) });
@@ -122,8 +131,9 @@ impl Published {
 /// (`"kind":"state"`), then after each turn every rail whose fields changed
 /// (`"kind":"rail"`, with `t_ms` and `warm`) and `warm` turning true
 /// (`"kind":"warm"`), and a `"kind":"heartbeat"` after [`HEARTBEAT`] with
-/// nothing to say. A reader [`STREAM_BACKLOG`] lines behind is cut (the
-/// stream ends); so is one that is gone.
+/// nothing to say. A reader [`STREAM_BACKLOG`] lines behind is cut: its
+/// last line says so (`"kind":"cut"`), and the stream ends; one that is
+/// gone is left.
 async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx: mpsc::Sender<Bytes>) {
     let mut sent = Sent::default();
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
@@ -135,7 +145,7 @@ async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx
             heartbeat.reset();
         }
         for line in lines {
-            if tx.try_send(line).is_err() {
+            if !send(&tx, line, now.t_ms) {
                 return;
             }
         }
@@ -143,12 +153,23 @@ async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx
             ended = changed.changed() => if ended.is_err() { return },
             _ = heartbeat.tick() => {
                 let beat = serde_json::json!({"kind": "heartbeat", "t_ms": now.t_ms});
-                if tx.try_send(line(&beat)).is_err() {
+                if !send(&tx, line(&beat), now.t_ms) {
                     return;
                 }
             }
         }
     }
+}
+
+/// Queues `line` for a stream reader: `false` when the stream ends, the
+/// reader gone, or [`STREAM_BACKLOG`] lines behind (then the cut line takes
+/// the place kept for it).
+fn send(tx: &mpsc::Sender<Bytes>, line: Bytes, t_ms: u64) -> bool {
+    if tx.capacity() <= 1 {
+        let _ = tx.try_send(cut_line(t_ms));
+        return false;
+    }
+    tx.try_send(line).is_ok()
 }
 
 /// The latest state encoded once per turn, shared by every stream reader

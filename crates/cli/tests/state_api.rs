@@ -30,6 +30,45 @@ fn without_an_agent_rails_and_check_say_unknown() {
     assert!(stdout.starts_with("unknown: ") && stdout.trim_end().chars().count() <= 80, "{stdout}");
 }
 
+/// `--socket` naming a regular file or a directory says it is not a
+/// socket, a missing path that it does not exist (the agent not running):
+/// never "nobody answers", which sends one looking for a stuck agent.
+#[test]
+fn a_socket_path_that_is_no_socket_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let missing = dir.path().join("missing.sock");
+    let cases = [
+        (file.as_path(), "is not a socket"),
+        (dir.path(), "is not a socket but a directory"),
+        (missing.as_path(), "does not exist: railwatch is not running"),
+    ];
+    for (path, says) in cases {
+        let shown = format!("{} {says}", path.display());
+        let out = railwatch().args(["rails", "--socket"]).arg(path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&shown) && !stderr.contains("nobody answers"), "{stderr}");
+        let (out, line) = run(&["check", "--npd", "--socket", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{line}");
+        assert!(line.starts_with(&format!("unknown: {}", path.display())), "{line}");
+    }
+}
+
+/// A line longer than 80 bytes (here a long socket path) is cut to 80
+/// with a visible mark, never silently.
+#[test]
+fn a_long_check_line_is_cut_with_a_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a-socket-path-long-enough-to-push-the-line-past-eighty-characters.sock");
+    let (out, line) = run(&["check", "--npd", "--socket", socket.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = line.strip_suffix('\n').expect("one line");
+    assert!(line.len() <= 80 && line.ends_with("..."), "{line:?} ({} bytes)", line.len());
+    assert!(line.starts_with("unknown: "), "{line}");
+}
+
 /// `(gid_t)-1` is not a group (chown reads it as "no change"): refused
 /// before anything starts, naming the value, and no socket made.
 #[test]
@@ -129,6 +168,13 @@ mod with_verbs {
         assert_eq!((out.status.code(), line.as_str()), (Some(1), "problem: 1/2 rails usable; down: mlx5_3/1\n"));
         let (out, _) = run(&["check", "--nhc", "--socket", socket, "--min-usable", "2"]);
         assert_eq!(out.status.code(), Some(1));
+        // Both thresholds: a problem when either is crossed (they were
+        // refused as conflicting, though the docs said "or").
+        for (min, max, code) in [("1", "1", 0), ("1", "0", 1), ("2", "1", 1), ("0", "5", 0)] {
+            let args = ["check", "--npd", "--socket", socket, "--min-usable", min, "--max-unusable", max];
+            let (out, line) = run(&args);
+            assert_eq!(out.status.code(), Some(code), "--min-usable {min} --max-unusable {max}: {line}");
+        }
 
         let doc = document(&path);
         assert_eq!(doc["schema"], "railwatch.state/1");

@@ -9,12 +9,18 @@ use std::time::Duration;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
-use railwatch_cli::state_client::{self, Changes};
+use railwatch_cli::state_client::{self, AskErrorKind, Changes};
 use railwatch_runtime::lines::Line;
 use railwatch_scenario::Scenario;
 use railwatch_scenario::driver::{self, RunOptions};
 
 create_exception!(_native, AgentUnavailable, PyException, "The agent cannot be reached, went away, or is not warm.");
+create_exception!(
+    _native,
+    StreamCut,
+    PyException,
+    "The agent cut this stream reader off as too slow (it fell behind): open a new stream."
+);
 create_exception!(_native, ScenarioError, PyValueError, "A scenario that cannot be run, with where and why.");
 
 fn seconds(timeout: f64) -> PyResult<Duration> {
@@ -48,7 +54,8 @@ impl Stream {
     }
 
     /// The next line's JSON text; `TimeoutError` when none came within the
-    /// timeout; `AgentUnavailable` when the agent went away.
+    /// timeout; `StreamCut` when the agent cut this reader off as too slow;
+    /// `AgentUnavailable` when the agent went away.
     fn __next__(&mut self) -> PyResult<String> {
         match self.changes.next_line(self.timeout) {
             Ok(Some(line)) => Ok(line),
@@ -56,6 +63,7 @@ impl Stream {
                 "no line from the agent within {} s",
                 self.timeout.as_secs_f64()
             ))),
+            Err(e) if e.kind == AskErrorKind::Cut => Err(StreamCut::new_err(e.to_string())),
             Err(e) => Err(AgentUnavailable::new_err(e.to_string())),
         }
     }
@@ -99,6 +107,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Stream>()?;
     m.add("AgentUnavailable", m.py().get_type::<AgentUnavailable>())?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("StreamCut", m.py().get_type::<StreamCut>())?;
     m.add("DEFAULT_SOCKET", state_client::DEFAULT_SOCKET)?;
     Ok(())
 }

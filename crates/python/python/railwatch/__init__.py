@@ -25,6 +25,7 @@ from railwatch._native import (
     DEFAULT_SOCKET,
     AgentUnavailable,
     ScenarioError,
+    StreamCut,
     simulate_lines,
     state_json,
     watch_stream,
@@ -32,8 +33,10 @@ from railwatch._native import (
 
 __all__ = [
     "DEFAULT_SOCKET",
+    "SCHEMA",
     "AgentUnavailable",
     "ScenarioError",
+    "StreamCut",
     "snapshot",
     "usable_rails",
     "watch",
@@ -76,7 +79,9 @@ def watch(socket: str = DEFAULT_SOCKET, timeout: float = 10.0) -> Iterator[Dict[
 
     Raises ``TimeoutError`` when no line came within ``timeout`` seconds
     (the agent sends a heartbeat every 5 s), ``AgentUnavailable`` when the
-    agent cannot be reached or goes away.
+    agent cannot be reached or goes away, ``StreamCut`` when the agent cut
+    this reader off for reading too slowly (64 lines behind; it is still
+    there: open a new stream, which starts with the whole state again).
     """
     for line in watch_stream(str(socket), float(timeout)):
         change: Dict[str, Any] = json.loads(line)

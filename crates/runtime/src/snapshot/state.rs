@@ -67,10 +67,27 @@ impl Health {
     }
 }
 
-/// `text` cut to `max` characters (on a character boundary).
+/// What ends a text [`cut`] shortened.
+pub const CUT_MARK: &str = "...";
+
+/// `text` cut to at most `max` bytes (so at most `max` characters), on a
+/// character boundary, ending in [`CUT_MARK`] when it was cut, so a reader
+/// sees that something is missing. Bytes, not characters: a consumer may
+/// cut its own way (node-problem-detector cuts a plugin's output at
+/// `max_output_length` bytes), and ASCII's mark keeps its three bytes
+/// within the bound. A `max` shorter than the mark cuts without it.
 pub fn cut(mut text: String, max: usize) -> String {
-    if let Some((i, _)) = text.char_indices().nth(max) {
-        text.truncate(i);
+    if text.len() <= max {
+        return text;
+    }
+    let room = if max >= CUT_MARK.len() { max - CUT_MARK.len() } else { max };
+    let mut end = room;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    if max >= CUT_MARK.len() {
+        text.push_str(CUT_MARK);
     }
     text
 }
@@ -151,10 +168,34 @@ pub struct RailReply {
 mod tests {
     use super::*;
 
+    use proptest::prelude::*;
+
     #[test]
-    fn a_message_is_cut_at_80_characters_on_a_character_boundary() {
-        let long = "é".repeat(100);
-        assert_eq!(cut(long, HEALTH_MESSAGE_MAX).chars().count(), HEALTH_MESSAGE_MAX);
+    fn a_message_is_cut_at_80_bytes_on_a_character_boundary_with_a_mark() {
+        let cut_long = cut("é".repeat(100), HEALTH_MESSAGE_MAX);
+        assert!(cut_long.len() <= HEALTH_MESSAGE_MAX && cut_long.ends_with("é..."), "{cut_long}");
         assert_eq!(cut("short".into(), HEALTH_MESSAGE_MAX), "short");
+        assert_eq!(cut("x".repeat(81), 80), "x".repeat(77) + "...");
+        assert_eq!(cut("x".repeat(80), 80), "x".repeat(80));
+    }
+
+    proptest! {
+        /// Any text, any bound: within the bound in bytes and characters;
+        /// unchanged when it fits; otherwise a prefix of it and the mark.
+        #[test]
+        fn a_cut_text_is_within_its_bound_and_marked(text in "\\PC{0,120}", max in 0usize..100) {
+            let out = cut(text.clone(), max);
+            prop_assert!(out.len() <= max && out.chars().count() <= max);
+            if text.len() <= max {
+                prop_assert_eq!(&out, &text);
+            } else if max >= CUT_MARK.len() {
+                let kept = out.strip_suffix(CUT_MARK).expect("marked");
+                prop_assert!(text.starts_with(kept));
+                // As much kept as fits: one more character (at most 4 bytes) would not.
+                prop_assert!(kept.len() + CUT_MARK.len() + 4 > max);
+            } else {
+                prop_assert!(text.starts_with(&out));
+            }
+        }
     }
 }
