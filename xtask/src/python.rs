@@ -14,15 +14,19 @@ use std::time::Instant;
 use crate::run::{cargo, root, step, target_dir};
 
 /// What the virtualenv gets from PyPI.
-const TOOLS: [&str; 3] = ["maturin>=1.5,<2", "pytest", "mypy"];
+const TOOLS: [&str; 4] = ["maturin>=1.5,<2", "pytest", "mypy", "jsonschema"];
 
 pub fn run() -> Result<(), String> {
     let started = Instant::now();
     let venv = target_dir().join("python-venv");
     let bin = venv.join("bin");
-    if !bin.join("maturin").is_file() {
+    // Kept between runs; a list that grew since is installed again.
+    let stamp = venv.join("railwatch-tools");
+    let wanted = TOOLS.join("\n");
+    if !bin.join("maturin").is_file() || std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
         step("python: virtualenv", Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
         step("python: tools from PyPI", Command::new(bin.join("pip")).args(["install", "-q"]).args(TOOLS))?;
+        std::fs::write(&stamp, &wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
     let package = root().join("crates/python");
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
