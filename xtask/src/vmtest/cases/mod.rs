@@ -1,7 +1,8 @@
 //! The cases: [`CASES`] (the order they run in) and their host-side checks,
 //! a file per group: `status.rs` (what `status` reads), `link.rs` (a live
 //! rail's link and address events), `record.rs` (recordings replayed),
-//! `devices.rs` (devices leaving and arriving), `programs.rs` (other
+//! `devices.rs` (devices leaving and arriving), `state.rs` (the state
+//! API: `rails`, `check` and a stream reader), `programs.rs` (other
 //! programs run in the guest), `traffic.rs` (the traffic engine on two
 //! bridged rails, with the figures of `target/vmtest/traffic.json`);
 //! `watch.rs` has what every `watch` case checks.
@@ -34,6 +35,7 @@ mod devices;
 mod link;
 mod programs;
 mod record;
+mod state;
 mod status;
 mod traffic;
 mod watch;
@@ -66,6 +68,13 @@ pub const CASES: &[Case] = &[
         pending: None,
     },
     Case { id: 9, name: "metrics", what: "the flap through /metrics", check: link::check_metrics, pending: None },
+    Case {
+        id: 16,
+        name: "state_api",
+        what: "rails --nccl, check --npd and a stream reader through a cable pull",
+        check: state::check_state_api,
+        pending: None,
+    },
     Case {
         id: 10,
         name: "record",
