@@ -9,7 +9,8 @@
 use std::fmt;
 
 /// `ibv_port_attr.link_layer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LinkLayer {
     /// 0: not reported (InfiniBand, by convention).
     Unspecified,
@@ -44,7 +45,8 @@ impl LinkLayer {
 }
 
 /// What a GID table entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum GidType {
     /// InfiniBand, or RoCE v1 (the kernel names them alike: "IB/RoCE v1").
     IbRoceV1,
@@ -66,7 +68,7 @@ impl GidType {
 }
 
 /// One non-empty GID table entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Gid {
     /// Its index in the port's table (what endpoints name).
     pub index: u32,
@@ -88,7 +90,7 @@ impl fmt::Display for Gid {
 }
 
 /// A port's address.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct PortAddress {
     /// The link layer.
     pub link_layer: Option<LinkLayer>,

@@ -6,7 +6,7 @@ use crate::time::Millis;
 
 /// What a counter read found. Each is `None` when the driver does not
 /// have it (older drivers, an InfiniBand port has no netdev).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize)]
 pub struct PortCounters {
     /// The port's `link_downed` (`ports/N/counters/`, or rxe's
     /// `hw_counters/`): times the link went down.

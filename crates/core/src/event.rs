@@ -132,11 +132,12 @@ pub enum Scope {
 ///
 /// After the event is acknowledged the object may be destroyed, so the
 /// pointer is only ever compared, never dereferenced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct ObjectHandle(pub u64);
 
 /// The event's element, copied out before the event was acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Element {
     /// `element.port_num` of a port event.
     Port(u32),
@@ -147,7 +148,7 @@ pub enum Element {
 }
 
 /// One async event, owned and already acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct AsyncEvent {
     /// The raw `event_type` the kernel wrote.
     pub code: u32,

@@ -55,6 +55,7 @@ mod declare;
 mod device_name;
 mod event;
 mod identity;
+mod input;
 mod machine;
 mod owner;
 mod port;
@@ -78,6 +79,7 @@ pub use decide::{
 pub use device_name::{MAX_DEVICE_NAME_BYTES, device_name_problem};
 pub use event::{AsyncEvent, Element, EventKind, ObjectHandle, Scope};
 pub use identity::{RailIdentity, guid_text, is_netdev_name, is_pci_address};
+pub use input::{Handled, Input};
 pub use machine::{
     Action, Cause, DeviceMode, DeviceStats, DeviceView, Errno, Evidence, Happening, ListChange, Log, MAX_DEVICES,
     Machine, Notification, RailView, RecoveredBy, SlotError, TransferReport, WorkScope,

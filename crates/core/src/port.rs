@@ -3,7 +3,8 @@
 use std::fmt;
 
 /// `enum ibv_port_state`, with unknown codes kept as their raw value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PortState {
     /// 0: no state change.
     Nop,
@@ -163,7 +164,7 @@ pub fn width_by_name(name: &str) -> Option<WidthCode> {
 }
 
 /// The link attributes of one port, as read from the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LinkAttrs {
     /// `active_speed` (8 bits in the struct).
     pub active_speed: u8,
@@ -318,7 +319,8 @@ mod tests {
 /// The netdev's carrier (`/sys/class/net/<netdev>/carrier`, or an rtnetlink
 /// link message's `IFF_LOWER_UP`): a second witness of a port that has a
 /// netdev (RoCE, iWARP, EFA), read with every port read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Carrier {
     /// The link layer has a carrier.
     Up,

@@ -437,19 +437,19 @@ proptest! {
         };
         let mut r = Recorder::create(&path, &opts).unwrap();
         r.observe(Millis(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-        r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
+        r.observe(Millis(0), Observed::Input(&railwatch_core::Input::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None }));
         let reads: Vec<PortCounters> = counters
             .iter()
             .map(|&(l, c)| PortCounters { link_downed: Some(l), carrier_changes: c, carrier_down: None })
             .collect();
-        r.observe(Millis(0), Observed::Counters { device: 0, port: 1, answer: Ok(reads[0]) });
+        r.observe(Millis(0), Observed::Input(&railwatch_core::Input::Counters { device: 0, port: 1, answer: Ok(reads[0]) }));
         // The start is over (the monitor's first wait): the device is declared.
         r.flush(Millis(0)).unwrap();
         let lines: Vec<TransferReport> =
             reports.iter().map(|&(peer, wc_status, count)| TransferReport { peer, wc_status, count }).collect();
-        r.observe(Millis(10), Observed::Transfers { device: 0, port: 1, reports: &lines });
+        r.observe(Millis(10), Observed::Input(&railwatch_core::Input::Transfers { device: 0, port: 1, reports: std::borrow::Cow::Borrowed(&lines) }));
         for (i, c) in reads.iter().enumerate().skip(1) {
-            r.observe(Millis(1000 * (i as u64 + 1)), Observed::Counters { device: 0, port: 1, answer: Ok(*c) });
+            r.observe(Millis(1000 * (i as u64 + 1)), Observed::Input(&railwatch_core::Input::Counters { device: 0, port: 1, answer: Ok(*c) }));
         }
         r.flush(Millis(100_000)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

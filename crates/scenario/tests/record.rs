@@ -46,7 +46,15 @@ fn recorder_of_one_active_port(path: &Path) -> Recorder {
     let sc = Scenario::parse("duration_ms = 1\n[[device]]\nname = \"x\"\nports = [{ port = 1 }]\n", "x").unwrap();
     let mut r = Recorder::create(path, &options(&sc, false)).unwrap();
     r.observe(Millis(0), Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-    r.observe(Millis(0), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
+    r.observe(
+        Millis(0),
+        Observed::Input(&railwatch_core::Input::PortState {
+            device: 0,
+            port: 1,
+            answer: Ok(PortState::Active),
+            carrier: None,
+        }),
+    );
     r
 }
 
@@ -158,16 +166,22 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
     let path = dir.path().join("r.toml");
     let mut r = recorder_of_one_active_port(&path);
     let at = |t| Millis(t);
-    r.observe(at(0), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
+    r.observe(
+        at(0),
+        Observed::Input(&railwatch_core::Input::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) }),
+    );
     let err = AsyncEvent::new(EventKind::PortErr.code(), Element::Port(1));
-    r.observe(at(500), Observed::Event { device: 0, event: err });
+    r.observe(at(500), Observed::Input(&railwatch_core::Input::Event { device: 0, event: err }));
     // The tick a second later (late by 2 ms) reads DOWN: after the
     // PORT_ERR, placed with it; the one after reads DOWN again: nothing.
     // (The timers' queries, which a busy host runs late.)
     let tick = |r: &mut Recorder, t: u64, state| {
         r.observe(at(t), Observed::Woke);
         r.observe(at(t), Observed::Timers);
-        r.observe(at(t), Observed::PortState { device: 0, port: 1, answer: Ok(state), carrier: None });
+        r.observe(
+            at(t),
+            Observed::Input(&railwatch_core::Input::PortState { device: 0, port: 1, answer: Ok(state), carrier: None }),
+        );
     };
     tick(&mut r, 1502, PortState::Down);
     tick(&mut r, 2500, PortState::Down);
@@ -176,7 +190,7 @@ fn a_change_a_query_saw_is_placed_before_the_replays_query() {
     // A burst in one instant is one step.
     let comm_est = AsyncEvent::new(EventKind::CommEst.code(), Element::Object(railwatch_core::ObjectHandle(0xdead)));
     for _ in 0..5 {
-        r.observe(at(3000), Observed::Event { device: 0, event: comm_est });
+        r.observe(at(3000), Observed::Input(&railwatch_core::Input::Event { device: 0, event: comm_est }));
     }
     r.flush(at(1000)).unwrap();
     let early = std::fs::read_to_string(&path).unwrap();
@@ -265,23 +279,35 @@ mod arbitrary_inputs {
                 let ports: Vec<u8> = (1..=attached[d]).collect();
                 r.observe(now, Observed::Attached { device: d as u32, name: &format!("dev_{d}"), ports: &ports });
             }
-            In::Removed(d) => r.observe(now, Observed::Removed { device: d }),
+            In::Removed(d) => r.observe(now, Observed::Left { device: d }),
             In::Event(d, code, e) => {
                 let element = match e {
                     0 => Element::None,
                     1 => Element::Object(ObjectHandle(u64::MAX - u64::from(code))),
                     p => Element::Port(u32::from(p - 1)),
                 };
-                r.observe(now, Observed::Event { device: d, event: AsyncEvent::new(code, element) });
+                r.observe(
+                    now,
+                    Observed::Input(&railwatch_core::Input::Event { device: d, event: AsyncEvent::new(code, element) }),
+                );
             }
-            In::ReadError(d, e) => r.observe(now, Observed::ReadError { device: d, errno: Errno(e) }),
-            In::HungUp(d) => r.observe(now, Observed::HungUp { device: d }),
-            In::Reopened(d, ok) => {
-                r.observe(now, Observed::Reopened { device: d, result: if ok { Ok(()) } else { Err(Errno(19)) } })
+            In::ReadError(d, e) => {
+                r.observe(now, Observed::Input(&railwatch_core::Input::ReadError { device: d, errno: Errno(e) }))
             }
+            In::HungUp(d) => r.observe(now, Observed::Input(&railwatch_core::Input::HungUp { device: d })),
+            In::Reopened(d, ok) => r.observe(
+                now,
+                Observed::Input(&railwatch_core::Input::Reopened {
+                    device: d,
+                    result: if ok { Ok(()) } else { Err(Errno(19)) },
+                }),
+            ),
             In::PortState(d, p, s) => {
                 let answer = s.map(PortState::from_code).ok_or(Errno(19));
-                r.observe(now, Observed::PortState { device: d, port: p, answer, carrier: None });
+                r.observe(
+                    now,
+                    Observed::Input(&railwatch_core::Input::PortState { device: d, port: p, answer, carrier: None }),
+                );
             }
             In::Link(d, p, speed, width, eff) => {
                 let link = LinkAttrs {
@@ -290,7 +316,7 @@ mod arbitrary_inputs {
                     active_speed_ex: speed,
                     effective_100mbps: eff,
                 };
-                r.observe(now, Observed::Link { device: d, port: p, answer: Ok(link) });
+                r.observe(now, Observed::Input(&railwatch_core::Input::Link { device: d, port: p, answer: Ok(link) }));
             }
             In::Address(d, p, a) => {
                 let address = a.map(|(lid, g, nd)| PortAddress {
@@ -302,7 +328,14 @@ mod arbitrary_inputs {
                     netdev: (nd > 0).then(|| format!("eth{nd}")),
                 });
                 let answer = address.as_ref().ok_or(if p == 0 { Errno::EOPNOTSUPP } else { Errno(5) });
-                r.observe(now, Observed::Address { device: d, port: p, answer });
+                r.observe(
+                    now,
+                    Observed::Input(&railwatch_core::Input::Address {
+                        device: d,
+                        port: p,
+                        answer: answer.map(std::borrow::Cow::Borrowed),
+                    }),
+                );
             }
             In::Flush => {}
         }
@@ -424,8 +457,16 @@ fn a_recording_stops_before_the_file_limit_and_still_loads() {
     let mut t = 1;
     while r.stopped().is_none() {
         for state in [PortState::Down, PortState::Active] {
-            r.observe(Millis(t), Observed::Event { device: 0, event: err });
-            r.observe(Millis(t), Observed::PortState { device: 0, port: 1, answer: Ok(state), carrier: None });
+            r.observe(Millis(t), Observed::Input(&railwatch_core::Input::Event { device: 0, event: err }));
+            r.observe(
+                Millis(t),
+                Observed::Input(&railwatch_core::Input::PortState {
+                    device: 0,
+                    port: 1,
+                    answer: Ok(state),
+                    carrier: None,
+                }),
+            );
             t += 1;
         }
         if t % 10_000 == 1 {
@@ -480,10 +521,18 @@ fn a_change_seen_after_a_reopen_is_placed_at_the_close() {
     let mut r = recorder_of_one_active_port(&path);
     r.flush(Millis(0)).unwrap();
     let fatal = AsyncEvent::new(EventKind::DeviceFatal.code(), Element::None);
-    r.observe(Millis(500), Observed::Event { device: 0, event: fatal });
+    r.observe(Millis(500), Observed::Input(&railwatch_core::Input::Event { device: 0, event: fatal }));
     // The live re-open came late in the backoff's jitter (1000 ms ± 20%).
-    r.observe(Millis(1690), Observed::Reopened { device: 0, result: Ok(()) });
-    r.observe(Millis(1690), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Down), carrier: None });
+    r.observe(Millis(1690), Observed::Input(&railwatch_core::Input::Reopened { device: 0, result: Ok(()) }));
+    r.observe(
+        Millis(1690),
+        Observed::Input(&railwatch_core::Input::PortState {
+            device: 0,
+            port: 1,
+            answer: Ok(PortState::Down),
+            carrier: None,
+        }),
+    );
     r.flush(Millis(3000)).unwrap();
     r.finish(Millis(3000), &no_rails(3000)).unwrap();
     let sc = Scenario::load(&path).unwrap();
@@ -515,7 +564,15 @@ fn a_device_appearing_before_the_first_flush_is_not_present_from_the_start() {
     let mut r = Recorder::create(&path, &options(&sc, false)).unwrap();
     r.started();
     r.observe(Millis(30), Observed::Attached { device: 0, name: "rxe0", ports: &[1] });
-    r.observe(Millis(30), Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
+    r.observe(
+        Millis(30),
+        Observed::Input(&railwatch_core::Input::PortState {
+            device: 0,
+            port: 1,
+            answer: Ok(PortState::Active),
+            carrier: None,
+        }),
+    );
     r.finish(Millis(100), &no_rails(100)).unwrap();
     let rec = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(!rec.devices[0].present, "{}", std::fs::read_to_string(&path).unwrap());

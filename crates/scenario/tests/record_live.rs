@@ -32,8 +32,19 @@ fn attached(path: &Path, settings: &str, gid: Option<u8>) -> Recorder {
     let mut r = Recorder::create(path, &opts).unwrap();
     let at = Millis(0);
     r.observe(at, Observed::Attached { device: 0, name: "mlx5_0", ports: &[1] });
-    r.observe(at, Observed::PortState { device: 0, port: 1, answer: Ok(PortState::Active), carrier: None });
-    r.observe(at, Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
+    r.observe(
+        at,
+        Observed::Input(&railwatch_core::Input::PortState {
+            device: 0,
+            port: 1,
+            answer: Ok(PortState::Active),
+            carrier: None,
+        }),
+    );
+    r.observe(
+        at,
+        Observed::Input(&railwatch_core::Input::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) }),
+    );
     address(&mut r, 0, gid);
     r.started();
     r.flush(at).unwrap();
@@ -44,7 +55,10 @@ fn attached(path: &Path, settings: &str, gid: Option<u8>) -> Recorder {
 /// none on a device that reads none.
 fn address(r: &mut Recorder, t: u64, gid: Option<u8>) {
     let Some(n) = gid else {
-        r.observe(Millis(t), Observed::Address { device: 0, port: 1, answer: Err(Errno::EOPNOTSUPP) });
+        r.observe(
+            Millis(t),
+            Observed::Input(&railwatch_core::Input::Address { device: 0, port: 1, answer: Err(Errno::EOPNOTSUPP) }),
+        );
         return;
     };
     let mut raw = [0u8; 16];
@@ -57,18 +71,31 @@ fn address(r: &mut Recorder, t: u64, gid: Option<u8>) {
         gids: vec![Gid { index: 0, raw, kind: GidType::RoceV2 }],
         netdev: None,
     };
-    r.observe(Millis(t), Observed::Address { device: 0, port: 1, answer: Ok(&address) });
+    r.observe(
+        Millis(t),
+        Observed::Input(&railwatch_core::Input::Address {
+            device: 0,
+            port: 1,
+            answer: Ok(std::borrow::Cow::Borrowed(&address)),
+        }),
+    );
 }
 
 /// A wake-up at `t` that reads `kind` for port 1 (or device-wide).
 fn event(r: &mut Recorder, t: u64, kind: EventKind) {
     r.observe(Millis(t), Observed::Woke);
     let element = if kind == EventKind::DeviceSpeedChange { Element::None } else { Element::Port(1) };
-    r.observe(Millis(t), Observed::Event { device: 0, event: AsyncEvent::new(kind.code(), element) });
+    r.observe(
+        Millis(t),
+        Observed::Input(&railwatch_core::Input::Event { device: 0, event: AsyncEvent::new(kind.code(), element) }),
+    );
 }
 
 fn port(r: &mut Recorder, t: u64, state: PortState) {
-    r.observe(Millis(t), Observed::PortState { device: 0, port: 1, answer: Ok(state), carrier: None });
+    r.observe(
+        Millis(t),
+        Observed::Input(&railwatch_core::Input::PortState { device: 0, port: 1, answer: Ok(state), carrier: None }),
+    );
 }
 
 /// Ends the recording at `t` and replays it: its transitions
@@ -121,7 +148,10 @@ fn a_gid_change_read_in_a_second_wake_up_of_its_millisecond_keeps_its_bump() {
     event(&mut r, 515, EventKind::PortErr);
     event(&mut r, 581, EventKind::PortActive);
     port(&mut r, 581, PortState::Active);
-    r.observe(Millis(581), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
+    r.observe(
+        Millis(581),
+        Observed::Input(&railwatch_core::Input::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) }),
+    );
     address(&mut r, 581, Some(1));
     event(&mut r, 581, EventKind::GidChange);
     address(&mut r, 581, Some(0xad));
@@ -143,10 +173,13 @@ fn a_gid_change_read_in_the_drain_of_its_port_active_keeps_its_bump() {
     port(&mut r, 1190, PortState::Down);
     event(&mut r, 1422, EventKind::PortActive);
     port(&mut r, 1422, PortState::Active);
-    r.observe(Millis(1422), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
+    r.observe(
+        Millis(1422),
+        Observed::Input(&railwatch_core::Input::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) }),
+    );
     address(&mut r, 1422, Some(1));
     let gid_change = AsyncEvent::new(EventKind::GidChange.code(), Element::Port(1));
-    r.observe(Millis(1422), Observed::Event { device: 0, event: gid_change });
+    r.observe(Millis(1422), Observed::Input(&railwatch_core::Input::Event { device: 0, event: gid_change }));
     address(&mut r, 1422, Some(0xd));
     port(&mut r, 1422, PortState::Active);
     let (replayed, text) = replayed(r, &path, 2000);
@@ -170,7 +203,10 @@ fn a_port_err_then_a_port_active_with_no_query_between_is_a_flap_in_the_replay()
     event(&mut r, 1275, EventKind::PortErr);
     event(&mut r, 1326, EventKind::PortActive);
     port(&mut r, 1326, PortState::Active);
-    r.observe(Millis(1326), Observed::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) });
+    r.observe(
+        Millis(1326),
+        Observed::Input(&railwatch_core::Input::Link { device: 0, port: 1, answer: Ok(LinkAttrs::new(128, 2)) }),
+    );
     r.observe(Millis(1326), Observed::Timers);
     let (replayed, text) = replayed(r, &path, 2000);
     let live =

@@ -16,7 +16,7 @@ use crate::wc::{WC_STATUSES, WcClass, classify_wc};
 /// One line of a transfer report: `count` completions with status
 /// `wc_status` (`ibv_wc_status`; 0 is success) on transfers to `peer` (an
 /// opaque id the engine chooses: a remote NIC, a host).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TransferReport {
     /// The engine's id of the peer.
     pub peer: u64,

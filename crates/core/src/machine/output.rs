@@ -298,7 +298,7 @@ pub struct Notification {
 }
 
 /// An errno value from a failed call (`-1` when the caller has none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Errno(pub i32);
 
 impl Errno {

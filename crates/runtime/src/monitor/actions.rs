@@ -1,11 +1,12 @@
 //! Carrying out the machine's actions: each answer is fed back at once, and
 //! every input passes the observer first.
 
+use std::borrow::Cow;
 use std::os::fd::RawFd;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
-use railwatch_core::{Action, Clock, Errno, Millis, RailId, Selector, VerbsPort};
+use railwatch_core::{Action, Clock, Errno, Input, Millis, RailId, Selector, VerbsPort};
 
 use super::{Monitor, errno_of, log_line};
 use crate::device::DeviceSlot;
@@ -25,7 +26,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 Action::Close { device } => self.close(device),
                 Action::Open { device } => self.open(device, now),
                 // Refused by `Monitor::new`: the monitor owns its devices.
-                Action::Revalidate { device, .. } => self.machine.handle_reopen(device, Err(ENODEV), now),
+                Action::Revalidate { device, .. } => {
+                    self.feed(now, Input::Reopened { device, result: Err(ENODEV) });
+                }
                 Action::Reopen { device } => {
                     let result = match self.port(device) {
                         Some(port) => port.reopen().map_err(|e| errno_of(&e)),
@@ -34,8 +37,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                     if result.is_ok() {
                         self.read_identity(device);
                     }
-                    self.observe(now, Observed::Reopened { device, result });
-                    self.machine.handle_reopen(device, result, now);
+                    self.feed(now, Input::Reopened { device, result });
                 }
                 Action::QueryPort { device, port } => self.query_port(device, port, now),
                 Action::ReadAddress { device, port } => self.read_address(device, port, now),
@@ -44,16 +46,14 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                         Some(p) => p.flap_counters(port).map_err(|e| errno_of(&e)),
                         None => Err(ENODEV),
                     };
-                    self.observe(now, Observed::Counters { device, port, answer });
-                    self.machine.handle_counters(device, port, answer, now);
+                    self.feed(now, Input::Counters { device, port, answer });
                 }
                 Action::ReadLink { device, port } => {
                     let answer = match self.port(device) {
                         Some(p) => p.link(port).map_err(|e| errno_of(&e)),
                         None => Err(ENODEV),
                     };
-                    self.observe(now, Observed::Link { device, port, answer });
-                    self.machine.handle_link(device, port, answer, now);
+                    self.feed(now, Input::Link { device, port, answer });
                 }
                 Action::SetAvailable { rail, available } => self.selector.set_available(rail, available),
                 Action::Reseed { rail, rate } => self.selector.reseed(rail, rate),
@@ -82,8 +82,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             }
             None => (Err(ENODEV), None),
         };
-        self.observe(now, Observed::PortState { device, port, answer, carrier });
-        self.machine.handle_port_reading(device, port, answer, carrier, now);
+        self.feed(now, Input::PortState { device, port, answer, carrier });
     }
 
     /// A carrier notification arrived: every port's carrier is read once,
@@ -96,8 +95,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             if self.machine.rail(rail).is_some_and(|r| r.carrier == Some(carrier)) {
                 continue;
             }
-            self.observe(now, Observed::Carrier { device: rail.device, port: rail.port, carrier });
-            self.machine.handle_carrier(rail.device, rail.port, carrier, now);
+            self.feed(now, Input::Carrier { device: rail.device, port: rail.port, carrier });
             self.carry_out(now);
         }
     }
@@ -107,8 +105,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             Some(p) => p.address(port),
             None => Err(std::io::Error::from_raw_os_error(ENODEV.0)),
         };
-        self.observe(now, Observed::Address { device, port, answer: answer.as_ref().map_err(errno_of) });
-        self.machine.handle_address(device, port, answer.as_ref().map_err(errno_of), now);
+        self.feed(now, Input::Address { device, port, answer: answer.as_ref().map(Cow::Borrowed).map_err(errno_of) });
         if let Ok(address) = answer {
             self.addresses.insert(RailId { device, port }, address);
         }
@@ -132,12 +129,11 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 self.devices[idx] = DeviceSlot::new(dev);
                 self.read_identity(device);
                 self.observe(now, Observed::Attached { device, name: &name, ports: &ports });
-                self.machine.handle_opened(device, Ok(&ports), now);
+                self.feed(now, Input::Opened { device, result: Ok(Cow::Borrowed(&ports)) });
             }
             Err(e) => {
                 let errno = errno_of(&e);
-                self.observe(now, Observed::OpenFailed { device, name: &name, errno });
-                self.machine.handle_opened(device, Err(errno), now);
+                self.feed(now, Input::Opened { device, result: Err(errno) });
             }
         }
     }
@@ -160,10 +156,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         match self.poll.registry().register(&mut SourceFd(&fd), Token(device as usize), Interest::READABLE) {
             Ok(()) => slot.reading = true,
             Err(e) => {
-                // An input like any other: the observer sees it too.
-                let errno = errno_of(&e);
-                self.observe(now, Observed::ReadError { device, errno });
-                self.machine.handle_read_error(device, errno, now);
+                // An input like any other.
+                self.feed(now, Input::ReadError { device, errno: errno_of(&e) });
             }
         }
     }

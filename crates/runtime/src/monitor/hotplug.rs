@@ -3,12 +3,13 @@
 //! no fd) and hands the list to the machine, which decides who appeared and
 //! who left; opening and closing are then the machine's actions.
 
+use std::borrow::Cow;
 use std::io;
 use std::time::Duration;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
-use railwatch_core::{Clock, DeviceMode, Millis, Selector, VerbsPort};
+use railwatch_core::{Clock, DeviceMode, Handled, Input, Millis, Selector, VerbsPort};
 
 use super::Monitor;
 use crate::hotplug::{DeviceSource, Rescan};
@@ -73,9 +74,12 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 return Rescan::default();
             }
         };
-        let change = self.machine.handle_device_list(names.iter().map(String::as_str), now);
+        let names = names.iter().map(|n| Cow::Borrowed(n.as_str())).collect();
+        let Handled::Listed(change) = self.feed(now, Input::DeviceList { names }) else {
+            unreachable!("a device list is answered Listed")
+        };
         for &device in &change.left {
-            self.observe(now, Observed::Removed { device });
+            self.observe(now, Observed::Left { device });
         }
         self.carry_out(now);
         let name = |d: u32| self.machine.device(d).map(|v| v.name.to_string()).unwrap_or_default();

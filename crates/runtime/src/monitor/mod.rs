@@ -3,6 +3,7 @@
 //! machine's actions. No rail or device policy lives here: every decision
 //! is the machine's.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::time::Duration;
@@ -10,8 +11,8 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use mio::{Events, Poll, Token};
 use railwatch_core::{
-    AsyncEvent, Clock, ConfigError, DeviceMode, Errno, Gate, Machine, Millis, Notification, PortAddress, RailId,
-    RailIdentity, Selector, TransferReport, VerbsPort,
+    AsyncEvent, Clock, ConfigError, DeviceMode, Errno, Gate, Handled, Input, Machine, Millis, Notification,
+    PortAddress, RailId, RailIdentity, Selector, TransferReport, VerbsPort,
 };
 
 use crate::config::Config;
@@ -186,7 +187,12 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 self.devices.push(DeviceSlot::new(port));
             }
         }
-        let idx = self.machine.add_device(&name, &ports, now)?;
+        let Handled::Added(idx) =
+            self.feed(now, Input::AddDevice { name: Cow::Borrowed(&name), ports: Cow::Borrowed(&ports) })
+        else {
+            unreachable!("an added device is answered Added")
+        };
+        let idx = idx?;
         self.read_identity(idx);
         self.observe(now, Observed::Attached { device: idx, name: &name, ports: &ports });
         self.carry_out(now);
@@ -198,8 +204,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// through enough distinct peers open the data-path breaker.
     pub fn report_transfers(&mut self, rail: RailId, reports: &[TransferReport]) {
         let now = self.clock.now();
-        self.observe(now, Observed::Transfers { device: rail.device, port: rail.port, reports });
-        self.machine.handle_transfers(rail.device, rail.port, reports, now);
+        self.feed(now, Input::Transfers { device: rail.device, port: rail.port, reports: Cow::Borrowed(reports) });
         self.carry_out(now);
     }
 
@@ -209,8 +214,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// failure opens it again with the next backoff.
     pub fn report_probe(&mut self, rail: RailId, succeeded: bool) {
         let now = self.clock.now();
-        self.observe(now, Observed::Probe { device: rail.device, port: rail.port, succeeded });
-        self.machine.handle_probe(rail.device, rail.port, succeeded, now);
+        self.feed(now, Input::Probe { device: rail.device, port: rail.port, succeeded });
         self.carry_out(now);
     }
 
@@ -219,8 +223,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// of the same name later attaches it again under the same index.
     pub fn remove_device(&mut self, device: u32) {
         let now = self.clock.now();
-        self.observe(now, Observed::Removed { device });
-        self.machine.handle_removed(device, now);
+        self.feed(now, Input::Removed { device });
         self.carry_out(now);
     }
 
@@ -425,7 +428,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             self.observe(now, Observed::Timers);
             self.observe_probes_taken(now);
         }
-        self.machine.handle_timeout(now);
+        self.feed(now, Input::Timeout);
         self.carry_out(now);
         self.follow_device_list(list_changed, now);
         self.notifier.release();

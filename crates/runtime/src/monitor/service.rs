@@ -1,7 +1,9 @@
 //! Servicing one ready device: the drain, and handing what it read (and how
 //! it ended) to the machine, each input through the observer first.
 
-use railwatch_core::{Clock, Happening, Millis, Notification, PauseReason, RailId, Selector, VerbsPort};
+use railwatch_core::{
+    Clock, Handled, Happening, Input, Millis, Notification, PauseReason, RailId, Selector, VerbsPort,
+};
 
 use super::{Monitor, errno_of};
 use crate::drain::{DrainEnd, drain};
@@ -32,16 +34,14 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         if report.interrupted > 0 {
             self.observe(now, Observed::Interrupted { device, count: report.interrupted as u64 });
         }
-        for ev in scratch.drain(..) {
-            self.observe(now, Observed::Event { device, event: ev });
-            self.machine.handle_event(device, ev, now);
+        for event in scratch.drain(..) {
+            self.feed(now, Input::Event { device, event });
             self.carry_out(now);
         }
         self.scratch = scratch;
         self.drain_ended(idx, report.end, events, now);
         if std::mem::take(&mut self.devices[idx].hung_up) {
-            self.observe(now, Observed::HungUp { device });
-            self.machine.handle_hangup(device, now);
+            self.feed(now, Input::HungUp { device });
             self.carry_out(now);
         }
     }
@@ -65,11 +65,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 slot.pending = false;
                 let errno = errno_of(&e);
                 self.notify(now, Happening::Drain { device, events, errno: Some(errno.0) });
-                self.observe(now, Observed::ReadError { device, errno });
-                self.machine.handle_read_error(device, errno, now);
+                self.feed(now, Input::ReadError { device, errno });
                 self.carry_out(now);
             }
         }
+    }
+
+    /// Feeds one input to the machine, the observer seeing it first: the
+    /// one way the monitor gives its machine anything.
+    pub(super) fn feed(&mut self, now: Millis, input: Input<'_>) -> Handled {
+        self.observe(now, Observed::Input(&input));
+        self.machine.handle(now, &input)
     }
 
     pub(super) fn observe(&mut self, now: Millis, what: Observed<'_>) {
@@ -88,7 +94,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         for id in probing {
             if !self.probes_out.contains(&id) {
                 self.probes_out.push(id);
-                self.observe(now, Observed::ProbeTaken { device: id.device, port: id.port });
+                self.feed(now, Input::ProbeTaken { device: id.device, port: id.port });
             }
         }
     }

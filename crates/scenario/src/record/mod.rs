@@ -45,7 +45,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use railwatch_core::{Errno, LinkRate, Millis, RailState};
+use railwatch_core::{Errno, Input, LinkRate, Millis, RailState};
 use railwatch_runtime::{Config, Observed, Snapshot};
 
 pub use file::FLUSH_EVERY_MS;
@@ -204,62 +204,93 @@ impl Recorder {
         self.devices.get(device as usize).map(|d| d.name.as_str())
     }
 
-    /// Takes one input the monitor fed its machine at `now`.
+    /// Takes one input the monitor fed its machine at `now`, or one of
+    /// its markers.
     pub fn observe(&mut self, now: Millis, what: Observed<'_>) {
         if self.stopped.is_some() {
             return;
         }
         let t = now.0;
-        match what {
+        let input = match what {
             Observed::Woke => {
                 self.wakes.woke(t);
                 self.timeline.woke();
                 return;
             }
             Observed::Timers => return self.wakes.timers_run(),
+            Observed::Attached { device, name, ports } => return self.seen(t, |r| r.attached(t, device, name, ports)),
+            Observed::Left { device } => return self.seen(t, |r| r.removed(t, device)),
+            Observed::Interrupted { device, count } => return self.seen(t, |r| r.interrupted(t, device, count)),
+            Observed::Input(input) => input,
+        };
+        match *input {
+            // The timers (marked above), a device list (its leavers are
+            // marked) and an added or opened device (marked as attached)
+            // say nothing more here.
+            Input::Timeout
+            | Input::DeviceList { .. }
+            | Input::AddDevice { .. }
+            | Input::Opened { result: Ok(_), .. } => {}
             // Answers, and a re-open (the timers' too): asked by whoever
-            // asked before.
-            Observed::PortState { .. }
-            | Observed::Link { .. }
-            | Observed::Address { .. }
-            | Observed::Counters { .. }
-            | Observed::Reopened { .. }
-            | Observed::OpenFailed { .. } => {}
-            _ => self.wakes.asked_otherwise(),
+            // asked before. A scenario has no way to say a device would
+            // not open: the replay's plug opens it (the attach that
+            // follows is recorded).
+            Input::Opened { result: Err(_), .. } => {
+                self.wakes.saw(t);
+            }
+            Input::PortState { device, port, answer, carrier } => {
+                self.wakes.saw(t);
+                self.port_reading(t, device, port, answer, carrier);
+            }
+            Input::Link { device, port, answer } => {
+                self.wakes.saw(t);
+                self.link(t, device, port, answer);
+            }
+            Input::Address { device, port, ref answer } => {
+                self.wakes.saw(t);
+                self.address(t, device, port, answer.as_ref().map(|a| &**a).map_err(|e| *e));
+            }
+            Input::Counters { device, port, answer } => {
+                self.wakes.saw(t);
+                self.counters(t, device, port, answer);
+            }
+            Input::Reopened { device, result } => {
+                self.wakes.saw(t);
+                self.reopened(t, device, result);
+            }
+            _ => self.seen(t, |r| r.unasked(t, input)),
         }
-        self.wakes.saw(t);
-        match what {
-            Observed::Woke | Observed::Timers => {}
-            Observed::Attached { device, name, ports } => self.attached(t, device, name, ports),
-            Observed::Removed { device } => self.removed(t, device),
-            // A scenario has no way to say a device would not open: the
-            // replay's plug opens it (the attach that follows is recorded).
-            Observed::OpenFailed { .. } => {}
-            Observed::Counters { device, port, answer } => self.counters(t, device, port, answer),
-            Observed::Transfers { device, port, reports } => self.transfers(t, device, port, reports),
-            Observed::Probe { device, port, succeeded } => {
+    }
+
+    /// An input nobody asked for (an event, a report, a fault), at `t`.
+    fn unasked(&mut self, t: u64, input: &Input<'_>) {
+        match *input {
+            Input::Removed { device } => self.removed(t, device),
+            Input::Transfers { device, port, ref reports } => self.transfers(t, device, port, reports),
+            Input::Probe { device, port, succeeded } => {
                 let outcome = if succeeded { ProbeOutcome::Success } else { ProbeOutcome::Failure };
                 self.probe(t, device, port, outcome);
             }
-            Observed::ProbeTaken { device, port } => self.probe(t, device, port, ProbeOutcome::Taken),
-            Observed::Event { device, event } => self.event(t, device, event),
-            Observed::Interrupted { device, count } => self.interrupted(t, device, count),
-            Observed::ReadError { device, errno } => {
+            Input::ProbeTaken { device, port } => self.probe(t, device, port, ProbeOutcome::Taken),
+            Input::Event { device, event } => self.event(t, device, event),
+            Input::ReadError { device, errno } => {
                 let fault = if errno == Errno::EBADF { Fault::Ebadf } else { Fault::Eio };
                 if fault == Fault::Eio && errno != Errno::EIO {
                     self.comment(t, format!("device {device}: a read failed with errno {}, replayed as EIO", errno.0));
                 }
                 self.fault_at(device, t, fault);
             }
-            Observed::HungUp { device } => self.hung_up(t, device),
-            Observed::Reopened { device, result } => self.reopened(t, device, result),
-            Observed::PortState { device, port, answer, carrier } => {
-                self.port_reading(t, device, port, answer, carrier)
-            }
-            Observed::Carrier { device, port, carrier } => self.carrier_notified(t, device, port, carrier),
-            Observed::Link { device, port, answer } => self.link(t, device, port, answer),
-            Observed::Address { device, port, answer } => self.address(t, device, port, answer),
+            Input::HungUp { device } => self.hung_up(t, device),
+            Input::Carrier { device, port, carrier } => self.carrier_notified(t, device, port, carrier),
+            _ => {}
         }
+    }
+
+    /// Something nobody asked for, seen at `t`: the wake-up's own.
+    fn seen(&mut self, t: u64, then: impl FnOnce(&mut Self)) {
+        self.wakes.asked_otherwise();
+        self.wakes.saw(t);
+        then(self);
     }
 
     fn stop(&mut self, why: String) {
