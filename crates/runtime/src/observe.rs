@@ -15,6 +15,9 @@ pub enum Observed<'a> {
     /// what that wake-up read and asked. A recorder needs it to tell apart
     /// the wake-ups of one millisecond.
     Woke,
+    /// The wake-up is done: the notifications it held are sent now (lost
+    /// work first, then the rest, each in order).
+    Done,
     /// The monitor runs its machine's timers and some are due (the tick,
     /// the audit, settle and re-open delays): the answers that follow in
     /// this wake-up are theirs, and a timer runs late when the host is slow.

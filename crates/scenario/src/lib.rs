@@ -44,6 +44,7 @@
 
 pub mod driver;
 pub mod record;
+pub mod rwlog;
 pub mod scenario;
 pub mod toml_input;
 

@@ -214,6 +214,10 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// failure opens it again with the next backoff.
     pub fn report_probe(&mut self, rail: RailId, succeeded: bool) {
         let now = self.clock.now();
+        if self.observer.is_some() {
+            // The probe reported was taken: an observer learns it first.
+            self.observe_probes_taken(now);
+        }
         self.feed(now, Input::Probe { device: rail.device, port: rail.port, succeeded });
         self.carry_out(now);
     }
@@ -431,6 +435,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.feed(now, Input::Timeout);
         self.carry_out(now);
         self.follow_device_list(list_changed, now);
+        if self.observer.is_some() {
+            self.observe(now, Observed::Done);
+        }
         self.notifier.release();
         Ok(())
     }

@@ -218,6 +218,7 @@ impl Recorder {
                 return;
             }
             Observed::Timers => return self.wakes.timers_run(),
+            Observed::Done => return,
             Observed::Attached { device, name, ports } => return self.seen(t, |r| r.attached(t, device, name, ports)),
             Observed::Left { device } => return self.seen(t, |r| r.removed(t, device)),
             Observed::Interrupted { device, count } => return self.seen(t, |r| r.interrupted(t, device, count)),
