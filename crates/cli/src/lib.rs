@@ -10,6 +10,7 @@
 //! assert!(text.contains("railwatch_build_info"));
 //! ```
 
+pub mod inputlog;
 pub mod lineout;
 pub mod metrics;
 pub mod outfile;

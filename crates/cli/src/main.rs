@@ -35,6 +35,7 @@ mod devices;
 #[cfg(feature = "verbs")]
 use railwatch_cli::metrics;
 mod output;
+mod replay;
 #[cfg(feature = "verbs")]
 mod sdnotify;
 mod simulate;
@@ -69,6 +70,10 @@ enum Command {
     /// A health check for schedulers (node-problem-detector, Slurm's NHC):
     /// exit 0 OK, 1 a problem, 2 unknown, with one line.
     Check(ask::CheckArgs),
+    /// Replay an input log (`watch --record FILE.rwlog`) on a fresh machine
+    /// and check that it asks what the log answers: exit 0 replayed, 1
+    /// diverged (named), 2 the log cannot be read.
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Args, Debug)]
@@ -220,7 +225,8 @@ struct RecordArgs {
     /// Record what the devices say as a scenario file that `railwatch
     /// simulate FILE` replays (written as the run goes, at least once a
     /// second, so a cut-off file still replays). It names the devices; see
-    /// --record-anonymize.
+    /// --record-anonymize. A FILE ending in `.rwlog` records the machine's
+    /// inputs instead, which `railwatch replay FILE` replays exactly.
     #[arg(long, value_name = "FILE")]
     record: Option<std::path::PathBuf>,
     /// Name the devices in the recording dev0, dev1, ... and replace their
@@ -291,6 +297,7 @@ fn main() -> ExitCode {
         Command::Status(args) => status(args),
         Command::Rails(args) => ask::rails(&args),
         Command::Check(args) => ask::check(&args),
+        Command::Replay(args) => replay::run(args),
     }
 }
 

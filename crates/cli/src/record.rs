@@ -1,6 +1,7 @@
-//! `watch --record FILE` (and `simulate --record FILE`): the recorder
-//! (railwatch-scenario's [`Recorder`]) set up from the settings in force
-//! and fed by the monitor's observer.
+//! `watch --record FILE` (and `simulate --record FILE`): the recorder set
+//! up from the settings in force and fed by the monitor's observer: an
+//! input log ([`LogFile`]) for a name ending in `.rwlog`, else a scenario
+//! (railwatch-scenario's [`Recorder`]).
 
 use std::fs::File;
 use std::io;
@@ -12,14 +13,51 @@ use railwatch_core::Millis;
 use railwatch_runtime::{Config, Observer, Snapshot};
 use railwatch_scenario::record::{RecordOptions, Recorder};
 
+use crate::inputlog::LogFile;
 use crate::outfile::OutFile;
 
 /// A recording in progress, shared by the monitor's observer and the watch
 /// loop (which flushes it and finishes it).
 #[derive(Clone)]
 pub struct Recording {
-    inner: Arc<Mutex<Recorder>>,
+    inner: Arc<Mutex<Kind>>,
     disk: Arc<Mutex<Disk>>,
+}
+
+/// What is recorded.
+enum Kind {
+    /// A scenario that `railwatch simulate` replays.
+    Scenario(Box<Recorder>),
+    /// The machine's inputs, that `railwatch replay` replays exactly.
+    Log(LogFile),
+}
+
+/// Whether `path` names an input log (`.rwlog`) rather than a scenario.
+pub fn is_input_log(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "rwlog")
+}
+
+impl Kind {
+    fn file_handle(&self) -> io::Result<File> {
+        match self {
+            Kind::Scenario(r) => r.file_handle(),
+            Kind::Log(l) => l.file_handle(),
+        }
+    }
+
+    fn copy_into(&self, to: &File) -> io::Result<()> {
+        match self {
+            Kind::Scenario(r) => r.copy_into(to),
+            Kind::Log(l) => l.copy_into(to),
+        }
+    }
+
+    fn continue_in(&mut self, file: File) {
+        match self {
+            Kind::Scenario(r) => r.continue_in(file),
+            Kind::Log(l) => l.continue_in(file),
+        }
+    }
 }
 
 /// How often what was written is synced to disk: a host that crashes (not
@@ -73,10 +111,12 @@ fn host_name() -> Option<String> {
 }
 
 impl Recording {
-    /// Creates `path` with the header for `config` (the settings in force).
+    /// Creates `path` with the header for `config` (the settings in force;
+    /// an input log needs its seed fixed, the one the monitor runs with).
     /// `recorded_by` names the command (`"railwatch watch --record"`).
     /// Written as [`OutFile`] writes: a new file renamed into place (a
-    /// link there replaced, never followed), then grown in place.
+    /// link there replaced, never followed), then grown in place. An input
+    /// log is not anonymized: asking for it is an error.
     pub fn create(
         path: &Path,
         config: &Config,
@@ -84,8 +124,29 @@ impl Recording {
         recorded_by: &str,
         description: String,
     ) -> std::io::Result<Recording> {
+        let log = is_input_log(path);
+        if log && anonymize {
+            let message = "an input log (.rwlog) holds the devices' own names and addresses: \
+                           --record-anonymize applies to a scenario recording (.toml)";
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, message));
+        }
         let out = OutFile::open(path)?;
         let file = out.create_growing()?;
+        let kind = match log {
+            true => Kind::Log(LogFile::create_in(file, &config.machine_seeded(), recorded_by)?),
+            false => Kind::Scenario(Box::new(Self::scenario_in(file, config, anonymize, recorded_by, description)?)),
+        };
+        let disk = Disk { file: kind.file_handle()?, out, synced_at: Instant::now() };
+        Ok(Recording { inner: Arc::new(Mutex::new(kind)), disk: Arc::new(Mutex::new(disk)) })
+    }
+
+    fn scenario_in(
+        file: File,
+        config: &Config,
+        anonymize: bool,
+        recorded_by: &str,
+        description: String,
+    ) -> io::Result<Recorder> {
         let opts = RecordOptions {
             recorded_by: recorded_by.to_owned(),
             name: "recorded".to_owned(),
@@ -94,44 +155,51 @@ impl Recording {
             notes: vec!["the re-open jitter (the replay draws its own)".to_owned()],
             anonymize,
         };
-        let recorder = Recorder::create_in(file, &opts)?;
-        let disk = Disk { file: recorder.file_handle()?, out, synced_at: Instant::now() };
-        Ok(Recording { inner: Arc::new(Mutex::new(recorder)), disk: Arc::new(Mutex::new(disk)) })
+        Recorder::create_in(file, &opts)
     }
 
     /// The host's devices at the start are attached (see
     /// [`Recorder::started`]).
     pub fn started(&self) {
-        self.lock().started();
+        if let Kind::Scenario(r) = &mut *self.lock() {
+            r.started();
+        }
     }
 
     /// The monitor runs on a virtual clock (`simulate --record`): changes
     /// are placed at the query that saw them.
     pub fn on_virtual_time(&self) {
-        self.lock().on_virtual_time();
+        if let Kind::Scenario(r) = &mut *self.lock() {
+            r.on_virtual_time();
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Recorder> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kind> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The observer to give the monitor (before its devices are added).
     pub fn observer(&self) -> Observer {
         let inner = self.inner.clone();
-        Box::new(move |now, what| inner.lock().unwrap_or_else(PoisonError::into_inner).observe(now, what))
+        Box::new(move |now, what| match &mut *inner.lock().unwrap_or_else(PoisonError::into_inner) {
+            Kind::Scenario(r) => r.observe(now, what),
+            Kind::Log(l) => l.observe(now, what),
+        })
     }
 
     /// Writes what is settled, and syncs it to disk once a second; logs
     /// (once) why the recording stopped early.
     pub fn flush(&self, now: Millis) -> io::Result<()> {
-        let wrote = {
-            let mut r = self.lock();
-            let was_stopped = r.stopped().is_some();
-            let wrote = r.flush(now)?;
-            if let (false, Some(why)) = (was_stopped, r.stopped()) {
-                log::warn!("the recording stopped: {why}");
+        let wrote = match &mut *self.lock() {
+            Kind::Scenario(r) => {
+                let was_stopped = r.stopped().is_some();
+                let wrote = r.flush(now)?;
+                if let (false, Some(why)) = (was_stopped, r.stopped()) {
+                    log::warn!("the recording stopped: {why}");
+                }
+                wrote
             }
-            wrote
+            Kind::Log(l) => l.flush()?,
         };
         // Most wake-ups write nothing: they pay for no clock read either.
         if !wrote {
@@ -149,7 +217,10 @@ impl Recording {
 
     /// Writes the rest and the final expectations, and syncs the file.
     pub fn finish(&self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
-        self.lock().finish(now, snapshot)?;
+        match &mut *self.lock() {
+            Kind::Scenario(r) => r.finish(now, snapshot)?,
+            Kind::Log(l) => drop(l.flush()?),
+        }
         let mut disk = self.disk.lock().unwrap_or_else(PoisonError::into_inner);
         disk.file.sync_data()?;
         self.keep_at_name(&mut disk)

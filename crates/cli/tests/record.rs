@@ -342,9 +342,21 @@ fn random_incidents_recorded_by_watch_replay_the_same() {
 
 /// One random incident (see above), recorded.
 fn record_random(dir: &Path, seed: u64) -> (Vec<Value>, String) {
+    record_random_to(dir, seed, "incident.toml")
+}
+
+/// The devices are in the recording `file`: declared (a scenario), or
+/// added (an input log, written each wake-up).
+fn has_devices(file: &Path) -> bool {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.matches("[[device]]").count() == 2 || text.matches("\"kind\":\"add_device\"").count() == 2
+}
+
+/// One random incident, recorded to `dir/name`.
+fn record_random_to(dir: &Path, seed: u64, name: &str) -> (Vec<Value>, String) {
     let fifo = dir.join("control");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo");
-    let file = dir.join("incident.toml");
+    let file = dir.join(name);
     let mut watch = Command::new(env!("CARGO_BIN_EXE_railwatch"));
     command_under_fake(&mut watch, FakeLib::Basic)
         .env("FAKE_IBVERBS_DEVICES", "mlx5_0:4/128/2,4/64/2;mlx5_1:4/32/2")
@@ -356,9 +368,7 @@ fn record_random(dir: &Path, seed: u64) -> (Vec<Value>, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut guard = Killed(Some(watch.spawn().expect("railwatch starts")));
-    wait_for("the devices in the recording", || {
-        std::fs::read_to_string(&file).is_ok_and(|t| t.matches("[[device]]").count() == 2)
-    });
+    wait_for("the devices in the recording", || has_devices(&file));
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move |n: u64| {
         state ^= state << 13;
@@ -410,4 +420,77 @@ fn record_random(dir: &Path, seed: u64) -> (Vec<Value>, String) {
     let out = terminate(guard.0.take().unwrap());
     assert!(out.status.success(), "watch failed: {}", String::from_utf8_lossy(&out.stderr));
     (lines(&out.stdout), std::fs::read_to_string(&file).unwrap())
+}
+
+/// The input log: `watch --record FILE.rwlog` under the fake through random
+/// incidents, then `railwatch replay FILE.rwlog`: no divergence, and the
+/// live run's transitions (rail, from, to, cause, generation) exactly,
+/// with no placement rule in between. `RAILWATCH_WATCH_REPLAY_CASES` sets
+/// the number of cases (default 4).
+#[test]
+fn random_incidents_logged_by_watch_replay_exactly() {
+    let cases: u64 = std::env::var("RAILWATCH_WATCH_REPLAY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    for seed in 1..=cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (live, _) = record_random_to(dir.path(), seed, "incident.rwlog");
+        let out = Command::new(env!("CARGO_BIN_EXE_railwatch"))
+            .arg("replay")
+            .arg(dir.path().join("incident.rwlog"))
+            .arg("--json")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "seed {seed}: {stderr}");
+        assert!(stderr.contains("no divergence"), "seed {seed}: {stderr}");
+        let (live, replayed) = (transitions(&live), transitions(&lines(&out.stdout)));
+        assert!(!live.is_empty(), "seed {seed}: nothing happened");
+        assert_eq!(live, replayed, "seed {seed}");
+    }
+}
+
+#[test]
+fn replay_says_what_is_wrong_with_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |file: &Path| Command::new(env!("CARGO_BIN_EXE_railwatch")).arg("replay").arg(file).output().unwrap();
+    let log = dir.path().join("x.rwlog");
+    let out = Command::new(env!("CARGO_BIN_EXE_railwatch"))
+        .args(["simulate", "--builtin", "device-removal", "--record"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(run(&log).status.code(), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    // Garbage on line 3: exit 2 naming it.
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] = "{not json";
+    let bad = dir.path().join("bad.rwlog");
+    std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+    let out = run(&bad);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 3"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A port answer that says another port: exit 1, the divergence named.
+    let at = text.lines().position(|l| l.contains("\"kind\":\"port_state\"")).unwrap();
+    let edited: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| if i == at { l.replace("\"port\":1", "\"port\":7") } else { l.to_owned() })
+        .collect();
+    let diverged = dir.path().join("diverged.rwlog");
+    std::fs::write(&diverged, edited.join("\n") + "\n").unwrap();
+    let out = run(&diverged);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("line {}", at + 1)) && stderr.contains("diverges"), "{stderr}");
+    // Not there, not a log: exit 2.
+    assert_eq!(run(&dir.path().join("none.rwlog")).status.code(), Some(2));
+    let scenario = dir.path().join("s.rwlog");
+    std::fs::write(&scenario, "duration_ms = 5\n").unwrap();
+    assert_eq!(run(&scenario).status.code(), Some(2));
+    // Cut by a crash: replayed up to the cut, said.
+    let cut = dir.path().join("cut.rwlog");
+    std::fs::write(&cut, &text[..text.len() - 5]).unwrap();
+    let out = run(&cut);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cut"), "{}", String::from_utf8_lossy(&out.stderr));
 }

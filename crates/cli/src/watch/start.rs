@@ -83,7 +83,10 @@ fn open(names: &[String]) -> Result<(Vec<VerbsDevice>, bool), ExitCode> {
 impl Watch {
     /// Starts watching; an exit status instead when there is nothing to
     /// watch or it cannot start (said on stderr).
-    pub(super) fn start(args: WatchArgs, settings: Settings) -> Result<Watch, ExitCode> {
+    pub(super) fn start(args: WatchArgs, mut settings: Settings) -> Result<Watch, ExitCode> {
+        // The jitter's seed drawn once, here: an input log records the one
+        // the machine runs with.
+        settings.config.machine = settings.config.machine_seeded();
         // Metrics first: an address that cannot be bound or a file that
         // cannot be written is bad input, said before any device is opened.
         let state = StateOut::start(&settings)?;

@@ -1,0 +1,145 @@
+//! `railwatch replay FILE.rwlog`: an input log (`watch --record
+//! FILE.rwlog`) replayed on a fresh machine with the recorded settings and
+//! seed, printed as `simulate` prints a run. Exit 0: replayed to the end;
+//! 1: the replay diverged from the log (named); 2: the log cannot be read.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use railwatch_core::{Machine, Notification};
+use railwatch_runtime::lines::{Line, Names, Record};
+use railwatch_scenario::rwlog::{self, ReplayError};
+
+use crate::output;
+
+/// The largest log `replay` reads (it reads it whole).
+const MAX_LOG_BYTES: u64 = 1 << 30;
+
+/// `railwatch replay`'s arguments.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The input log (`watch --record FILE.rwlog`).
+    file: PathBuf,
+    /// Print JSON lines (docs/JSON.md) instead of the timeline.
+    #[arg(long)]
+    json: bool,
+    /// Also write the replay as one self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+/// The notifications' names, rebuilt when the machine's devices change.
+#[derive(Default)]
+struct Naming {
+    names: Names,
+    devices: usize,
+    rails: usize,
+}
+
+impl Naming {
+    fn of(&mut self, m: &Machine) -> &Names {
+        let (devices, rails) = (m.devices().len(), m.rails().count());
+        if (devices, rails) != (self.devices, self.rails) {
+            let device_names: Vec<String> = m.devices().map(|d| d.name.to_owned()).collect();
+            let rail_names = m.rails().map(|r| (r.id, format!("{}/{}", device_names[r.id.device as usize], r.id.port)));
+            self.names = Names::new(device_names.clone(), rail_names.collect::<Vec<_>>());
+            (self.devices, self.rails) = (devices, rails);
+        }
+        &self.names
+    }
+}
+
+fn refuse(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("railwatch: {message}");
+    ExitCode::from(2)
+}
+
+fn read_log(args: &ReplayArgs) -> Result<rwlog::Log, String> {
+    let path = args.file.display();
+    let size = std::fs::metadata(&args.file).map_err(|e| format!("cannot read the log {path}: {e}"))?.len();
+    if size > MAX_LOG_BYTES {
+        return Err(format!("the log {path} is {size} bytes, more than the {MAX_LOG_BYTES} replay reads"));
+    }
+    let bytes = std::fs::read(&args.file).map_err(|e| format!("cannot read the log {path}: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|e| format!("the log {path} is not text (UTF-8): {e}"))?;
+    let log = rwlog::read(&text).map_err(|e| format!("{path}: {e}"))?;
+    if log.header.railwatch != env!("CARGO_PKG_VERSION") {
+        eprintln!(
+            "railwatch: {path} was recorded by railwatch {} (this is {}): replayed as its inputs still mean the same",
+            log.header.railwatch,
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    Ok(log)
+}
+
+/// Runs the command.
+pub fn run(args: ReplayArgs) -> ExitCode {
+    let log = match read_log(&args) {
+        Ok(log) => log,
+        Err(e) => return refuse(e),
+    };
+    if let Some(html) = &args.html
+        && let Err(e) = railwatch_cli::outfile::writable(html)
+    {
+        return refuse(format_args!("cannot write the HTML report {}: {e}", html.display()));
+    }
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let color = !args.json && crate::use_color();
+    let mut lines = Vec::new();
+    let mut naming = Naming::default();
+    let mut printed = Ok(());
+    let result = rwlog::replay(&log, |m, note: &Notification| {
+        let names = naming.of(m);
+        let record = Record::Note(note);
+        if args.html.is_some()
+            && let Some(line) = Line::of(names, &record).and_then(|l| serde_json::to_value(l).ok())
+        {
+            lines.push(line);
+        }
+        if printed.is_ok() {
+            printed = match args.json {
+                true => Line::of(names, &record).map_or(Ok(()), |l| output::write_json(&mut out, &l)),
+                false => output::human_record(names, &record, color).map_or(Ok(()), |l| writeln!(out, "{l}")),
+            };
+        }
+    });
+    let _ = out.flush();
+    if let Some(line) = log.cut_at_line {
+        eprintln!("railwatch: {}: the log ends at line {line}, cut (a crash): replayed up to it", args.file.display());
+    }
+    let code = match result {
+        Ok(replay) => {
+            eprintln!(
+                "railwatch: replayed {} inputs over {} wake-ups to {} ms: no divergence",
+                replay.inputs, replay.wakeups, replay.end_ms
+            );
+            ExitCode::SUCCESS
+        }
+        Err(ReplayError::Diverged(d)) => {
+            eprintln!("railwatch: {}: {d}", args.file.display());
+            ExitCode::from(1)
+        }
+        Err(ReplayError::Log(e)) => return refuse(format_args!("{}: {e}", args.file.display())),
+    };
+    if let Some(path) = &args.html {
+        let end = log.entries.last().map_or(0, |e| e.t());
+        let mut report = railwatch_report::Timeline {
+            title: args.file.display().to_string(),
+            duration_ms: end,
+            ..Default::default()
+        };
+        for line in lines {
+            report.push(line);
+        }
+        if let Err(e) = railwatch_cli::outfile::write_atomically(path, &railwatch_report::render_html(&report)) {
+            return refuse(format_args!("cannot write the HTML report {}: {e}", path.display()));
+        }
+    }
+    match printed {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => refuse(format_args!("writing output failed: {e}")),
+        _ => code,
+    }
+}
