@@ -17,6 +17,9 @@
 //!   against docs/STATE-MACHINE.md's event, poll and transition tables
 //!   (written in the target as data, not copied from the code they check)
 //!   and the properties its prose states.
+//! - `rwlog_replay`: arbitrary bytes read as an input log and replayed:
+//!   never panics, every refusal and divergence names a line of the text.
+//!   Seeded from `fuzz/rwlog_seed.rwlog` (a built-in's log).
 //!
 //! Stable toolchain: cargo-fuzz adds `-Zsanitizer=address` unless told
 //! otherwise, which only a nightly compiler accepts; with `--sanitizer none`
@@ -40,7 +43,7 @@ use std::time::Instant;
 use crate::run::{cargo, root, step};
 
 /// The targets, in the order they run.
-pub const TARGETS: [&str; 3] = ["scenario_parse", "scenario_run", "event_decode"];
+pub const TARGETS: [&str; 4] = ["scenario_parse", "scenario_run", "event_decode", "rwlog_replay"];
 /// Seconds per target for `cargo xtask fuzz`.
 pub const DEFAULT_SECONDS: u64 = 300;
 /// Seconds per target for the bounded run in `cargo xtask ci`.
@@ -200,6 +203,12 @@ fn run_target(fuzz_dir: &Path, target: &'static str, seconds: u64) -> Result<Out
         "-timeout=10".to_string(),
         "-print_final_stats=1".to_string(),
     ];
+    if target == "rwlog_replay" {
+        // An input log of a built-in (device-removal), recorded with
+        // `simulate --record`: the shape the fuzzer mutates.
+        let seed = fuzz_dir.join("rwlog_seed.rwlog");
+        std::fs::copy(&seed, corpus.join("seed.rwlog")).map_err(|e| format!("{}: {e}", seed.display()))?;
+    }
     if target.starts_with("scenario_") {
         let seeds = seed_scenarios(&corpus)?;
         eprintln!("==> fuzz {target}: {seeds} built-in scenarios seeded into {}", corpus.display());
