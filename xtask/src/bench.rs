@@ -480,6 +480,14 @@ fn c_api_and_cli_rows(get: Get<'_>, rows: &mut Vec<Row>) -> Result<(), String> {
         Goal::Info,
     ));
     rows.push(ratio_row(
+        "11b",
+        "the same with the input log (--record FILE.rwlog: each input a JSON line in memory, written each wake-up), vs no recorder",
+        get("record_log_p99_on_ns")?,
+        get("record_log_p99_off_ns")?,
+        get("record_log_ratio")?,
+        Goal::AtMost(1.05),
+    ));
+    rows.push(ratio_row(
         "13",
         "recovery p99 (PORT_ACTIVE written → gate admits) with the state published every wake-up and 100 clients reading GET /v1/state on the socket at 10 Hz, vs no reader",
         get("readers_p99_on_ns")?,

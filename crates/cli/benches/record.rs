@@ -69,6 +69,15 @@ impl Side {
 }
 
 fn main() {
+    measure("record", "toml");
+    // The input log (`--record FILE.rwlog`): each input a JSON line
+    // appended in memory, written out each wake-up.
+    measure("record_log", "rwlog");
+}
+
+/// Row 11's figures for a recording whose file ends in `.{ext}`, printed
+/// under `prefix`.
+fn measure(prefix: &str, ext: &str) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut plain = Side::new(None);
     let mut bytes = Vec::new();
@@ -79,7 +88,7 @@ fn main() {
             cold[0].push(common::p99(&plain.flap(WARM_UP)));
             return plain.flap(ROUND);
         }
-        let file = dir.path().join(format!("round{}.toml", bytes.len()));
+        let file = dir.path().join(format!("round{}.{ext}", bytes.len()));
         let r = Recording::create(&file, &Config::default(), false, "the record bench", "bench".into())
             .expect("the recording");
         let mut side = Side::new(Some(r));
@@ -96,10 +105,10 @@ fn main() {
         bytes.push(text.len() as f64 / (warm_up.len() + lat.len()) as f64);
         lat
     });
-    compared.print("record");
+    compared.print(prefix);
     let cold_ratios = cold[1].iter().zip(&cold[0]).map(|(on, off)| on / off).collect();
-    println!("record_cold_p99_on_ns\t{:.0}", common::median(cold[1].clone()));
-    println!("record_cold_p99_off_ns\t{:.0}", common::median(cold[0].clone()));
-    println!("record_cold_ratio\t{:.4}", common::median(cold_ratios));
-    println!("record_bytes_per_flap\t{:.1}", common::median(bytes));
+    println!("{prefix}_cold_p99_on_ns\t{:.0}", common::median(cold[1].clone()));
+    println!("{prefix}_cold_p99_off_ns\t{:.0}", common::median(cold[0].clone()));
+    println!("{prefix}_cold_ratio\t{:.4}", common::median(cold_ratios));
+    println!("{prefix}_bytes_per_flap\t{:.1}", common::median(bytes));
 }

@@ -8,20 +8,27 @@ use std::os::unix::fs::FileExt;
 
 use railwatch_core::{MachineConfig, Millis};
 use railwatch_runtime::Observed;
+use railwatch_scenario::record::FLUSH_EVERY_MS;
 use railwatch_scenario::rwlog::{Header, LogWriter};
 
 /// An input log in a file.
 pub struct LogFile {
     writer: LogWriter,
     file: File,
+    /// When lines were last written out (`None`: never).
+    written_at: Option<Millis>,
 }
+
+/// How many entries are held in memory before a write whatever the time
+/// (about 1 MiB of lines).
+const WRITE_AT_ENTRIES: usize = 10_000;
 
 impl LogFile {
     /// Starts the log in `file` (empty) with the header for `config` (its
     /// seed fixed: the one the machine runs with).
     pub fn create_in(file: File, config: &MachineConfig, recorded_by: &str) -> io::Result<LogFile> {
-        let mut log = LogFile { writer: LogWriter::new(&Header::new(config, recorded_by)), file };
-        log.flush()?;
+        let mut log = LogFile { writer: LogWriter::new(&Header::new(config, recorded_by)), file, written_at: None };
+        log.write_out()?;
         Ok(log)
     }
 
@@ -30,8 +37,22 @@ impl LogFile {
         self.writer.observe(now, what);
     }
 
-    /// Writes the lines not yet written; says whether there were any.
-    pub fn flush(&mut self) -> io::Result<bool> {
+    /// Writes the lines not yet written, at most every
+    /// [`FLUSH_EVERY_MS`] (a busy monitor flushes every wake-up: one write
+    /// a wake-up would cost it more than the lines do) or once
+    /// `WRITE_AT_ENTRIES` wait;
+    /// says whether it wrote.
+    pub fn flush(&mut self, now: Millis) -> io::Result<bool> {
+        let due = self.written_at.is_none_or(|at| now.since(at) >= FLUSH_EVERY_MS);
+        if !due && self.writer.pending() < WRITE_AT_ENTRIES {
+            return Ok(false);
+        }
+        self.written_at = Some(now);
+        self.write_out()
+    }
+
+    /// Writes every line not yet written; says whether there were any.
+    pub fn write_out(&mut self) -> io::Result<bool> {
         let pending = self.writer.take();
         if pending.is_empty() {
             return Ok(false);

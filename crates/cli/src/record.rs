@@ -199,7 +199,7 @@ impl Recording {
                 }
                 wrote
             }
-            Kind::Log(l) => l.flush()?,
+            Kind::Log(l) => l.flush(now)?,
         };
         // Most wake-ups write nothing: they pay for no clock read either.
         if !wrote {
@@ -219,7 +219,7 @@ impl Recording {
     pub fn finish(&self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
         match &mut *self.lock() {
             Kind::Scenario(r) => r.finish(now, snapshot)?,
-            Kind::Log(l) => drop(l.flush()?),
+            Kind::Log(l) => drop(l.write_out()?),
         }
         let mut disk = self.disk.lock().unwrap_or_else(PoisonError::into_inner);
         disk.file.sync_data()?;
