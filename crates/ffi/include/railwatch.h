@@ -891,8 +891,14 @@ enum rw_status rw_machine_set_log_callback(struct rw_machine *machine,
 // it. Its rails start inert; the machine then asks to start reading
 // the device and to query each port (the attach). A `name` that was
 // removed comes back under its old index, as a new device (new
-// generation, rate re-seeded), whatever its ports now (a port it no
-// longer has keeps an inert rail). A new name when the machine holds
+// generation, rate re-seeded), whatever its ports now: a port it had
+// keeps its rail (gates taken before follow it, its generation goes on
+// from the last); a port it no longer has keeps an inert rail, listed
+// and read inert through the gates taken before, but no longer the
+// device's: calls naming that port are `RW_ERR_RANGE` (no gate, no
+// answer taken), as for a port the device never had, while an event
+// naming it (or any port number) is taken and only notified, as every
+// event for a port without a rail is. A new name when the machine holds
 // `RW_MAX_DEVICES` devices (removed ones and empty slots included) is
 // `RW_ERR_RANGE`.
 enum rw_status rw_machine_add_device(struct rw_machine *machine,

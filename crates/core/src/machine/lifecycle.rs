@@ -9,8 +9,6 @@
 //! deadline is here, so an engine that keeps its own loop gets hotplug from
 //! the same code as the runtime's monitor.
 
-use std::ops::Range;
-
 use super::{Action, Device, DeviceMode, DeviceStats, Errno, Log, Machine, Rail, WorkScope};
 use crate::counters::CountersBaseline;
 use crate::device_name::device_name_problem;
@@ -54,9 +52,14 @@ impl Machine {
     /// Adds a device the driver opened itself, with these ports: asks to
     /// start reading its fd and to query every port; its rails attach
     /// together once every query is answered. A name that left the host
-    /// comes back under its old index: its rails keep their ids, or, with
-    /// other ports than it had, new rails are made (those of a port it no
-    /// longer has stay inert). Returns the device's index, or `None` when
+    /// comes back under its old index, whatever its ports now: the rail of
+    /// a port it had keeps its id and its gates, and the attach gives it a
+    /// new generation (a re-attach); a new port gets a new rail; the rail
+    /// of a port it no longer has stays inert, listed by
+    /// [`rails`](Self::rails) but no longer the device's (inputs naming
+    /// that port are stray, [`rail`](Self::rail) and
+    /// [`gate`](Self::gate) find nothing; gates taken before read it
+    /// inert). Returns the device's index, or `None` when
     /// the machine already holds [`MAX_DEVICES`] devices (removed ones and
     /// empty slots included) and this is a new name.
     pub fn add_device(&mut self, name: &str, ports: &[u8], now: Millis) -> Option<u32> {
@@ -66,10 +69,7 @@ impl Machine {
             None if self.devices.len() >= MAX_DEVICES => return None,
             None => self.new_device(name, now),
         };
-        if self.devices[idx].rails().is_empty() || !self.has_ports(&self.devices[idx], ports) {
-            let rails = self.new_rails(idx, ports, now);
-            self.devices[idx].set_rails(rails);
-        }
+        self.set_ports(idx, ports, now);
         self.open_succeeded(idx, now);
         Some(idx as u32)
     }
@@ -101,8 +101,7 @@ impl Machine {
             self.devices[empty].mode = DeviceMode::Removed;
         }
         self.devices[idx].name = Box::from(name);
-        let rails = self.new_rails(idx, ports, now);
-        self.devices[idx].set_rails(rails);
+        self.set_ports(idx, ports, now);
         self.open_succeeded(idx, now);
         Ok(slot)
     }
@@ -178,12 +177,9 @@ impl Machine {
             // Opened while a re-open was due (it failed after the engine
             // added it meanwhile): the handle is the re-open's.
             (DeviceMode::Opening { .. } | DeviceMode::Gone { .. }, Ok(ports)) => {
-                if !self.has_ports(&self.devices[idx], ports) {
-                    // New ports (or the first open): new rails. Rails of a
-                    // port the device no longer has stay inert.
-                    let rails = self.new_rails(idx, ports, now);
-                    self.devices[idx].set_rails(rails);
-                }
+                // The first open, or other ports than before: the rails
+                // follow the ports (as `add_device`'s do).
+                self.set_ports(idx, ports, now);
                 self.open_succeeded(idx, now);
             }
             (DeviceMode::Opening { backoff_ms, .. }, Err(errno)) => {
@@ -283,15 +279,34 @@ impl Machine {
         self.devices.len() - 1
     }
 
-    /// One inert rail per port of device `idx`, at the end of the rail list.
-    fn new_rails(&mut self, idx: usize, ports: &[u8], now: Millis) -> Range<usize> {
+    /// Device `idx`'s rails become one per port of `ports`, at the end of
+    /// the rail list, unless it has exactly these already. The rail of a
+    /// port it ever had is moved there whole (its id, its cell: gates
+    /// taken before follow it, and its attach bumps the generation as any
+    /// re-attach does), leaving a hidden placeholder where it was; a new
+    /// port gets a new inert rail; the rail of a port it no longer has
+    /// stays where it is, inert, outside the device's rails (and is moved
+    /// back if the port comes back).
+    fn set_ports(&mut self, idx: usize, ports: &[u8], now: Millis) {
+        if self.has_ports(&self.devices[idx], ports) {
+            return;
+        }
         let first = self.rails.len();
         let name = self.devices[idx].name.clone();
         for &port in ports {
-            let rail_name = format!("{name}/{port}").into_boxed_str();
-            self.rails.push(Rail::new(RailId { device: idx as u32, port }, rail_name, now));
+            let id = RailId { device: idx as u32, port };
+            // Rails are only ever appended: a rail of this id outside a
+            // placeholder is the port's (in the device's rails or left out).
+            let rail = match self.rails[..first].iter().rposition(|r| r.id == id && !r.name.is_empty()) {
+                Some(ri) => {
+                    self.moved_rails += 1;
+                    std::mem::replace(&mut self.rails[ri], Rail::new(id, Box::from(""), now))
+                }
+                None => Rail::new(id, format!("{name}/{port}").into_boxed_str(), now),
+            };
+            self.rails.push(rail);
         }
-        first..self.rails.len()
+        self.devices[idx].set_rails(first..self.rails.len());
     }
 
     /// Device `idx` is open: read it and attach its rails.

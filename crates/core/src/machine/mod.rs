@@ -317,6 +317,29 @@ impl Device {
     }
 }
 
+/// The rails of [`Machine::rails`]: the list without the placeholders
+/// of moved rails (an empty name), `left` of them still to come.
+struct Listed<'a> {
+    rails: std::slice::Iter<'a, Rail>,
+    left: usize,
+}
+
+impl<'a> Iterator for Listed<'a> {
+    type Item = &'a Rail;
+
+    fn next(&mut self) -> Option<&'a Rail> {
+        let rail = self.rails.find(|r| !r.name.is_empty())?;
+        self.left -= 1;
+        Some(rail)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Listed<'_> {}
+
 /// One rail as the machine sees it now.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RailView<'a> {
@@ -424,6 +447,10 @@ pub struct Machine {
     stray: u64,
     /// How many `WorkLost` notifications lead the action queue.
     lost_ahead: usize,
+    /// Placeholders in `rails` (an empty name) where a rail was before a
+    /// device that came back with other ports moved it to its new ones:
+    /// [`rails`](Machine::rails) skips them.
+    moved_rails: usize,
 }
 
 impl Machine {
@@ -444,6 +471,7 @@ impl Machine {
             ticks: 0,
             stray: 0,
             lost_ahead: 0,
+            moved_rails: 0,
         })
     }
 
@@ -736,12 +764,14 @@ impl Machine {
     /// A gate for the rail called `name` (`"mlx5_0/1"`; the latest device
     /// of that name when one was removed and another added).
     pub fn gate_of(&self, name: &str) -> Option<Gate> {
-        self.rails.iter().rev().find(|r| &*r.name == name).map(|r| Gate::new(r.cell.clone()))
+        self.rails.iter().rev().find(|r| &*r.name == name && !name.is_empty()).map(|r| Gate::new(r.cell.clone()))
     }
 
-    /// Every rail, in the order devices and ports were added.
+    /// Every rail, in the order devices and ports were added (a port a
+    /// device had before it came back with other ports: listed once, where
+    /// its rail is now; one it no longer has: where it was, inert).
     pub fn rails(&self) -> impl ExactSizeIterator<Item = RailView<'_>> {
-        self.rails.iter().map(Rail::view)
+        Listed { rails: self.rails.iter(), left: self.rails.len() - self.moved_rails }.map(Rail::view)
     }
 
     /// One rail.

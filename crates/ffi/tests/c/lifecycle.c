@@ -151,10 +151,62 @@ static void kernel_uevents(void)
 	CHECK_EQ_I("uevents_fd_null", rw_uevents_fd(NULL), -1);
 }
 
+/* A device that left and comes back with other ports: a port it had is the
+ * same rail with a new generation (its gates follow it); a port it no
+ * longer has stays inert, and calls naming it are refused as for a port it
+ * never had, while an event naming it is only notified. */
+static void back_with_other_ports(void)
+{
+	struct rig r;
+	const uint8_t both[] = { 1, 2 }, one[] = { 1 }, other[] = { 1, 3 };
+	rw_gate *before2 = NULL;
+	uint64_t w;
+	size_t mark;
+
+	if (!rig_init(&r, NULL))
+		return;
+	CHECK_OK("readd_first", rw_machine_add_device_at(r.m, 1, "mlx5_1", both, 2, r.now));
+	rig_run(&r);
+	CHECK_EQ("readd_first_generation", rw_word_generation(rig_word(&r, 1, 1)), 1);
+	CHECK_OK("readd_gate_of_port_2", rw_machine_gate(r.m, 1, 2, &before2));
+	CHECK_OK("readd_removed", rw_machine_handle_removed(r.m, 1, r.now));
+	rig_run(&r);
+
+	/* Back with port 1 only. */
+	CHECK_OK("readd_with_port_1", rw_machine_add_device_at(r.m, 1, "mlx5_1", one, 1, r.now));
+	rig_run(&r);
+	w = rig_word(&r, 1, 1);
+	check(rw_word_admits(w) && rw_word_generation(w) == 2, "readd_port_1_new_generation", "word %#llx",
+	      (unsigned long long)w);
+	w = before2 ? *rw_gate_word(before2) : 0;
+	check(rw_word_state(w) == RW_RAIL_INERT && rw_word_reason(w) == RW_REASON_DEVICE_REMOVED, "readd_port_2_gate_inert",
+	      "word %#llx", (unsigned long long)w);
+	CHECK_STATUS("readd_port_2_no_gate", rw_machine_gate(r.m, 1, 2, &(rw_gate *){ NULL }), RW_ERR_RANGE);
+	CHECK_STATUS("readd_port_2_no_query_answer", rw_machine_handle_port_state(r.m, 1, 2, 0, 4, r.now), RW_ERR_RANGE);
+	mark = r.nactions;
+	CHECK_OK("readd_port_2_event_taken", rw_machine_handle_event(r.m, 1, 10 /* PORT_ERR */, 2, r.now));
+	rig_run(&r);
+	CHECK_EQ("readd_port_2_event_notified", rig_notified(&r, mark, RW_HAPPENING_EVENT, NULL), 1);
+	CHECK_EQ("readd_port_2_event_nothing_else", r.nactions - mark, 1);
+	check(rw_word_admits(rig_word(&r, 1, 1)), "readd_port_1_untouched", "word %#llx",
+	      (unsigned long long)rig_word(&r, 1, 1));
+
+	/* Back with ports 1 and 3. */
+	CHECK_OK("readd_removed_again", rw_machine_handle_removed(r.m, 1, r.now));
+	rig_run(&r);
+	CHECK_OK("readd_with_ports_1_3", rw_machine_add_device_at(r.m, 1, "mlx5_1", other, 2, r.now));
+	rig_run(&r);
+	CHECK_EQ("readd_port_1_third_generation", rw_word_generation(rig_word(&r, 1, 1)), 3);
+	CHECK_EQ("readd_port_3_first_generation", rw_word_generation(rig_word(&r, 1, 3)), 1);
+	rw_gate_free(&before2);
+	rw_machine_free(&r.m);
+}
+
 int main(void)
 {
 	list_open_and_attach();
 	late_open_answer();
+	back_with_other_ports();
 	kernel_uevents();
 	return check_done();
 }
