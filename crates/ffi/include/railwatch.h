@@ -812,9 +812,10 @@ enum rw_status rw_machine_handle_device_list(struct rw_machine *machine,
                                              uint64_t now_ms);
 
 // The answer to `RW_ACTION_OPEN` of `device`: `error` 0 and the device's
-// `nports` port numbers at `ports` (1..=255, no duplicate) when it opened,
-// or the errno when it would not (asked again after a backoff while the
-// device list has it). Opened, the machine asks to start reading it and to
+// `nports` port numbers at `ports` (1..=255, no duplicate, at least one,
+// as `rw_machine_add_device` takes them: a device with no port is
+// `RW_ERR_INVALID`) when it opened, or the errno when it would not
+// (asked again after a backoff while the device list has it). Opened, the machine asks to start reading it and to
 // query its ports (the attach). Answered after the device left, it asks
 // for the device to be closed again.
 enum rw_status rw_machine_handle_opened(struct rw_machine *machine,

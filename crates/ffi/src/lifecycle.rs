@@ -45,9 +45,10 @@ pub extern "C" fn rw_machine_handle_device_list(
 }
 
 /// The answer to `RW_ACTION_OPEN` of `device`: `error` 0 and the device's
-/// `nports` port numbers at `ports` (1..=255, no duplicate) when it opened,
-/// or the errno when it would not (asked again after a backoff while the
-/// device list has it). Opened, the machine asks to start reading it and to
+/// `nports` port numbers at `ports` (1..=255, no duplicate, at least one,
+/// as `rw_machine_add_device` takes them: a device with no port is
+/// `RW_ERR_INVALID`) when it opened, or the errno when it would not
+/// (asked again after a backoff while the device list has it). Opened, the machine asks to start reading it and to
 /// query its ports (the attach). Answered after the device left, it asks
 /// for the device to be closed again.
 #[unsafe(no_mangle)]
@@ -74,8 +75,11 @@ pub extern "C" fn rw_machine_handle_opened(
     })
 }
 
-/// Port numbers as a device has them: 1..=255, none twice.
+/// Port numbers as a device has them: at least one, 1..=255, none twice.
 pub(crate) fn check_ports(ports: &[u8]) -> Result<()> {
+    if ports.is_empty() {
+        return Err(Error::new(rw_status::RW_ERR_INVALID, "ports []: a device has at least one (1..=255)".to_owned()));
+    }
     let mut seen = [false; 256];
     for &p in ports {
         if p == 0 || std::mem::replace(&mut seen[usize::from(p)], true) {

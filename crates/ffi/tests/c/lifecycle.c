@@ -154,7 +154,8 @@ static void kernel_uevents(void)
 /* A device that left and comes back with other ports: a port it had is the
  * same rail with a new generation (its gates follow it); a port it no
  * longer has stays inert, and calls naming it are refused as for a port it
- * never had, while an event naming it is only notified. */
+ * never had, while an event naming it is only notified. And a device that
+ * opens with no port is refused. */
 static void back_with_other_ports(void)
 {
 	struct rig r;
@@ -199,6 +200,16 @@ static void back_with_other_ports(void)
 	CHECK_EQ("readd_port_1_third_generation", rw_word_generation(rig_word(&r, 1, 1)), 3);
 	CHECK_EQ("readd_port_3_first_generation", rw_word_generation(rig_word(&r, 1, 3)), 1);
 	rw_gate_free(&before2);
+
+	/* A device that opens with no port. */
+	{
+		const char *mine[] = { "mlx5_0" };
+
+		CHECK_OK("no_port_list", rw_machine_handle_device_list(r.m, mine, 1, r.now));
+		CHECK_STATUS("opened_with_no_port", rw_machine_handle_opened(r.m, 2, NULL, 0, 0, r.now), RW_ERR_INVALID);
+		check(strstr(rw_last_error(), "at least one") != NULL, "opened_with_no_port_says_so", "%s",
+		      rw_last_error());
+	}
 	rw_machine_free(&r.m);
 }
 
