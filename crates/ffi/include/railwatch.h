@@ -517,7 +517,8 @@ typedef int32_t (*rw_get_event_fn)(void *user, uint32_t *code, uint64_t *element
 
 // What one drain did.
 typedef struct rw_drain_report {
-  // Events read and fed to the machine.
+  // Events read (each fed to the machine, but for a port event whose
+  // element is no port number).
   uint64_t events;
   // `get` calls, including the failed ones.
   uint64_t gets;
@@ -1080,9 +1081,11 @@ enum rw_status rw_machine_gate(struct rw_machine *machine,
 // events may predate the epoll add.
 // A port event whose element is no port number (1..=255: the union read
 // through the wrong member) does not stop the drain, which reads and
-// feeds the rest; the machine ignores that event, and the drain returns
-// `RW_ERR_RANGE` naming the first such one (the report is still written),
-// as `rw_machine_handle_event` refuses it.
+// feeds the rest; that event is not fed to the machine (no notification,
+// nothing counted by the machine: it is counted in the report's
+// `events`), and the drain returns `RW_ERR_RANGE` naming the first such
+// one (the report is still written), as `rw_machine_handle_event`
+// refuses it.
 enum rw_status rw_machine_drain(struct rw_machine *machine,
                                 uint32_t device,
                                 rw_get_event_fn get,

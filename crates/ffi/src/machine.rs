@@ -832,7 +832,8 @@ pub type rw_get_event_fn = Option<extern "C" fn(user: *mut c_void, code: *mut u3
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct rw_drain_report {
-    /// Events read and fed to the machine.
+    /// Events read (each fed to the machine, but for a port event whose
+    /// element is no port number).
     pub events: u64,
     /// `get` calls, including the failed ones.
     pub gets: u64,
@@ -862,9 +863,11 @@ pub struct rw_drain_report {
 /// events may predate the epoll add.
 /// A port event whose element is no port number (1..=255: the union read
 /// through the wrong member) does not stop the drain, which reads and
-/// feeds the rest; the machine ignores that event, and the drain returns
-/// `RW_ERR_RANGE` naming the first such one (the report is still written),
-/// as `rw_machine_handle_event` refuses it.
+/// feeds the rest; that event is not fed to the machine (no notification,
+/// nothing counted by the machine: it is counted in the report's
+/// `events`), and the drain returns `RW_ERR_RANGE` naming the first such
+/// one (the report is still written), as `rw_machine_handle_event`
+/// refuses it.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_drain(
     machine: *mut rw_machine,
@@ -906,7 +909,7 @@ pub extern "C" fn rw_machine_drain(
 /// `get`: until EAGAIN, an error or the budget. `get` cannot reach the
 /// machine (every entry refuses while `draining`), so the drain holds it
 /// throughout. Also the first port event whose element was no port
-/// number, if any (fed all the same: the machine ignores it).
+/// number, if any (read and acknowledged, never fed to the machine).
 fn drain_loop(
     m: &mut Machine,
     device: u32,
@@ -916,19 +919,28 @@ fn drain_loop(
     now: Millis,
 ) -> (rw_drain_report, Option<(u32, u64)>) {
     let mut misread = None;
+    // The last event read was a misread port event: not fed, as
+    // `rw_machine_handle_event` refuses it.
+    let skip = std::cell::Cell::new(false);
     let read = || {
         let (mut code, mut element) = (0u32, 0u64);
         match get(user, &mut code, &mut element) {
             0 => {
-                if checked_event(code, element).is_err() && misread.is_none() {
+                let checked = checked_event(code, element);
+                skip.set(checked.is_err());
+                if checked.is_err() && misread.is_none() {
                     misread = Some((code, element));
                 }
-                Ok(event(code, element))
+                Ok(checked.unwrap_or_else(|_| event(code, element)))
             }
             errno => Err(io::Error::from_raw_os_error(errno)),
         }
     };
-    let report = drain_with(read, budget, |ev| m.handle_event(device, ev, now));
+    let report = drain_with(read, budget, |ev| {
+        if !skip.get() {
+            m.handle_event(device, ev, now);
+        }
+    });
     let mut r = rw_drain_report {
         events: report.events as u64,
         gets: report.gets as u64,
