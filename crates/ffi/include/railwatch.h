@@ -1049,7 +1049,11 @@ enum rw_status rw_machine_poll_timeout(struct rw_machine *machine, uint64_t *dea
 // timeout, into `*timeout_ms`: 0 when the deadline has passed, at most
 // `cap_ms`; with no deadline `cap_ms` itself (a negative `cap_ms`: no cap,
 // and -1, wait for ever, when there is no deadline). The subtraction and
-// the sentinel of `rw_machine_poll_timeout`, done once.
+// the sentinel of `rw_machine_poll_timeout`, done once: `now_ms` follows
+// the machine's clock rule (an earlier one than an input gave counts as
+// that one; asking is no input, so it moves nothing), and a deadline
+// `rw_machine_poll_timeout` reports as `RW_NO_DEADLINE` (saturated) is
+// none here too.
 enum rw_status rw_machine_poll_wait(struct rw_machine *machine,
                                     uint64_t now_ms,
                                     int32_t cap_ms,

@@ -772,7 +772,11 @@ pub extern "C" fn rw_machine_poll_timeout(machine: *mut rw_machine, deadline_ms:
 /// timeout, into `*timeout_ms`: 0 when the deadline has passed, at most
 /// `cap_ms`; with no deadline `cap_ms` itself (a negative `cap_ms`: no cap,
 /// and -1, wait for ever, when there is no deadline). The subtraction and
-/// the sentinel of `rw_machine_poll_timeout`, done once.
+/// the sentinel of `rw_machine_poll_timeout`, done once: `now_ms` follows
+/// the machine's clock rule (an earlier one than an input gave counts as
+/// that one; asking is no input, so it moves nothing), and a deadline
+/// `rw_machine_poll_timeout` reports as `RW_NO_DEADLINE` (saturated) is
+/// none here too.
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_machine_poll_wait(
     machine: *mut rw_machine,
@@ -780,9 +784,11 @@ pub extern "C" fn rw_machine_poll_wait(
     cap_ms: i32,
     timeout_ms: *mut i32,
 ) -> rw_status {
-    with(machine, |m| {
+    with_held(machine, |h, handle| {
+        let now_ms = handle.now(now_ms).0;
         let cap = u64::try_from(cap_ms).ok();
-        let wait = match (m.poll_timeout(), cap) {
+        let deadline = h.machine.poll_timeout().filter(|d| d.0 != RW_NO_DEADLINE);
+        let wait = match (deadline, cap) {
             (None, None) => -1,
             (None, Some(_)) => cap_ms,
             (Some(d), cap) => {

@@ -891,6 +891,41 @@ static void poll_wait_is_the_epoll_timeout(void)
 	rw_machine_free(&m);
 }
 
+/* rw_machine_poll_wait follows the machine's clock: an earlier now_ms than
+ * an input gave counts as that one; a saturated deadline is no deadline,
+ * as rw_machine_poll_timeout says. */
+static void poll_wait_follows_the_clock(void)
+{
+	rw_machine *m = attached(1);
+	struct seen s;
+	uint64_t deadline = 0;
+	int32_t wait = 99;
+
+	if (!m)
+		return;
+	memset(&s, 0, sizeof(s));
+	CHECK_OK("clock_port_err", rw_machine_handle_event(m, 0, CODE_PORT_ERR, 1, 5000));
+	pump(m, 5000, 1 /* DOWN */, &s);
+	CHECK_OK("clock_poll_timeout", rw_machine_poll_timeout(m, &deadline));
+	check(deadline > 5000 && deadline != RW_NO_DEADLINE, "clock_a_deadline", "%llu", (unsigned long long)deadline);
+	CHECK_OK("clock_poll_wait_earlier", rw_machine_poll_wait(m, 0, -1, &wait));
+	CHECK_EQ_I("clock_earlier_now_counts_as_the_latest", wait, (int64_t)(deadline - 5000));
+	CHECK_OK("clock_poll_wait_later", rw_machine_poll_wait(m, 5001, -1, &wait));
+	CHECK_EQ_I("clock_later_now_counts", wait, (int64_t)(deadline - 5001));
+	CHECK_OK("clock_poll_wait_earlier_again", rw_machine_poll_wait(m, 0, -1, &wait));
+	CHECK_EQ_I("clock_asking_is_no_input", wait, (int64_t)(deadline - 5000));
+
+	CHECK_OK("clock_saturated_timeout", rw_machine_handle_timeout(m, UINT64_MAX - 10));
+	pump(m, UINT64_MAX - 10, 1 /* DOWN */, &s);
+	CHECK_OK("clock_saturated_poll_timeout", rw_machine_poll_timeout(m, &deadline));
+	CHECK_EQ("clock_saturated_no_deadline", deadline, RW_NO_DEADLINE);
+	CHECK_OK("clock_saturated_poll_wait", rw_machine_poll_wait(m, 100, -1, &wait));
+	CHECK_EQ_I("clock_saturated_waits_for_ever", wait, -1);
+	CHECK_OK("clock_saturated_poll_wait_capped", rw_machine_poll_wait(m, 100, 50, &wait));
+	CHECK_EQ_I("clock_saturated_waits_the_cap", wait, 50);
+	rw_machine_free(&m);
+}
+
 /* A refused drain still writes its report, with end EINVAL (never a stale
  * -1 that would keep a `while (end == -1)` loop going). */
 static void a_refused_drain_writes_its_report(void)
@@ -945,6 +980,7 @@ static void revalidate_says_why(void)
 int main(void)
 {
 	poll_wait_is_the_epoll_timeout();
+	poll_wait_follows_the_clock();
 	a_refused_drain_writes_its_report();
 	revalidate_says_why();
 	actions_name_their_rail();
