@@ -140,10 +140,12 @@ rw_status rw_sim_device_list(const struct rw_sim *sim,
 
 // Opens the simulated device called `name` (a name `rw_sim_device_list`
 // gives), as `ibv_open_device` would, into `*context`. Returns 0, or the
-// errno of an open that failed: `ENODEV` when the host does not list it
-// (unplugged) or it hung up (`rw_sim_hang_up`), `EBUSY` while a monitor
-// or another context has it open (one opener at a time: the simulator
-// keeps one event queue per device). `EINVAL` for a NULL argument.
+// errno of an open that failed: `ENODEV` when there is no such device,
+// the host does not list it (unplugged) or it hung up (`rw_sim_hang_up`,
+// until `rw_sim_restore`), whether or not a context of it is still open;
+// `EBUSY` while a monitor or another context has it open (one opener at
+// a time: the simulator keeps one event queue per device). `EINVAL` for a
+// NULL argument. Every failure sets `rw_last_error()`, naming the device.
 //
 // Like the real async fd, the context's fd (`rw_sim_context_fd`) is
 // blocking until the engine makes it `O_NONBLOCK` (`fcntl`), which it

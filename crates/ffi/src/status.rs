@@ -116,6 +116,14 @@ fn panic_text(info: &PanicHookInfo<'_>) -> String {
     }
 }
 
+/// `errno`, with this thread's last error saying why: for the calls that
+/// answer an errno as libibverbs does (the simulator's context,
+/// `rw_carrier_read`), whose failures name their value like every other.
+pub(crate) fn errno_because(errno: i32, why: impl std::fmt::Display) -> i32 {
+    set_last_error(&format!("{why} ({})", std::io::Error::from_raw_os_error(errno)));
+    errno
+}
+
 fn set_last_error(message: &str) {
     // An interior NUL would truncate; replace it rather than lose the text.
     let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();

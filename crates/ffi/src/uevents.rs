@@ -103,8 +103,11 @@ pub extern "C" fn rw_carrier_read(device: *const c_char, port: u32, carrier: *mu
         }
         let (read, errno) = match host_carrier(name, port)? {
             Ok(read) => (Some(read), 0),
-            Err(libc::ENOENT) => (None, libc::ENOENT),
-            Err(errno) => return Ok(errno),
+            Err(libc::ENOENT) => {
+                let why = format_args!("the carrier of {name}/{port}: no netdev (or no such device)");
+                (None, crate::status::errno_because(libc::ENOENT, why))
+            }
+            Err(errno) => return Ok(crate::status::errno_because(errno, format_args!("the carrier of {name}/{port}"))),
         };
         // SAFETY: checked non-null; the caller passes a writable rw_carrier.
         unsafe { put(carrier, rw_carrier::of(read), "carrier") }?;

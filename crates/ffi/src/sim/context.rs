@@ -17,7 +17,7 @@ use super::{EngineCounts, rw_sim};
 use crate::args::{handle, handle_mut, put, take, text};
 use crate::evidence::RW_COUNTER_NONE;
 use crate::machine::{rw_carrier, rw_gid, rw_port_address};
-use crate::status::{Error, Result, guard_errno, guard_void, rw_status};
+use crate::status::{Error, Result, errno_because, guard_errno, guard_void, rw_status};
 
 /// An open simulated device, the twin of an `ibv_context`. Made by
 /// [`rw_sim_open`], destroyed by [`rw_sim_close`]; one thread at a time.
@@ -65,6 +65,12 @@ fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
+/// A context call's failure `e` about `what` (`"port 9 of mlx5_0"`): its
+/// errno, with the last error naming it.
+fn failed(what: impl std::fmt::Display, e: &io::Error) -> i32 {
+    errno_because(errno_of(e), what)
+}
+
 fn port8(port: u32) -> Result<u8> {
     u8::try_from(port)
         .ok()
@@ -74,10 +80,12 @@ fn port8(port: u32) -> Result<u8> {
 
 /// Opens the simulated device called `name` (a name `rw_sim_device_list`
 /// gives), as `ibv_open_device` would, into `*context`. Returns 0, or the
-/// errno of an open that failed: `ENODEV` when the host does not list it
-/// (unplugged) or it hung up (`rw_sim_hang_up`), `EBUSY` while a monitor
-/// or another context has it open (one opener at a time: the simulator
-/// keeps one event queue per device). `EINVAL` for a NULL argument.
+/// errno of an open that failed: `ENODEV` when there is no such device,
+/// the host does not list it (unplugged) or it hung up (`rw_sim_hang_up`,
+/// until `rw_sim_restore`), whether or not a context of it is still open;
+/// `EBUSY` while a monitor or another context has it open (one opener at
+/// a time: the simulator keeps one event queue per device). `EINVAL` for a
+/// NULL argument. Every failure sets `rw_last_error()`, naming the device.
 ///
 /// Like the real async fd, the context's fd (`rw_sim_context_fd`) is
 /// blocking until the engine makes it `O_NONBLOCK` (`fcntl`), which it
@@ -92,13 +100,24 @@ pub extern "C" fn rw_sim_open(sim: *const rw_sim, name: *const c_char, context: 
         if context.is_null() {
             return Err(crate::status::null("context"));
         }
-        let Some((handle, engine)) = sim.named(name) else { return Ok(libc::ENODEV) };
+        let Some((handle, engine)) = sim.named(name) else {
+            return Ok(errno_because(libc::ENODEV, format_args!("no simulated device {name}")));
+        };
+        // Gone (unplugged, or hung up until rw_sim_restore) is ENODEV,
+        // whether or not the context it had is still open.
+        if !handle.is_listed() || handle.is_removed() {
+            let why = if handle.is_removed() { "hung up (until rw_sim_restore)" } else { "unplugged" };
+            return Ok(errno_because(libc::ENODEV, format_args!("{name} is {why}")));
+        }
         if handle.is_open() {
-            return Ok(libc::EBUSY);
+            return Ok(errno_because(
+                libc::EBUSY,
+                format_args!("{name} is open (a monitor or another context has it)"),
+            ));
         }
         let device = match handle.open() {
             Ok(device) => device,
-            Err(e) => return Ok(errno_of(&e)),
+            Err(e) => return Ok(failed(format_args!("opening {name}"), &e)),
         };
         set_blocking(device.async_fd())?;
         let boxed = Box::new(rw_sim_context { device, handle, engine, unacked: 0, gids: Vec::new() });
@@ -167,7 +186,7 @@ fn with_context(context: *mut rw_sim_context, body: impl FnOnce(&mut rw_sim_cont
 pub extern "C" fn rw_sim_query_device(context: *mut rw_sim_context, phys_port_cnt: *mut u32) -> i32 {
     with_context(context, |c| {
         if c.handle.is_removed() {
-            return Ok(libc::ENODEV);
+            return Ok(errno_because(libc::ENODEV, format_args!("{} hung up", c.handle.name())));
         }
         let n = u32::try_from(c.device.ports().len()).unwrap_or(u32::MAX);
         // SAFETY: the caller passes a writable u32 or NULL.
@@ -193,16 +212,23 @@ pub extern "C" fn rw_sim_get_event(context: *mut rw_sim_context, code: *mut u32,
         }
         if c.device.is_stale() {
             // A monitor opened the device anew: its events are not ours.
-            return Ok(libc::EBADF);
+            let why = format_args!("{}'s context: a monitor opened the device anew", c.handle.name());
+            return Ok(errno_because(libc::EBADF, why));
         }
         let live = c.handle.is_open() && !c.handle.is_removed();
         if live && c.handle.pending() == 0 && !is_nonblocking(c.device.async_fd()) {
             c.engine.blocking_gets.fetch_add(1, Ordering::Relaxed);
-            return Ok(libc::EDEADLK);
+            let why = format_args!("{}: the queue is empty and the fd blocks (make it O_NONBLOCK)", c.handle.name());
+            return Ok(errno_because(libc::EDEADLK, why));
         }
         let event = match c.device.get_event() {
             Ok(event) => event,
-            Err(e) => return Ok(errno_of(&e)),
+            // An empty queue and an interrupted read are no failures: no
+            // message (the drain's every turn ends so).
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                return Ok(errno_of(&e));
+            }
+            Err(e) => return Ok(failed(format_args!("reading {}'s events", c.handle.name()), &e)),
         };
         let value = match event.element {
             Element::Port(p) => u64::from(p),
@@ -228,7 +254,8 @@ pub extern "C" fn rw_sim_ack_event(context: *mut rw_sim_context) -> i32 {
     with_context(context, |c| {
         if c.unacked == 0 {
             c.engine.bad_acks.fetch_add(1, Ordering::Relaxed);
-            return Ok(libc::EINVAL);
+            let why = format_args!("{}: no event read and not acknowledged", c.handle.name());
+            return Ok(errno_because(libc::EINVAL, why));
         }
         c.unacked -= 1;
         c.engine.acked.fetch_add(1, Ordering::Relaxed);
@@ -259,7 +286,7 @@ pub extern "C" fn rw_sim_query_port(context: *mut rw_sim_context, port: u32, att
         let p = port8(port)?;
         let (state, link) = match c.device.port_state(p).and_then(|s| Ok((s, c.device.link(p)?))) {
             Ok(answer) => answer,
-            Err(e) => return Ok(errno_of(&e)),
+            Err(e) => return Ok(failed(format_args!("port {port} of {}", c.handle.name()), &e)),
         };
         let out = rw_sim_port_attr {
             state: state.code(),
@@ -286,8 +313,11 @@ pub extern "C" fn rw_sim_query_address(context: *mut rw_sim_context, port: u32, 
         }
         let read = match c.device.address(port8(port)?) {
             Ok(read) => read,
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => return Ok(libc::EOPNOTSUPP),
-            Err(e) => return Ok(errno_of(&e)),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                let why = format_args!("the address of port {port} of {}: no GID was set", c.handle.name());
+                return Ok(errno_because(libc::EOPNOTSUPP, why));
+            }
+            Err(e) => return Ok(failed(format_args!("the address of port {port} of {}", c.handle.name()), &e)),
         };
         c.gids = read.gids.iter().map(|g| rw_gid { index: g.index, raw: g.raw, gid_type: 1 }).collect();
         let out = rw_port_address {
@@ -328,8 +358,11 @@ pub extern "C" fn rw_sim_query_counters(
         }
         let read = match c.device.flap_counters(port8(port)?) {
             Ok(read) => read,
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => return Ok(libc::ENOENT),
-            Err(e) => return Ok(errno_of(&e)),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                let why = format_args!("the flap counters of port {port} of {}: none was set", c.handle.name());
+                return Ok(errno_because(libc::ENOENT, why));
+            }
+            Err(e) => return Ok(failed(format_args!("the flap counters of port {port} of {}", c.handle.name()), &e)),
         };
         let none = |v: Option<u64>| v.unwrap_or(RW_COUNTER_NONE);
         let out = rw_sim_port_counters {
@@ -356,8 +389,11 @@ pub extern "C" fn rw_sim_query_carrier(context: *mut rw_sim_context, port: u32, 
         }
         let (read, errno) = match c.device.carrier(port8(port)?) {
             Ok(read) => (Some(read), 0),
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => (None, libc::ENOENT),
-            Err(e) => return Ok(errno_of(&e)),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                let why = format_args!("the carrier of port {port} of {}: none was set (no netdev)", c.handle.name());
+                (None, errno_because(libc::ENOENT, why))
+            }
+            Err(e) => return Ok(failed(format_args!("the carrier of port {port} of {}", c.handle.name()), &e)),
         };
         // SAFETY: checked non-null; the caller passes a writable rw_carrier.
         unsafe { put(carrier, rw_carrier::of(read), "carrier") }?;

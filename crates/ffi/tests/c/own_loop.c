@@ -548,6 +548,12 @@ out:
 
 /* ---- the simulator's own rules ------------------------------------------------- */
 
+/* The last error names what an errno-answering call failed on. */
+static void said(const char *name, const char *want)
+{
+	check(strstr(rw_last_error(), want) != NULL, name, "\"%s\" does not say \"%s\"", rw_last_error(), want);
+}
+
 static void sim_rules(void)
 {
 	rw_sim *sim = NULL;
@@ -578,8 +584,10 @@ static void sim_rules(void)
 	CHECK_OK("device_list_after_unplug", rw_sim_device_list(sim, names, 4, &n));
 	check(n == 2 && strcmp(names[1], "mlx5_2") == 0, "device_list_leaves_the_unplugged_out", "%zu", n);
 	CHECK_EQ_I("open_unplugged_is_enodev", rw_sim_open(sim, "mlx5_1", &ctx), ENODEV);
+	said("open_unplugged_says_so", "mlx5_1 is unplugged");
 	check(ctx == NULL, "failed_open_writes_no_context", "%p", (void *)ctx);
 	CHECK_EQ_I("open_unknown_is_enodev", rw_sim_open(sim, "mlx5_9", &ctx), ENODEV);
+	said("open_unknown_names_it", "no simulated device mlx5_9");
 	CHECK_EQ_I("open_null_context_is_einval", rw_sim_open(sim, "mlx5_2", NULL), EINVAL);
 	check(strstr(rw_last_error(), "context") != NULL, "open_null_context_says_so", "\"%s\"", rw_last_error());
 
@@ -587,6 +595,7 @@ static void sim_rules(void)
 	 * where the real read would block for ever, EDEADLK. */
 	CHECK_EQ_I("open_mlx5_2", rw_sim_open(sim, "mlx5_2", &ctx), 0);
 	CHECK_EQ_I("open_twice_is_ebusy", rw_sim_open(sim, "mlx5_2", &again), EBUSY);
+	said("open_twice_says_so", "mlx5_2 is open");
 	fd = rw_sim_context_fd(ctx);
 	check(fd >= 0 && (fcntl(fd, F_GETFL) & O_NONBLOCK) == 0, "context_fd_starts_blocking", "flags %#x",
 	      fcntl(fd, F_GETFL));
@@ -605,6 +614,7 @@ static void sim_rules(void)
 	CHECK_EQ_I("ack_first", rw_sim_ack_event(ctx), 0);
 	CHECK_EQ_I("ack_second", rw_sim_ack_event(ctx), 0);
 	CHECK_EQ_I("ack_with_nothing_left_is_einval", rw_sim_ack_event(ctx), EINVAL);
+	said("ack_with_nothing_left_says_so", "mlx5_2: no event read and not acknowledged");
 	c = counters(sim, 2);
 	check(c.unacked == 0 && c.acked == 2 && c.bad_acks == 1, "acks_counted", "unacked %llu acked %llu bad %llu",
 	      (unsigned long long)c.unacked, (unsigned long long)c.acked, (unsigned long long)c.bad_acks);
@@ -614,6 +624,16 @@ static void sim_rules(void)
 	check(attr.state == PORT_ACTIVE && attr.active_speed == 128 && attr.active_width == 2, "port_1_active_ndr_4x",
 	      "state %u speed %u width %u", attr.state, attr.active_speed, attr.active_width);
 	CHECK_EQ_I("query_port_2_of_a_1_port_device", rw_sim_query_port(ctx, 2, &attr), EINVAL);
+	said("query_port_2_names_it", "port 2 of mlx5_2");
+	CHECK_EQ_I("query_carrier_port_9", rw_sim_query_carrier(ctx, 9, &(rw_carrier){ RW_CARRIER_UNKNOWN }), EINVAL);
+	said("query_carrier_port_9_names_it", "port 9 of mlx5_2");
+	check(rw_sim_query_address(ctx, 9, &addr) != 0, "query_address_port_9_fails", "answered 0");
+	said("query_address_port_9_names_it", "port 9 of mlx5_2");
+	check(rw_sim_query_counters(ctx, 9, &pc) != 0, "query_counters_port_9_fails", "answered 0");
+	said("query_counters_port_9_names_it", "port 9 of mlx5_2");
+	check(rw_carrier_read("nonexistent0", 1, &(rw_carrier){ RW_CARRIER_UNKNOWN }) != 0, "carrier_read_no_device",
+	      "answered 0");
+	said("carrier_read_no_device_names_it", "nonexistent0/1");
 	CHECK_EQ_I("query_port_0", rw_sim_query_port(ctx, 0, &attr), EINVAL);
 	CHECK_EQ_I("query_port_null_attr", rw_sim_query_port(ctx, 1, NULL), EINVAL);
 	CHECK_EQ_I("unscripted_address_is_eopnotsupp", rw_sim_query_address(ctx, 1, &addr), EOPNOTSUPP);
@@ -647,6 +667,23 @@ static void sim_rules(void)
 		check(counters(sim, 2).open, "closing_the_stale_context_leaves_the_monitors_device_open", "closed");
 		CHECK_OK("rules_monitor_free", rw_monitor_free(&mon));
 	}
+
+	/* Gone is ENODEV, until rw_sim_restore (hung up) or rw_sim_plug
+	 * (unplugged), even while the old context is still open. */
+	CHECK_EQ_I("open_mlx5_0", rw_sim_open(sim, "mlx5_0", &ctx), 0);
+	CHECK_OK("hang_up_mlx5_0", rw_sim_hang_up(sim, 0));
+	CHECK_EQ_I("open_hung_up_held_is_enodev", rw_sim_open(sim, "mlx5_0", &again), ENODEV);
+	said("open_hung_up_says_so", "mlx5_0 is hung up");
+	CHECK_OK("restore_mlx5_0", rw_sim_restore(sim, 0));
+	CHECK_EQ_I("open_restored_held_is_ebusy", rw_sim_open(sim, "mlx5_0", &again), EBUSY);
+	rw_sim_close(&ctx);
+	CHECK_EQ_I("open_restored", rw_sim_open(sim, "mlx5_0", &ctx), 0);
+	CHECK_OK("unplug_mlx5_0", rw_sim_unplug(sim, 0));
+	CHECK_EQ_I("open_unplugged_held_is_enodev", rw_sim_open(sim, "mlx5_0", &again), ENODEV);
+	said("open_unplugged_held_says_so", "mlx5_0 is unplugged");
+	rw_sim_close(&ctx);
+	CHECK_EQ_I("open_unplugged_closed_is_enodev", rw_sim_open(sim, "mlx5_0", &again), ENODEV);
+	check(again == NULL, "gone_opens_write_no_context", "%p", (void *)again);
 	rw_sim_free(&sim);
 }
 
