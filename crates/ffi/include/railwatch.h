@@ -840,7 +840,8 @@ enum rw_status rw_machine_device_name(struct rw_machine *machine,
                                       size_t capacity,
                                       size_t *len);
 
-// Sends railwatch's log lines up to `max_level` (`rw_log_level`), and
+// Sends railwatch's log lines up to `max_level` (`rw_log_level`; its own
+// only, not those of the crates it uses), and
 // every panic's message (at `RW_LOG_LEVEL_ERROR`, whatever `max_level`
 // says unless it is `RW_LOG_LEVEL_OFF`), to `callback` with `user`,
 // replacing the callback set before. A NULL `callback` or

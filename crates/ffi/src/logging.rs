@@ -12,14 +12,17 @@ use crate::log_sink::{Sink, emit, in_callback, replace, rw_log_callback_fn};
 use crate::status::{Error, Result, guard, rw_status};
 
 /// The `log` crate's logger for every railwatch crate, forwarding to the
-/// callback.
+/// callback. Only railwatch's own records (a target starting with
+/// `railwatch`): the crates it uses log too (mio's "registering event
+/// source with poller" at trace), and those lines are not railwatch's to
+/// hand an engine.
 struct Forward;
 
 static FORWARD: Forward = Forward;
 
 impl log::Log for Forward {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.level() <= log::max_level()
+        metadata.level() <= log::max_level() && metadata.target().starts_with("railwatch")
     }
 
     fn log(&self, record: &Record<'_>) {
@@ -47,7 +50,8 @@ pub(crate) fn level_filter(max_level: u32) -> Result<LevelFilter> {
     })
 }
 
-/// Sends railwatch's log lines up to `max_level` (`rw_log_level`), and
+/// Sends railwatch's log lines up to `max_level` (`rw_log_level`; its own
+/// only, not those of the crates it uses), and
 /// every panic's message (at `RW_LOG_LEVEL_ERROR`, whatever `max_level`
 /// says unless it is `RW_LOG_LEVEL_OFF`), to `callback` with `user`,
 /// replacing the callback set before. A NULL `callback` or
@@ -97,6 +101,9 @@ mod tests {
         assert_eq!(rw_set_log_callback(Some(hear), std::ptr::null_mut(), 2), rw_status::RW_OK);
         log::warn!(target: "railwatch_runtime::monitor", "mlx5_0/1 down");
         log::info!("above the level: dropped");
+        // Another crate's line (mio's, say), at a level let through: not
+        // railwatch's, dropped.
+        log::warn!(target: "mio::poll", "another crate's: dropped");
         assert_eq!(guard(|| panic!("to the callback")), rw_status::RW_ERR_PANIC);
         assert_eq!(rw_set_log_callback(Some(hear), std::ptr::null_mut(), 6), rw_status::RW_ERR_INVALID);
         assert_eq!(rw_set_log_callback(None, std::ptr::null_mut(), 5), rw_status::RW_OK);
