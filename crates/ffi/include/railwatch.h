@@ -1280,8 +1280,10 @@ enum rw_status rw_version_numbers(uint32_t *major, uint32_t *minor, uint32_t *pa
 
 /* One action (rw_machine_poll_action): its kind (rw_action_kind), the
  * device and port it is about, for every kind (a notification's or log
- * request's own; port 0 when it is about no port; both 0 only for
- * RW_ACTION_NONE), and a payload tagged by the kind: `available` for
+ * request's own; port 0 when it is about the whole device: START_READING,
+ * STOP_READING, OPEN, REOPEN, CLOSE, REVALIDATE, a QP-scope WORK_LOST, a
+ * device's log; device 0 is the first device, so device 0 port 0 is not
+ * only RW_ACTION_NONE: tell that by its kind), and a payload tagged by the kind: `available` for
  * RW_ACTION_SET_AVAILABLE, `rate_mbps` for RW_ACTION_RESEED, `notification`
  * for RW_ACTION_NOTIFY, `log` for RW_ACTION_LOG, `reason` for
  * RW_ACTION_REVALIDATE (rw_pause_reason: RW_REASON_DEVICE_FATAL asks for a

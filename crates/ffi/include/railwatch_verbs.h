@@ -15,8 +15,10 @@
  *                             drain, or its last read (the one that finds
  *                             the queue empty) blocks for ever.
  *   rw_verbs_answer           every port query (QUERY_PORT, READ_LINK,
- *                             READ_ADDRESS, READ_COUNTERS) answered over
- *                             the engine's context, by the library
+ *                             READ_ADDRESS, READ_COUNTERS) and REVALIDATE
+ *                             (a query of the first port, answered as
+ *                             rw_machine_handle_reopen) answered over the
+ *                             engine's context, by the library
  *                             (rw_machine_answer_verbs).
  *
  * Clean under -std=c11 -Wpedantic, and in C++ under -Wold-style-cast
@@ -152,7 +154,9 @@ static inline int32_t rw_verbs_make_nonblocking(struct ibv_context *context)
 /**
  * Answers a port query of the machine's (RW_ACTION_QUERY_PORT,
  * RW_ACTION_READ_LINK, RW_ACTION_READ_ADDRESS, RW_ACTION_READ_COUNTERS)
- * over `context`, the action's device: rw_machine_answer_verbs, typed.
+ * or an RW_ACTION_REVALIDATE (a query of the device's first port, handed
+ * to the machine as rw_machine_handle_reopen would be) over `context`, the
+ * action's device: rw_machine_answer_verbs, typed.
  */
 static inline rw_status rw_verbs_answer(rw_machine *machine, struct ibv_context *context, const rw_action *action,
 					uint64_t now_ms)

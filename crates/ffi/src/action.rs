@@ -88,9 +88,10 @@ pub union rw_action_payload {
 }
 
 /// One action: its kind, the device and port it is about (for every kind:
-/// a notification's or log request's own, port 0 when it is about no
-/// port; both 0 only for `RW_ACTION_NONE`), and a payload tagged by the
-/// kind. Defined by hand in railwatch.h's trailer (cbindgen cannot write
+/// a notification's or log request's own, port 0 when it is about the
+/// whole device; device 0 is the first device, so device 0 port 0 is not
+/// only `RW_ACTION_NONE`: tell that by its kind), and a payload tagged by
+/// the kind. Defined by hand in railwatch.h's trailer (cbindgen cannot write
 /// an anonymous union); `tests/header.rs` checks the two layouts agree.
 ///
 /// cbindgen:ignore
