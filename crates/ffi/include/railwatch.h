@@ -668,8 +668,13 @@ enum rw_status rw_config_new(struct rw_config **out);
 void rw_config_free(struct rw_config **config);
 
 // Sets the whole-number or milliseconds setting `key` (`"tick_ms"`,
-// `"damping.half_life_ms"`, `"seed"`). For an optional period
-// (`audit_ms`) 0 turns it off. `RW_ERR_NOT_FOUND` for a key that is no
+// `"damping.half_life_ms"`, `"seed"`), or a number setting to a whole
+// number (`"damping.reuse"` 3 is 3.0; `rw_config_set_f64` on a
+// whole-number key is refused, a fraction it cannot hold). For an
+// optional period (`audit_ms`) 0 turns it off. A key of a section that
+// is off (`"damping.half_life_ms"` after `"damping"` false) turns the
+// section on, its other keys at their defaults: writing one of its keys
+// means it (any `rw_config_set_*`). `RW_ERR_NOT_FOUND` for a key that is no
 // setting, `RW_ERR_INVALID` for a key of another type, `RW_ERR_RANGE`
 // for a value outside the key's range; the message names key and value.
 enum rw_status rw_config_set_u64(struct rw_config *config, const char *key, uint64_t value);
@@ -699,7 +704,9 @@ enum rw_status rw_config_get_u64(const struct rw_config *config, const char *key
 enum rw_status rw_config_get_f64(const struct rw_config *config, const char *key, double *out);
 
 // The flag or section `key` (on or off), in `*out`. Errors as
-// `rw_config_get_u64`'s.
+// `rw_config_get_u64`'s. An optional period (`audit_ms`) reads `false`
+// here while it is off and `RW_ERR_INVALID` while it holds a period:
+// read its value with `rw_config_get_u64` (0 when off).
 enum rw_status rw_config_get_bool(const struct rw_config *config, const char *key, bool *out);
 
 // The named setting `key`'s name, in `*out`: a static string, never

@@ -144,7 +144,7 @@ fn read_key<T>(
     guard(|| {
         // SAFETY: a live config or NULL, and a NUL-terminated string or
         // NULL, by the API's contract.
-        let (config, key) = unsafe { (handle(config, "config")?, text(key, "key")?) };
+        let (config, key) = unsafe { (handle(config, "config")?, key_text(key)?) };
         let value = get(config, key)?;
         let v = pick(config, key, value).ok_or_else(|| wrong_type(key, &value, function))?;
         // SAFETY: the caller passes a writable pointer or NULL.
@@ -161,8 +161,24 @@ fn with_key_mut(
     crate::status::quiet_panics();
     guard(|| {
         // SAFETY: as in `read_key`.
-        let (config, key) = unsafe { (handle_mut(config, "config")?, text(key, "key")?) };
+        let (config, key) = unsafe { (handle_mut(config, "config")?, key_text(key)?) };
         f(config, key)
+    })
+}
+
+/// The key at `key`: one that is not UTF-8 is no setting
+/// (`RW_ERR_NOT_FOUND`, named as `rw_config_*` names any unknown key).
+///
+/// # Safety
+/// `key` is NULL or a NUL-terminated string.
+unsafe fn key_text<'a>(key: *const c_char) -> Result<&'a str> {
+    if key.is_null() {
+        return Err(crate::status::null("key"));
+    }
+    // SAFETY: non-null, and NUL-terminated by the caller's promise.
+    let k = unsafe { std::ffi::CStr::from_ptr(key) };
+    k.to_str().map_err(|_| {
+        Error::new(rw_status::RW_ERR_NOT_FOUND, format!("{:?} is no setting (not UTF-8)", k.to_string_lossy()))
     })
 }
 
@@ -190,8 +206,13 @@ pub extern "C" fn rw_config_free(config: *mut *mut rw_config) {
 }
 
 /// Sets the whole-number or milliseconds setting `key` (`"tick_ms"`,
-/// `"damping.half_life_ms"`, `"seed"`). For an optional period
-/// (`audit_ms`) 0 turns it off. `RW_ERR_NOT_FOUND` for a key that is no
+/// `"damping.half_life_ms"`, `"seed"`), or a number setting to a whole
+/// number (`"damping.reuse"` 3 is 3.0; `rw_config_set_f64` on a
+/// whole-number key is refused, a fraction it cannot hold). For an
+/// optional period (`audit_ms`) 0 turns it off. A key of a section that
+/// is off (`"damping.half_life_ms"` after `"damping"` false) turns the
+/// section on, its other keys at their defaults: writing one of its keys
+/// means it (any `rw_config_set_*`). `RW_ERR_NOT_FOUND` for a key that is no
 /// setting, `RW_ERR_INVALID` for a key of another type, `RW_ERR_RANGE`
 /// for a value outside the key's range; the message names key and value.
 #[unsafe(no_mangle)]
@@ -276,7 +297,9 @@ pub extern "C" fn rw_config_get_f64(config: *const rw_config, key: *const c_char
 }
 
 /// The flag or section `key` (on or off), in `*out`. Errors as
-/// `rw_config_get_u64`'s.
+/// `rw_config_get_u64`'s. An optional period (`audit_ms`) reads `false`
+/// here while it is off and `RW_ERR_INVALID` while it holds a period:
+/// read its value with `rw_config_get_u64` (0 when off).
 #[unsafe(no_mangle)]
 pub extern "C" fn rw_config_get_bool(config: *const rw_config, key: *const c_char, out: *mut bool) -> rw_status {
     read_key(config, key, out, "rw_config_get_bool", |_, _, v| match v {
@@ -491,6 +514,53 @@ mod tests {
         assert_eq!(rw_config_set_u64(c, key("reopen_initial_ms").as_ptr(), 120_000), rw_status::RW_OK);
         assert_eq!(rw_config_check(c), rw_status::RW_ERR_INVALID);
         assert_eq!(rw_config_set_u64(c, key("audit_ms").as_ptr(), 0), rw_status::RW_OK, "0 turns audit_ms off");
+        rw_config_free(&mut c);
+    }
+
+    /// A key that is not UTF-8 is no setting: `RW_ERR_NOT_FOUND`, named,
+    /// for every setter and getter (it was `RW_ERR_INVALID`).
+    #[test]
+    fn a_key_that_is_not_utf8_is_not_found() {
+        let mut c = std::ptr::null_mut();
+        rw_config_new(&mut c);
+        let bad = std::ffi::CString::new(b"tick_\xffms".to_vec()).unwrap();
+        assert_eq!(rw_config_set_u64(c, bad.as_ptr(), 5), rw_status::RW_ERR_NOT_FOUND);
+        assert!(crate::status::last_error_text().contains("is no setting (not UTF-8)"));
+        assert!(crate::status::last_error_text().contains("tick_"), "named");
+        let mut v = 0;
+        assert_eq!(rw_config_get_u64(c, bad.as_ptr(), &mut v), rw_status::RW_ERR_NOT_FOUND);
+        assert_eq!(rw_config_set_bool(c, bad.as_ptr(), true), rw_status::RW_ERR_NOT_FOUND);
+        assert_eq!(rw_config_set_u64(c, std::ptr::null(), 5), rw_status::RW_ERR_NULL);
+        rw_config_free(&mut c);
+    }
+
+    /// What the docs say of sections and types (issue 29's second attack):
+    /// a section's key turns the section on; a whole number is taken for a
+    /// number key, not the other way round; an optional period reads false
+    /// through get_bool when off, its value through get_u64.
+    #[test]
+    fn sections_numbers_and_periods_read_as_documented() {
+        let mut c = std::ptr::null_mut();
+        rw_config_new(&mut c);
+        assert_eq!(rw_config_set_bool(c, key("data_path").as_ptr(), false), rw_status::RW_OK);
+        assert_eq!(rw_config_set_u64(c, key("data_path.failures").as_ptr(), 3), rw_status::RW_OK);
+        let mut on = false;
+        assert_eq!(rw_config_get_bool(c, key("data_path").as_ptr(), &mut on), rw_status::RW_OK);
+        assert!(on, "writing a section's key turns it on");
+        assert_eq!(rw_config_set_u64(c, key("damping.reuse").as_ptr(), 3), rw_status::RW_OK);
+        let mut reuse = 0.0;
+        assert_eq!(rw_config_get_f64(c, key("damping.reuse").as_ptr(), &mut reuse), rw_status::RW_OK);
+        assert_eq!(reuse, 3.0);
+        assert_eq!(rw_config_set_f64(c, key("tick_ms").as_ptr(), 3.0), rw_status::RW_ERR_INVALID);
+        let (mut off, mut ms) = (true, 7);
+        assert_eq!(rw_config_get_bool(c, key("audit_ms").as_ptr(), &mut off), rw_status::RW_OK);
+        assert!(!off);
+        assert_eq!(rw_config_get_u64(c, key("audit_ms").as_ptr(), &mut ms), rw_status::RW_OK);
+        assert_eq!(ms, 0);
+        assert_eq!(rw_config_set_u64(c, key("audit_ms").as_ptr(), 1000), rw_status::RW_OK);
+        assert_eq!(rw_config_get_bool(c, key("audit_ms").as_ptr(), &mut off), rw_status::RW_ERR_INVALID);
+        assert_eq!(rw_config_get_u64(c, key("audit_ms").as_ptr(), &mut ms), rw_status::RW_OK);
+        assert_eq!(ms, 1000);
         rw_config_free(&mut c);
     }
 }
