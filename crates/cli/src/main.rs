@@ -74,6 +74,11 @@ enum Command {
     /// and check that it asks what the log answers: exit 0 replayed, 1
     /// diverged (named), 2 the log cannot be read.
     Replay(replay::ReplayArgs),
+    /// Turn an input log into a scenario (for `simulate`, and for editing:
+    /// "would settle_ms = 200 have helped?"), checked against the log:
+    /// exit 0 the scenario replays the log's transitions, 1 it does not
+    /// (said; written all the same), 2 the log cannot be read.
+    Lift(replay::LiftArgs),
 }
 
 #[derive(Args, Debug)]
@@ -298,6 +303,7 @@ fn main() -> ExitCode {
         Command::Rails(args) => ask::rails(&args),
         Command::Check(args) => ask::check(&args),
         Command::Replay(args) => replay::run(args),
+        Command::Lift(args) => replay::lift(args),
     }
 }
 

@@ -2,6 +2,7 @@
 //! FILE.rwlog`) replayed on a fresh machine with the recorded settings and
 //! seed, printed as `simulate` prints a run. Exit 0: replayed to the end;
 //! 1: the replay diverged from the log (named); 2: the log cannot be read.
+//! And `railwatch lift FILE.rwlog`: the log as a scenario, checked.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -56,13 +57,13 @@ fn refuse(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn read_log(args: &ReplayArgs) -> Result<rwlog::Log, String> {
-    let path = args.file.display();
-    let size = std::fs::metadata(&args.file).map_err(|e| format!("cannot read the log {path}: {e}"))?.len();
+fn read_log(file: &std::path::Path) -> Result<rwlog::Log, String> {
+    let path = file.display();
+    let size = std::fs::metadata(file).map_err(|e| format!("cannot read the log {path}: {e}"))?.len();
     if size > MAX_LOG_BYTES {
         return Err(format!("the log {path} is {size} bytes, more than the {MAX_LOG_BYTES} replay reads"));
     }
-    let bytes = std::fs::read(&args.file).map_err(|e| format!("cannot read the log {path}: {e}"))?;
+    let bytes = std::fs::read(file).map_err(|e| format!("cannot read the log {path}: {e}"))?;
     let text = String::from_utf8(bytes).map_err(|e| format!("the log {path} is not text (UTF-8): {e}"))?;
     let log = rwlog::read(&text).map_err(|e| format!("{path}: {e}"))?;
     if log.header.railwatch != env!("CARGO_PKG_VERSION") {
@@ -77,7 +78,7 @@ fn read_log(args: &ReplayArgs) -> Result<rwlog::Log, String> {
 
 /// Runs the command.
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let log = match read_log(&args) {
+    let log = match read_log(&args.file) {
         Ok(log) => log,
         Err(e) => return refuse(e),
     };
@@ -141,5 +142,59 @@ pub fn run(args: ReplayArgs) -> ExitCode {
     match printed {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => refuse(format_args!("writing output failed: {e}")),
         _ => code,
+    }
+}
+
+/// `railwatch lift`'s arguments.
+#[derive(Args, Debug)]
+pub struct LiftArgs {
+    /// The input log (`watch --record FILE.rwlog`).
+    file: PathBuf,
+    /// Write the scenario here instead of to standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// Runs `railwatch lift`: the log as a scenario (docs/RECORDING.md), on
+/// standard output or `--output`; exit 0 when the scenario's transitions
+/// are the log's, 1 when they part (said, the scenario written all the
+/// same), 2 when the log cannot be read.
+pub fn lift(args: LiftArgs) -> ExitCode {
+    let log = match read_log(&args.file) {
+        Ok(log) => log,
+        Err(e) => return refuse(e),
+    };
+    let out = match &args.output {
+        Some(path) => railwatch_cli::outfile::OutFile::open(path).and_then(|o| o.create_growing()),
+        None => rustix::fs::memfd_create("railwatch-lift", rustix::fs::MemfdFlags::CLOEXEC)
+            .map(std::fs::File::from)
+            .map_err(io::Error::from),
+    };
+    let file = match out {
+        Ok(f) => f,
+        Err(e) => return refuse(format_args!("cannot write the scenario: {e}")),
+    };
+    let handle = file.try_clone();
+    let lifted = match rwlog::lift(&log, file, "railwatch lift") {
+        Ok(l) => l,
+        Err(e) => return refuse(format_args!("{}: {e}", args.file.display())),
+    };
+    if args.output.is_none() {
+        use std::io::{Read, Seek};
+        let mut text = String::new();
+        let read = handle.and_then(|mut f| f.seek(io::SeekFrom::Start(0)).and_then(|_| f.read_to_string(&mut text)));
+        if let Err(e) = read.and_then(|_| io::stdout().lock().write_all(text.as_bytes())) {
+            return refuse(format_args!("writing the scenario failed: {e}"));
+        }
+    }
+    match lifted.difference() {
+        None => {
+            eprintln!("railwatch: lifted: the scenario's {} transitions are the log's", lifted.logged.len());
+            ExitCode::SUCCESS
+        }
+        Some(d) => {
+            eprintln!("railwatch: lifted, but the scenario does not replay the log: {d}");
+            ExitCode::from(1)
+        }
     }
 }

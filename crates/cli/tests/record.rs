@@ -494,3 +494,26 @@ fn replay_says_what_is_wrong_with_a_log() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cut"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `railwatch lift`: a watch log under the fake becomes a scenario that
+/// `simulate` runs; lift says whether it replays the log (a live log's
+/// re-open jitter is the one thing a scenario draws anew).
+#[test]
+fn a_watch_log_lifts_to_a_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, _) = record_random_to(dir.path(), 3, "incident.rwlog");
+    let toml = dir.path().join("lifted.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_railwatch"))
+        .arg("lift")
+        .arg(dir.path().join("incident.rwlog"))
+        .arg("-o")
+        .arg(&toml)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("are the log's"), "{stderr}");
+    let (out, replayed) = replay(&toml);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(transitions(&replayed), transitions(&live));
+}

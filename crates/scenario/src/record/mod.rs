@@ -74,6 +74,21 @@ pub const WAKE_EVENT_CODE: u32 = 65535;
 /// How many distinct object handles are numbered by first appearance.
 const MAX_NAMED_OBJECTS: usize = 4096;
 
+/// A rail as the run leaves it: what the final expectations say.
+#[derive(Debug, Clone, Copy)]
+pub struct RailEnd {
+    /// The rail.
+    pub id: railwatch_core::RailId,
+    /// Its state.
+    pub state: RailState,
+    /// Whether the selector may pick it.
+    pub available: bool,
+    /// Its link rate.
+    pub rate: Option<LinkRate>,
+    /// How it last came back.
+    pub recovered_by: Option<railwatch_core::RecoveredBy>,
+}
+
 /// What goes into the recording's header.
 #[derive(Debug, Clone)]
 pub struct RecordOptions {
@@ -317,6 +332,23 @@ impl Recorder {
     /// Writes everything left and an `[[expect]]` per recorded rail with
     /// its state in `snapshot` (taken at `now`), and ends the recording.
     pub fn finish(&mut self, now: Millis, snapshot: &Snapshot) -> io::Result<()> {
+        let rails: Vec<RailEnd> = snapshot
+            .rails
+            .iter()
+            .map(|r| RailEnd {
+                id: r.id,
+                state: r.state,
+                available: r.available,
+                rate: r.rate,
+                recovered_by: r.recovered_by,
+            })
+            .collect();
+        self.finish_rails(now, &rails)
+    }
+
+    /// [`finish`](Self::finish) from the rails' end states (a replay's
+    /// machine has no monitor's snapshot).
+    pub fn finish_rails(&mut self, now: Millis, rails: &[RailEnd]) -> io::Result<()> {
         if self.stopped.as_deref() == Some(FINISHED) {
             return Ok(());
         }
@@ -332,7 +364,7 @@ impl Recorder {
             if !d.declared {
                 continue;
             }
-            for r in snapshot.rails.iter().filter(|r| r.id.device as usize == idx) {
+            for r in rails.iter().filter(|r| r.id.device as usize == idx) {
                 let rate = match r.rate {
                     Some(LinkRate::Known { mbps }) if mbps > 0 => Some(LinkRate::Known { mbps }),
                     _ => None,

@@ -9,10 +9,12 @@
 //! input ([`Input`], with the time the machine was given) or
 //! `{"t":…,"mark":"woke"}` where the monitor woke.
 //!
-//! Three parts: this module the format, `read.rs` a log read back (every
+//! Four parts: this module the format, `read.rs` a log read back (every
 //! problem named by its line), `replay.rs` the replay and its divergence
-//! check.
+//! check, `lift.rs` a log turned into a scenario (the recorder's placement
+//! rules, run off the agent's path) and checked against the log.
 
+mod lift;
 mod read;
 mod replay;
 mod write;
@@ -22,8 +24,9 @@ use std::collections::BTreeMap;
 use railwatch_core::{Input, MachineConfig, SettingValue};
 use serde::{Deserialize, Serialize};
 
+pub use lift::{Lifted, Transition, lift};
 pub use read::{Log, LogError, read};
-pub use replay::{Divergence, Replay, ReplayError, replay};
+pub use replay::{Divergence, Replay, ReplayError, Watcher, replay, replay_watched};
 pub use write::LogWriter;
 
 /// The format's name and version, the header's `format`.

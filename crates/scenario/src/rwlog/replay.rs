@@ -7,7 +7,8 @@
 
 use std::fmt;
 
-use railwatch_core::{Action, Happening, Input, Machine, Notification};
+use railwatch_core::{Action, Handled, Happening, Input, Machine, Millis, Notification};
+use railwatch_runtime::Observed;
 
 use super::read::{Log, LogError};
 use super::{Entry, Mark};
@@ -122,8 +123,14 @@ fn shown(input: &Input<'_>) -> String {
     serde_json::to_string(input).unwrap_or_else(|_| format!("{input:?}"))
 }
 
+/// What watches a replay as an observer watches the live monitor: each
+/// input, and the monitor's markers rebuilt (woke, timers due, attached,
+/// left, done), with the machine before the input.
+pub type Watcher<'w> = &'w mut dyn FnMut(&Machine, Millis, Observed<'_>);
+
 /// The entries still to feed, with their indices.
-struct Feed<'l> {
+struct Feed<'l, 'w> {
+    watcher: Watcher<'w>,
     entries: std::iter::Peekable<std::iter::Enumerate<std::slice::Iter<'l, Entry<'static>>>>,
     machine: Machine,
     inputs: usize,
@@ -132,15 +139,37 @@ struct Feed<'l> {
     held: Option<Vec<Notification>>,
 }
 
-impl Feed<'_> {
+impl Feed<'_, '_> {
     /// Feeds entry `index` (an input at `t`), checking that it names a
-    /// device the machine has.
+    /// device the machine has; the watcher sees it as the monitor's
+    /// observer would, with the markers the monitor adds around it.
     fn feed(&mut self, index: usize, t: u64, input: &Input<'_>) -> Result<(), ReplayError> {
         if let Some(device) = input.device().filter(|&d| d as usize >= self.machine.devices().len()) {
             let problem = format!("the input names device {device}, which the log never added");
             return Err(ReplayError::Log(LogError { line: index + 2, problem }));
         }
-        self.machine.handle(railwatch_core::Millis(t), input);
+        let now = Millis(t);
+        match input {
+            // The log holds a timeout only when a timer was due.
+            Input::Timeout => (self.watcher)(&self.machine, now, Observed::Timers),
+            Input::Opened { device, result: Ok(ports) } => {
+                let name = self.machine.device(*device).map(|d| d.name.to_owned()).unwrap_or_default();
+                (self.watcher)(&self.machine, now, Observed::Attached { device: *device, name: &name, ports });
+            }
+            _ => {}
+        }
+        (self.watcher)(&self.machine, now, Observed::Input(input));
+        match (self.machine.handle(now, input), input) {
+            (Handled::Added(Some(device)), Input::AddDevice { name, ports }) => {
+                (self.watcher)(&self.machine, now, Observed::Attached { device, name, ports });
+            }
+            (Handled::Listed(change), _) => {
+                for device in change.left {
+                    (self.watcher)(&self.machine, now, Observed::Left { device });
+                }
+            }
+            _ => {}
+        }
         self.inputs += 1;
         Ok(())
     }
@@ -186,20 +215,31 @@ impl Feed<'_> {
 
 /// Replays `log` on a fresh machine, handing each notification to
 /// `on_note` with the machine that made it.
-pub fn replay(log: &Log, mut on_note: impl FnMut(&Machine, &Notification)) -> Result<Replay, ReplayError> {
+pub fn replay(log: &Log, on_note: impl FnMut(&Machine, &Notification)) -> Result<Replay, ReplayError> {
+    replay_watched(log, on_note, &mut |_, _, _| {})
+}
+
+/// [`replay`], with `watcher` seeing what a live monitor's observer saw.
+pub fn replay_watched(
+    log: &Log,
+    mut on_note: impl FnMut(&Machine, &Notification),
+    watcher: Watcher<'_>,
+) -> Result<Replay, ReplayError> {
     let config = log.header.config().map_err(|problem| ReplayError::Log(LogError { line: 1, problem }))?;
     let machine = Machine::new(config).map_err(|e| ReplayError::Log(LogError { line: 1, problem: e.to_string() }))?;
-    let mut feed = Feed { entries: log.entries.iter().enumerate().peekable(), machine, inputs: 0, held: None };
+    let mut feed = Feed { watcher, entries: log.entries.iter().enumerate().peekable(), machine, inputs: 0, held: None };
     let (mut wakeups, mut end_ms) = (0, 0);
     while let Some((i, entry)) = feed.entries.next() {
         end_ms = entry.t();
         let (t, input) = match entry {
-            Entry::Mark { mark: Mark::Woke, .. } => {
+            Entry::Mark { mark: Mark::Woke, t } => {
+                (feed.watcher)(&feed.machine, Millis(*t), Observed::Woke);
                 wakeups += 1;
                 feed.held.get_or_insert_with(Vec::new);
                 continue;
             }
-            Entry::Mark { mark: Mark::Done, .. } => {
+            Entry::Mark { mark: Mark::Done, t } => {
+                (feed.watcher)(&feed.machine, Millis(*t), Observed::Done);
                 release(&feed.machine, feed.held.take().unwrap_or_default(), &mut on_note);
                 continue;
             }
