@@ -30,6 +30,24 @@ pub fn check_record(run: &CaseRun, v: &mut Verdict) {
     v.require(text.contains("event = \"port_err\""), "the recording has no port_err step");
     v.require(text.contains("gid = {"), "the recording has no gid step");
     v.require(transitions(&w).iter().any(|t| t.contains("gid_change")), "no gid_change bump live");
+    check_input_log(run, v);
+}
+
+/// The second agent's input log, replayed and lifted in the guest: no
+/// divergence, its transitions exactly; the lifted scenario replays it.
+fn check_input_log(run: &CaseRun, v: &mut Verdict) {
+    let live = transitions(&run.out("watch2"));
+    let replayed = transitions(&run.out("relog"));
+    let said = run.out("relog.err").join(" ");
+    v.require(run.rc("relog") == Some(0), format!("railwatch replay exited {:?}: {said}", run.rc("relog")));
+    v.require(!live.is_empty(), "the logging agent saw no transition");
+    if replayed == live {
+        v.note(format!("the input log replays the second agent's {} transitions exactly: {said}", live.len()));
+    } else {
+        v.fail(format!("the input log's replay {replayed:?} is not the second agent's {live:?}"));
+    }
+    let lift = run.out("lift.err").join(" ");
+    v.require(run.rc("lift") == Some(0), format!("railwatch lift exited {:?}: {lift}", run.rc("lift")));
 }
 
 /// The guest's recording (kept beside the run as `keep`) replayed in the
