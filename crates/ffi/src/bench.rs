@@ -47,7 +47,9 @@ fn timed_on_attached_port(feed: impl FnOnce(&mut Machine, u32)) -> u64 {
     guard(|| {
         let mut m = Machine::new(MachineConfig::default())
             .map_err(|e| crate::status::Error::new(crate::status::rw_status::RW_ERR_INVALID, e.to_string()))?;
-        let dev = m.add_device("bench0", &[1], Millis(0));
+        let dev = m.add_device("bench0", &[1], Millis(0)).ok_or_else(|| {
+            crate::status::Error::new(crate::status::rw_status::RW_ERR_RANGE, "no room for the bench's device")
+        })?;
         serve(&mut m, PortState::Active, Millis(0));
         let started = std::time::Instant::now();
         feed(&mut m, dev);
