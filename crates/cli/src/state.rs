@@ -4,7 +4,7 @@
 //! metrics listener. A reader gets the published snapshot, encoded on the
 //! server's thread; the watch loop only swaps a pointer.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -66,7 +66,9 @@ impl Default for Published {
 }
 
 impl Published {
-    /// The turn's snapshot, published whole.
+    /// The turn's snapshot, published whole. The loop's thread does no
+    /// work per reader here: it swaps the pointer and wakes at most one
+    /// task per server (the fan-out of [`Api`]), whatever the readers.
     pub fn update(&self, snapshot: &Snapshot) {
         if !self.warm.load(Ordering::Relaxed) && self.warmed(snapshot) {
             self.warm.store(true, Ordering::Release);
@@ -95,11 +97,27 @@ impl Published {
         });
         waiting.is_empty()
     }
+}
+
+/// The state API as one server answers it: the published state, and the
+/// task on the server's thread that feeds every stream reader of that
+/// server (started with its first reader).
+pub struct Api {
+    published: Arc<Published>,
+    /// Where a new reader is handed to the fan-out task.
+    fan_out: Mutex<Option<mpsc::UnboundedSender<Reader>>>,
+}
+
+impl Api {
+    /// The API over `published`, for one server.
+    pub fn new(published: Arc<Published>) -> Api {
+        Api { published, fan_out: Mutex::default() }
+    }
 
     /// The answer to a request for [`STATE_PATH`], or `None` for another
-    /// path: the document, or with `?watch=1` its stream (on the server's
-    /// runtime).
-    pub fn respond(self: &Arc<Self>, request: &Request) -> Option<Response> {
+    /// path: the document, or with `?watch=1` its stream (called on the
+    /// server's runtime, where the fan-out task runs).
+    pub fn respond(&self, request: &Request) -> Option<Response> {
         if request.path != STATE_PATH {
             return None;
         }
@@ -108,13 +126,13 @@ impl Published {
             r.headers.push(("Allow", "GET, HEAD".to_owned()));
             return Some(r);
         }
-        let Some((snapshot, warm)) = self.latest() else {
+        let Some((snapshot, warm)) = self.published.latest() else {
             return Some(http::plain(503, "railwatch has not finished its first turn\n"));
         };
         if request.query.as_deref().is_some_and(|q| q.split('&').any(|p| p == "watch=1")) {
             // One place more than the backlog: the cut line's.
             let (tx, rx) = mpsc::channel(STREAM_BACKLOG + 1);
-            tokio::spawn(stream(self.changed.subscribe(), Arc::clone(self), tx));
+            self.join(Reader { tx, at: None, quiet_since: tokio::time::Instant::now() });
             let headers = vec![("Content-Type", "application/x-ndjson".to_owned())];
             return Some(Response { status: 200, headers, body: Body::Lines(rx) });
         }
@@ -125,38 +143,114 @@ impl Published {
             body: body.into(),
         })
     }
+
+    /// Hands `reader` to the fan-out task, started on this runtime if it
+    /// is not running.
+    fn join(&self, reader: Reader) {
+        let mut fan_out = self.fan_out.lock().unwrap_or_else(PoisonError::into_inner);
+        let reader = match fan_out.as_ref() {
+            Some(tx) => match tx.send(reader) {
+                Ok(()) => return,
+                // The task is gone (its runtime was): a new one.
+                Err(mpsc::error::SendError(reader)) => reader,
+            },
+            None => reader,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(reader);
+        tokio::spawn(fan_out_task(Arc::clone(&self.published), self.published.changed.subscribe(), rx));
+        *fan_out = Some(tx);
+    }
 }
 
-/// A stream reader's lines (`?watch=1`): the whole document first
-/// (`"kind":"state"`), then after each turn every rail whose fields changed
-/// (`"kind":"rail"`, with `t_ms` and `warm`) and `warm` turning true
-/// (`"kind":"warm"`), and a `"kind":"heartbeat"` after [`HEARTBEAT`] with
-/// nothing to say. A reader [`STREAM_BACKLOG`] lines behind is cut: its
-/// last line says so (`"kind":"cut"`), and the stream ends; one that is
-/// gone is left.
-async fn stream(mut changed: watch::Receiver<u64>, published: Arc<Published>, tx: mpsc::Sender<Bytes>) {
-    let mut sent = Sent::default();
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    heartbeat.tick().await;
+/// A stream reader, as the fan-out task keeps it.
+struct Reader {
+    /// Its lines, written by its connection's task.
+    tx: mpsc::Sender<Bytes>,
+    /// The state it was last told (`None`: nothing yet).
+    at: Option<Arc<Encoded>>,
+    /// Since when it was sent no line (its heartbeat is due [`HEARTBEAT`]
+    /// later).
+    quiet_since: tokio::time::Instant,
+}
+
+/// Readers fed before the task lets the server's other tasks run (a
+/// scrape waits behind at most this many readers' lines).
+const FAN_OUT_CHUNK: usize = 4;
+
+/// Every stream reader of one server (`?watch=1`), fed by this one task on
+/// the server's thread: the loop's update wakes it once; it tells each
+/// reader what changed since it was last told, as lines (the changes
+/// from one state to the next made once, shared by every reader at the
+/// same state), a few readers at a time. A reader's lines: the whole
+/// document first (`"kind":"state"`), then after each turn every rail
+/// whose fields changed (`"kind":"rail"`, with `t_ms` and `warm`) and
+/// `warm` turning true (`"kind":"warm"`), and a `"kind":"heartbeat"` after
+/// [`HEARTBEAT`] with nothing to say. A reader [`STREAM_BACKLOG`] lines
+/// behind is cut: its last line says so (`"kind":"cut"`), and the stream
+/// ends; one that is gone is left.
+async fn fan_out_task(
+    published: Arc<Published>,
+    mut changed: watch::Receiver<u64>,
+    mut joining: mpsc::UnboundedReceiver<Reader>,
+) {
+    let mut readers: Vec<Reader> = Vec::new();
     loop {
-        let Some(now) = published.encoded() else { return };
-        let lines = sent.lines(&now);
-        if !lines.is_empty() {
-            heartbeat.reset();
-        }
-        for line in lines {
-            if !send(&tx, line, now.t_ms) {
-                return;
-            }
-        }
+        let due = readers.iter().map(|r| r.quiet_since + HEARTBEAT).min();
+        let far = tokio::time::Instant::now() + HEARTBEAT;
         tokio::select! {
             ended = changed.changed() => if ended.is_err() { return },
-            _ = heartbeat.tick() => {
-                let beat = serde_json::json!({"kind": "heartbeat", "t_ms": now.t_ms});
-                if !send(&tx, line(&beat), now.t_ms) {
-                    return;
-                }
+            reader = joining.recv() => match reader {
+                Some(reader) => readers.push(reader),
+                None => return,
+            },
+            () = tokio::time::sleep_until(due.unwrap_or(far)), if due.is_some() => {
+                let now = tokio::time::Instant::now();
+                let t_ms = published.encoded().map_or(0, |e| e.t_ms);
+                readers.retain_mut(|r| {
+                    if now < r.quiet_since + HEARTBEAT {
+                        return true;
+                    }
+                    r.quiet_since = now;
+                    send(&r.tx, line(&serde_json::json!({"kind": "heartbeat", "t_ms": t_ms})), t_ms)
+                });
+                continue;
             }
+        }
+        // No reader, nothing encoded (a server whose readers all left).
+        if readers.is_empty() {
+            continue;
+        }
+        let Some(now) = published.encoded() else { continue };
+        let mut changes = Changes::default();
+        let mut i = 0;
+        let mut fed = 0;
+        while i < readers.len() {
+            let reader = &mut readers[i];
+            if reader.at.as_ref().is_some_and(|at| Arc::ptr_eq(at, &now)) {
+                i += 1;
+                continue;
+            }
+            let lines = changes.between(reader.at.as_ref(), &now);
+            let kept = lines.iter().all(|l| send(&reader.tx, l.clone(), now.t_ms));
+            if !lines.is_empty() {
+                reader.quiet_since = tokio::time::Instant::now();
+            }
+            reader.at = Some(Arc::clone(&now));
+            if kept {
+                i += 1;
+            } else {
+                readers.swap_remove(i);
+            }
+            fed += 1;
+            if fed % FAN_OUT_CHUNK == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        // A reader may have joined, or the state changed, meanwhile: the
+        // next round sees it.
+        while let Ok(reader) = joining.try_recv() {
+            readers.push(reader);
         }
     }
 }
@@ -211,6 +305,11 @@ impl Encoded {
             .collect();
         Encoded { turn, t_ms: doc.t_ms, warm, whole: line(&whole.into()), rails }
     }
+
+    /// The rail named `name` at about `index`.
+    fn rail(&self, index: usize, name: &str) -> Option<&(String, Arc<str>, Bytes)> {
+        self.rails.get(index).filter(|r| r.0 == name).or_else(|| self.rails.iter().find(|r| r.0 == name))
+    }
 }
 
 impl Published {
@@ -229,35 +328,50 @@ impl Published {
     }
 }
 
-/// What a stream reader was sent: each rail's JSON, and warm.
+/// The lines from one state to another, each pair made once per fan-out
+/// (the readers at one state, nearly all, share them).
 #[derive(Default)]
-struct Sent {
-    rails: HashMap<String, Arc<str>>,
-    warm: Option<bool>,
+struct Changes {
+    made: Vec<Change>,
 }
 
-impl Sent {
-    /// The lines that tell a reader what changed since it was last told.
-    fn lines(&mut self, now: &Encoded) -> Vec<Bytes> {
-        let mut out = Vec::new();
-        let first = self.warm.is_none();
-        if first {
-            out.push(now.whole.clone());
-        } else if self.warm != Some(now.warm) {
-            out.push(line(&serde_json::json!({"kind": "warm", "t_ms": now.t_ms, "warm": now.warm})));
+/// The lines that tell a reader told one state (`None`: nothing yet) of
+/// the latest.
+type Change = (Option<Arc<Encoded>>, Arc<[Bytes]>);
+
+impl Changes {
+    /// What tells a reader told `from` (`None`: nothing yet) that the
+    /// state is `to`.
+    fn between(&mut self, from: Option<&Arc<Encoded>>, to: &Encoded) -> Arc<[Bytes]> {
+        let same = |a: Option<&Arc<Encoded>>, b: Option<&Arc<Encoded>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if let Some((_, lines)) = self.made.iter().find(|(f, _)| same(f.as_ref(), from)) {
+            return Arc::clone(lines);
         }
-        self.warm = Some(now.warm);
-        for (name, json, line) in &now.rails {
-            if self.rails.get(name).is_some_and(|old| Arc::ptr_eq(old, json)) {
-                continue;
-            }
-            if !first {
-                out.push(line.clone());
-            }
-            self.rails.insert(name.clone(), Arc::clone(json));
-        }
-        out
+        let lines: Arc<[Bytes]> = lines_between(from.map(Arc::as_ref), to).into();
+        self.made.push((from.cloned(), Arc::clone(&lines)));
+        lines
     }
+}
+
+/// The lines that tell a reader told `from` (`None`: nothing yet) that
+/// the state is `to`: the whole document first, then the warm line and
+/// each rail whose JSON changed.
+fn lines_between(from: Option<&Encoded>, to: &Encoded) -> Vec<Bytes> {
+    let Some(from) = from else { return vec![to.whole.clone()] };
+    let mut out = Vec::new();
+    if from.warm != to.warm {
+        out.push(line(&serde_json::json!({"kind": "warm", "t_ms": to.t_ms, "warm": to.warm})));
+    }
+    for (i, (name, json, line)) in to.rails.iter().enumerate() {
+        if !from.rail(i, name).is_some_and(|old| Arc::ptr_eq(&old.1, json)) {
+            out.push(line.clone());
+        }
+    }
+    out
 }
 
 /// A JSON value as one line.
@@ -302,8 +416,9 @@ impl StateSocket {
         let listener = bind(settings)?;
         // From here the socket is ours: removed on every way out.
         let mut socket = StateSocket { _server: None, path: settings.path.clone() };
+        let api = Api::new(published);
         let answer = move |r: &Request| {
-            published.respond(r).unwrap_or_else(|| http::plain(404, "not found: the state is at /v1/state\n"))
+            api.respond(r).unwrap_or_else(|| http::plain(404, "not found: the state is at /v1/state\n"))
         };
         let server = http::Server::serve(Listener::Unix(listener), Limits::default(), answer)?;
         socket._server = Some(server);

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::export::{Exporter, Format};
-use crate::state::Published;
+use crate::state::{Api, Published};
 
 /// The `/metrics` endpoint: the bounded server of [`http`], its thread
 /// answering from the registry.
@@ -37,7 +37,7 @@ impl std::error::Error for BindError {}
 /// Answers one request: `/metrics` in the format asked for, the state
 /// API's path from `state` when it is served, 404 for any other path, 405
 /// for a method other than GET or HEAD.
-fn respond(exporter: &Exporter, state: Option<&Arc<Published>>, request: &http::Request) -> http::Response {
+fn respond(exporter: &Exporter, state: Option<&Api>, request: &http::Request) -> http::Response {
     use http::{Response, plain};
     if let Some(answer) = state.and_then(|s| s.respond(request)) {
         answer
@@ -62,6 +62,7 @@ impl Server {
     /// Listens on `addr` and answers on a thread of its own: `/metrics`,
     /// and the state API when `state` is given.
     pub fn start(addr: SocketAddr, exporter: Exporter, state: Option<Arc<Published>>) -> Result<Server, BindError> {
+        let state = state.map(Api::new);
         let http = http::Server::start(addr, move |request| respond(&exporter, state.as_ref(), request))
             .map_err(|e| BindError { addr, message: e.to_string() })?;
         Ok(Server { _http: http })
