@@ -67,7 +67,7 @@ pub use config::{Config, DEFAULT_DRAIN_BUDGET, MAX_DRAIN_BUDGET, MAX_NOTIFY_CAPA
 pub use device::DeviceCounters;
 pub use drain::{DrainEnd, DrainReport, drain, drain_with};
 pub use hotplug::{DeviceSource, Rescan};
-pub use monitor::{Monitor, NewMonitorError, errno_of, log_text};
+pub use monitor::{Monitor, NewMonitorError, OnTransition, errno_of, log_text};
 pub use observe::{Observed, Observer};
 pub use selector::BandwidthSelector;
 pub use snapshot::{DeviceSnapshot, HostCondition, HostSnapshot, RailSnapshot, Snapshot};

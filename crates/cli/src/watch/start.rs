@@ -134,6 +134,14 @@ impl Watch {
         }
         let waker = monitor.waker().map_err(|e| log::warn!("no waker for the monitor's wait ({e})")).ok();
         let signals = Signals::install(waker);
+        // A rail's transition reaches the state API's readers as soon as
+        // the machine made it, before the reads that follow it (the turn's
+        // end publishes again). After the devices' attach: the first
+        // publish names the devices `warm` waits for.
+        if let Some(state) = &state {
+            let published = Arc::clone(&state.published);
+            monitor.on_transition(Box::new(move |snapshot| published.update(snapshot)));
+        }
         let outputs = Outputs::new(printer, metrics, state, recording);
         let mut watch = Watch {
             names: Names::of(&monitor),

@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
-use railwatch_core::{Action, Clock, Errno, Input, Millis, RailId, Selector, VerbsPort};
+use railwatch_core::{Action, Clock, Errno, Happening, Input, Millis, RailId, Selector, VerbsPort};
 
 use super::{Monitor, errno_of, log_line};
 use crate::device::DeviceSlot;
@@ -20,6 +20,9 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     /// back at once.
     pub(super) fn carry_out(&mut self, now: Millis) {
         while let Some(action) = self.machine.poll_action() {
+            if self.transitioned && reads(&action) {
+                self.tell_transition();
+            }
             match action {
                 Action::StartReading { device } => self.start_reading(device, now),
                 Action::StopReading { device } => self.stop_reading(device),
@@ -58,11 +61,21 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 Action::SetAvailable { rail, available } => self.selector.set_available(rail, available),
                 Action::Reseed { rail, rate } => self.selector.reseed(rail, rate),
                 Action::Notify(note) => {
+                    self.transitioned |= matches!(note.what, Happening::Transition { .. });
                     log_line::note(&self.machine, &note);
                     self.notifier.send(note);
                 }
                 Action::Log(line) => log_line::log(&self.machine, &line),
             }
+        }
+    }
+
+    /// A snapshot to the `on_transition` hook, if set.
+    pub(super) fn tell_transition(&mut self) {
+        self.transitioned = false;
+        if let Some(mut publish) = self.on_transition.take() {
+            publish(&self.snapshot());
+            self.on_transition = Some(publish);
         }
     }
 
@@ -173,4 +186,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         }
         slot.pending = false;
     }
+}
+
+/// Whether `action` reads a device (and may take a while).
+fn reads(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::QueryPort { .. }
+            | Action::ReadAddress { .. }
+            | Action::ReadCounters { .. }
+            | Action::ReadLink { .. }
+            | Action::Reopen { .. }
+            | Action::Open { .. }
+    )
 }

@@ -117,7 +117,15 @@ pub struct Monitor<P, S, C> {
     /// Rails whose word an observer was told reads `probing` (a worker
     /// took the half-open breaker's probe), until it no longer does.
     probes_out: Vec<RailId>,
+    /// Handed a snapshot when a rail changed state, before the wake-up's
+    /// next read of a device (see [`on_transition`](Self::on_transition)).
+    on_transition: Option<OnTransition>,
+    /// A rail changed state since `on_transition` was last called.
+    transitioned: bool,
 }
+
+/// What [`Monitor::on_transition`] calls.
+pub type OnTransition = Box<dyn FnMut(&Snapshot) + Send>;
 
 /// The errno a failed read gives the machine: the OS's, found through a
 /// backend's error; `EOPNOTSUPP` for a backend that cannot read it at
@@ -156,6 +164,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             identities: std::collections::HashMap::new(),
             observer: None,
             probes_out: Vec::new(),
+            on_transition: None,
+            transitioned: false,
             config,
         })
     }
@@ -312,6 +322,17 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.observer = Some(observer);
     }
 
+    /// Hands `publish` a snapshot as soon as a rail has changed state
+    /// within a wake-up, before the reads that follow it (a port query,
+    /// the link, counters, an address; slow on some hosts), so a reader of
+    /// the state hears the transition when the gate does, not at the end
+    /// of the loop's turn. At most once per transition; nothing when none
+    /// is followed by a read (the turn's end publishes). Replaces an
+    /// earlier one.
+    pub fn on_transition(&mut self, publish: OnTransition) {
+        self.on_transition = Some(publish);
+    }
+
     /// Subscribes to the monitor's notifications from now on, through a
     /// channel of `notify_capacity`. A full channel drops (and counts) what
     /// does not fit; dropping the receiver unsubscribes.
@@ -423,6 +444,10 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.busy = busy;
 
         let now = self.clock.now();
+        // The drains' transitions out before the carriers' reads.
+        if self.transitioned {
+            self.tell_transition();
+        }
         // Carrier changes are read as the devices' events are, before the
         // timers (a tick due now must not find a returned carrier first).
         if carriers_changed {
@@ -439,6 +464,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             self.observe(now, Observed::Done);
         }
         self.notifier.release();
+        self.transitioned = false;
         Ok(())
     }
 
