@@ -61,7 +61,8 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
                 Action::SetAvailable { rail, available } => self.selector.set_available(rail, available),
                 Action::Reseed { rail, rate } => self.selector.reseed(rail, rate),
                 Action::Notify(note) => {
-                    self.transitioned |= matches!(note.what, Happening::Transition { .. });
+                    self.transitioned |=
+                        matches!(note.what, Happening::Transition { .. } | Happening::Available { .. });
                     log_line::note(&self.machine, &note);
                     self.notifier.send(note);
                 }

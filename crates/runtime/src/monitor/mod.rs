@@ -120,7 +120,8 @@ pub struct Monitor<P, S, C> {
     /// Handed a snapshot when a rail changed state, before the wake-up's
     /// next read of a device (see [`on_transition`](Self::on_transition)).
     on_transition: Option<OnTransition>,
-    /// A rail changed state since `on_transition` was last called.
+    /// A rail changed state or availability since `on_transition` was
+    /// last called.
     transitioned: bool,
 }
 
@@ -322,13 +323,13 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
         self.observer = Some(observer);
     }
 
-    /// Hands `publish` a snapshot as soon as a rail has changed state
-    /// within a wake-up, before the reads that follow it (a port query,
-    /// the link, counters, an address; slow on some hosts), so a reader of
-    /// the state hears the transition when the gate does, not at the end
-    /// of the loop's turn. At most once per transition; nothing when none
-    /// is followed by a read (the turn's end publishes). Replaces an
-    /// earlier one.
+    /// Hands `publish` a snapshot as soon as a rail has changed state or
+    /// availability within a wake-up, before the reads that follow (a
+    /// port query, the link, counters, an address, the carriers; slow on
+    /// some hosts), so a reader of the state hears the transition when the
+    /// gate does, not at the end of the loop's turn: after the devices'
+    /// drains at the latest, and before a read that follows a change.
+    /// Nothing in a wake-up without a change. Replaces an earlier one.
     pub fn on_transition(&mut self, publish: OnTransition) {
         self.on_transition = Some(publish);
     }
