@@ -178,6 +178,11 @@ struct Reader {
 /// scrape waits behind at most this many readers' lines).
 const FAN_OUT_CHUNK: usize = 4;
 
+/// The least time between two fan-outs: a host flapping thousands of
+/// times a second costs the server's thread at most this many a second
+/// (each reader told the latest state), not one per turn of the loop.
+const FAN_OUT_GAP: Duration = Duration::from_millis(2);
+
 /// Every stream reader of one server (`?watch=1`), fed by this one task on
 /// the server's thread: the loop's update wakes it once; it tells each
 /// reader what changed since it was last told, as lines (the changes
@@ -195,11 +200,14 @@ async fn fan_out_task(
     mut joining: mpsc::UnboundedReceiver<Reader>,
 ) {
     let mut readers: Vec<Reader> = Vec::new();
+    let mut last_fan_out: Option<tokio::time::Instant> = None;
     loop {
         let due = readers.iter().map(|r| r.quiet_since + HEARTBEAT).min();
         let far = tokio::time::Instant::now() + HEARTBEAT;
         tokio::select! {
-            ended = changed.changed() => if ended.is_err() { return },
+            // Waited for only with readers: an update wakes no task of a
+            // server without one (the loop's publish then wakes nothing).
+            ended = changed.changed(), if !readers.is_empty() => if ended.is_err() { return },
             reader = joining.recv() => match reader {
                 Some(reader) => readers.push(reader),
                 None => return,
@@ -217,10 +225,12 @@ async fn fan_out_task(
                 continue;
             }
         }
-        // No reader, nothing encoded (a server whose readers all left).
-        if readers.is_empty() {
-            continue;
+        // A storm of changes is told at most every FAN_OUT_GAP (each
+        // reader the latest state); a change after a quiet spell at once.
+        if let Some(last) = last_fan_out.filter(|t| t.elapsed() < FAN_OUT_GAP) {
+            tokio::time::sleep_until(last + FAN_OUT_GAP).await;
         }
+        last_fan_out = Some(tokio::time::Instant::now());
         let Some(now) = published.encoded() else { continue };
         let mut changes = Changes::default();
         let mut i = 0;
