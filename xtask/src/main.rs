@@ -7,7 +7,7 @@
 //! - `package`: the installed package built against with CMake and pkg-config, and run.
 //! - `abi`: the C API's ABI (libabigail) against the recorded baseline; `--bless` records it.
 //! - `bench`: the benchmarks, printed as one table of ratios.
-//! - `attack`: `/metrics` under attack, a scraper's latency and failures.
+//! - `attack`: `/metrics` and the state socket under attack: the loop's and a scraper's latency, failures.
 //! - `scale`: the CLI under a million queued events, timed, with peak memory.
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
 //! - `soak`: ten million simulated events with faults and flaps, checked.
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
             eprintln!("  python the Python module built with maturin, its pytest suite and mypy --strict");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
             eprintln!(
-                "  attack /metrics under idle, slowloris, never-read and 1 MiB-head clients: scrape p99 and failures"
+                "  attack [metrics|state] /metrics, and the state socket, under idle, slowloris, never-read, stream and 1 MiB-head clients"
             );
             eprintln!("  scale time a 1,000,000-event, 64-device scenario and its peak memory");
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
