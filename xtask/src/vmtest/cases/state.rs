@@ -69,7 +69,9 @@ pub fn check_state_api(run: &CaseRun, v: &mut Verdict) {
         after = reader;
         let ms = (reader as f64 - kernel as f64) / 1e6;
         // On the agent's clock: the transition, and the snapshot the line
-        // carries (taken at the end of the loop's turn, after its reads).
+        // carries (published as soon as the rail changed, before the
+        // loop's reads that follow, or a later one if the server's thread
+        // ran only after the next publish).
         let transition = w
             .iter()
             .rev()
