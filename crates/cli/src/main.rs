@@ -19,7 +19,7 @@ macro_rules! eprintln {
         railwatch_cli::lineout::eprint(format_args!($($arg)*));
     }};
 }
-#[allow(unused_macros)] // only `watch` (feature `verbs`) prints this way
+#[allow(unused_macros)] // `watch` (feature `verbs`) and `generate` print this way
 macro_rules! println {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -32,6 +32,7 @@ mod builtin;
 mod config;
 #[cfg(feature = "verbs")]
 mod devices;
+mod generate;
 #[cfg(feature = "verbs")]
 use railwatch_cli::metrics;
 mod output;
@@ -79,6 +80,9 @@ enum Command {
     /// exit 0 the scenario replays the log's transitions, 1 it does not
     /// (said; written all the same), 2 the log cannot be read.
     Lift(replay::LiftArgs),
+    /// Write the man pages or shell completions (for packagers).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -304,6 +308,7 @@ fn main() -> ExitCode {
         Command::Check(args) => ask::check(&args),
         Command::Replay(args) => replay::run(args),
         Command::Lift(args) => replay::lift(args),
+        Command::Generate(args) => generate::run(<Cli as clap::CommandFactory>::command(), &args),
     }
 }
 
