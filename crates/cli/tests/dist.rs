@@ -104,6 +104,8 @@ fn the_daemonset_is_a_least_privileged_node_agent() {
     assert_eq!(pod["hostNetwork"], true);
     assert_eq!(pod["priorityClassName"], "system-node-critical");
     assert_eq!(pod["automountServiceAccountToken"], false);
+    // Off by default: on only where a node is labelled.
+    assert_eq!(pod["nodeSelector"]["railwatch/enabled"], "true");
     assert_eq!(ds["spec"]["selector"]["matchLabels"], ds["spec"]["template"]["metadata"]["labels"]);
     let containers = pod["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1);
