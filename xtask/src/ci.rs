@@ -169,6 +169,9 @@ fn checks(clock: &mut Clock) -> Result<(), String> {
     clock.phase("package", crate::package::run)?;
     // Its ABI against the baseline (the same build).
     clock.phase("abi", || crate::abi::run(&[]))?;
+    // The Debian package and the container image, as an operator installs
+    // them (the dist build's dependencies are shared with the library's).
+    clock.phase("deb", crate::deb::run)?;
     // The side jobs end before the VM starts: it is timed by its guest.
     clock.phase("wait for side jobs", || side.join().unwrap_or_else(|_| Err("the side jobs panicked".into())))?;
     clock.phase("built-in scenarios", builtins)?;

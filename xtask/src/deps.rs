@@ -1,7 +1,8 @@
 //! `cargo xtask deps`: the Debian packages the verbs backend builds against
 //! (and the compilers, valgrind and cmake for `cargo xtask ffi`,
 //! prometheus's `promtool` for the metrics tests, libabigail's tools for
-//! `cargo xtask abi`).
+//! `cargo xtask abi`, the Debian package's and the image's tools for
+//! `cargo xtask deb`).
 //!
 //! Installs the missing ones when running as root with apt-get (as CI does);
 //! elsewhere prints what to install and fails, so nothing is half-built.
@@ -17,8 +18,10 @@ use crate::run::step;
 /// `prometheus`), the service tests the unit with `systemd-analyze`; the
 /// report test opens `simulate --html`'s page in headless `chromium`;
 /// `cargo xtask abi` compares the C API's ABI with `abidw` and `abidiff`
-/// (`abigail-tools`).
-pub const PACKAGES: [&str; 12] = [
+/// (`abigail-tools`); `cargo xtask deb` checks the package with `lintian`,
+/// builds the clean root with `mmdebstrap`, the image with `umoci` and runs
+/// it with `podman` (and `runc` where crun cannot: cgroups in hybrid mode).
+pub const PACKAGES: [&str; 17] = [
     "libibverbs-dev",
     "librdmacm-dev",
     "libclang-dev",
@@ -31,6 +34,11 @@ pub const PACKAGES: [&str; 12] = [
     "systemd",
     "chromium",
     "abigail-tools",
+    "lintian",
+    "mmdebstrap",
+    "umoci",
+    "podman",
+    "runc",
 ];
 
 /// Whether the Debian package `pkg` is installed.

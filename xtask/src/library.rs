@@ -91,7 +91,7 @@ fn command(profile: Profile) -> Result<Command, String> {
 
 /// rustc's options that take this machine's paths out of the dist build
 /// (panic messages, debug info): the workspace and cargo's home.
-fn remapped_paths() -> Vec<String> {
+pub(crate) fn remapped_paths() -> Vec<String> {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));

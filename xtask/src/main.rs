@@ -4,7 +4,8 @@
 //! - `deps`: installs the system packages the verbs backend needs.
 //! - `ffi`: the C API's C and C++ tests, linked both ways, under ASan and under valgrind.
 //! - `install`: the C API's headers, libraries, CMake package and pkg-config file, into a prefix.
-//! - `package`: the installed package built against with CMake and pkg-config, and run.
+//! - `package`: the installed package built against with CMake and pkg-config, and run; then `deb`.
+//! - `deb`: the Debian package and container image, installed, upgraded, purged and run as an operator would.
 //! - `abi`: the C API's ABI (libabigail) against the recorded baseline; `--bless` records it.
 //! - `bench`: the benchmarks, printed as one table of ratios.
 //! - `attack`: `/metrics` and the state socket under attack: the loop's and a scraper's latency, failures.
@@ -21,6 +22,7 @@ mod abi;
 mod attack;
 mod bench;
 mod ci;
+mod deb;
 mod deps;
 mod ffi;
 mod fuzz;
@@ -45,7 +47,8 @@ fn main() -> ExitCode {
         Some("deps") => deps::run(),
         Some("ffi") => ffi::run(&args[1..]).map(|_| ()),
         Some("install") => install::run(&args[1..]),
-        Some("package") => package::run(),
+        Some("package") => package::run().and_then(|()| deb::run()),
+        Some("deb") => deb::run(),
         Some("scale") => scale::run(),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("size") => size::run(&args[1..]),
@@ -55,13 +58,18 @@ fn main() -> ExitCode {
         Some("vmtest") => vmtest::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|ffi|install|package|abi|python|bench|attack|scale|fuzz|soak|props|size|vmtest>"
+                "usage: cargo xtask <ci|deps|ffi|install|package|deb|abi|python|bench|attack|scale|fuzz|soak|props|size|vmtest>"
             );
             eprintln!("  ci    format, lint, test (with loom), docs: what CI runs");
             eprintln!("  deps  install the Debian packages the verbs backend builds against");
             eprintln!("  ffi   [--no-valgrind] the C API's C/C++ tests, shared and static library, ASan, valgrind");
             eprintln!("  install --prefix DIR  the C API (headers, libraries, CMake and pkg-config files) into DIR");
-            eprintln!("  package install into target/package, then build and run a program with CMake and pkg-config");
+            eprintln!(
+                "  package install into target/package, then build and run a program with CMake and pkg-config; then deb"
+            );
+            eprintln!(
+                "  deb   the Debian package (cargo-deb, lintian) installed, upgraded and purged in a clean Debian root, and the container image (umoci, podman)"
+            );
             eprintln!("  abi   [--bless] the C API's ABI against crates/ffi/abi/ (abidiff); --bless records it");
             eprintln!("  python the Python module built with maturin, its pytest suite and mypy --strict");
             eprintln!("  bench [--table-only] the benchmarks, as one table of ratios (docs/PERFORMANCE.md)");
