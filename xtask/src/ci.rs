@@ -94,7 +94,8 @@ impl Clock {
 
 /// Builds that need nothing of the tests, run beside them (the test run
 /// leaves cores idle while its processes wait): cargo-fuzz and the fuzz
-/// targets, then the loom models (built in a target dir of their own:
+/// targets, cargo-deb where it is missing (the `deb` phase's), then the
+/// loom models (built in a target dir of their own:
 /// `cfg(loom)` rebuilds everything) and run. Their output goes to
 /// `target/ci-side.log`, whose tail is printed if one fails; the loom
 /// verdict lines are printed either way.
@@ -104,8 +105,13 @@ fn side_jobs() -> std::thread::JoinHandle<Result<(), String>> {
         let path = crate::run::target_dir().join("ci-side.log");
         std::fs::create_dir_all(crate::run::target_dir()).map_err(|e| format!("{e}"))?;
         let log = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        eprintln!("==> side jobs (cargo-fuzz, the fuzz build, loom) beside the tests: log {}", path.display());
-        let out = crate::fuzz::prepare(&log).and_then(|()| loom(&log));
+        eprintln!(
+            "==> side jobs (cargo-fuzz, the fuzz build, cargo-deb, loom) beside the tests: log {}",
+            path.display()
+        );
+        let out = crate::fuzz::prepare(&log)
+            .and_then(|()| crate::deb::ensure_cargo_deb(Some(&log)))
+            .and_then(|()| loom(&log));
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         for line in text.lines().filter(|l| l.starts_with("test result:") || l.starts_with("test ")) {
             eprintln!("    loom: {line}");

@@ -28,7 +28,7 @@ pub struct Deb {
 
 /// Builds the package and runs lintian on it.
 pub fn build() -> Result<Deb, String> {
-    ensure_cargo_deb()?;
+    ensure_cargo_deb(None)?;
     let (bin, fake_dir) = build_binary()?;
     let upstream = crate_version(&bin)?;
     let changelog = std::fs::read_to_string(root().join("crates/cli/debian/changelog")).map_err(|e| e.to_string())?;
@@ -57,13 +57,20 @@ pub fn build() -> Result<Deb, String> {
     Ok(Deb { path, version, upstream, fake_dir })
 }
 
-/// `cargo deb` (cargo-deb), installed when missing.
-fn ensure_cargo_deb() -> Result<(), String> {
+/// `cargo deb` (cargo-deb), installed when missing; `log` takes the
+/// install's output (CI starts it beside the tests: `ci::side_jobs`).
+pub fn ensure_cargo_deb(log: Option<&std::fs::File>) -> Result<(), String> {
     let have = cargo().args(["deb", "--version"]).output().is_ok_and(|o| o.status.success());
     if have {
         return Ok(());
     }
-    step("deb: install cargo-deb", cargo().args(["install", "cargo-deb", "--locked", "--version", CARGO_DEB]))
+    let mut install = cargo();
+    install.args(["install", "cargo-deb", "--locked", "--version", CARGO_DEB]);
+    if let Some(log) = log {
+        let clone = || log.try_clone().map_err(|e| format!("side log: {e}"));
+        install.stdout(clone()?).stderr(clone()?);
+    }
+    step("deb: install cargo-deb", &mut install)
 }
 
 /// The binary in the dist profile with `verbs`, and the fake libibverbs's

@@ -22,6 +22,8 @@ mod root;
 
 use std::time::Instant;
 
+pub use build::ensure_cargo_deb;
+
 use crate::run::target_dir;
 
 /// `cargo xtask deb`: everything above.
