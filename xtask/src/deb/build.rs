@@ -73,15 +73,28 @@ pub fn ensure_cargo_deb(log: Option<&std::fs::File>) -> Result<(), String> {
     step("deb: install cargo-deb", &mut install)
 }
 
-/// The binary in the dist profile with `verbs`, and the fake libibverbs's
-/// directory, from cargo's messages.
-fn build_binary() -> Result<(PathBuf, PathBuf), String> {
+/// The cargo command that builds the binary in the dist profile with
+/// `verbs`, with the library's flags (so each shares the other's build).
+fn binary_command() -> Command {
     let mut cmd = cargo();
     cmd.args(["build", "-p", "railwatch", "--bin", "railwatch", "--features", "verbs", "--profile", "dist"])
         .arg("--message-format=json")
-        .env("CARGO_ENCODED_RUSTFLAGS", remapped_paths().join("\u{1f}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .env("CARGO_ENCODED_RUSTFLAGS", remapped_paths().join("\u{1f}"));
+    cmd
+}
+
+/// The binary built ahead, its output into `log`: CI builds it among the
+/// side jobs, beside the tests (whose builds are another profile's, with a
+/// lock of their own), so the `deb` phase finds it built.
+pub fn prebuild(log: &std::fs::File) -> Result<(), String> {
+    let clone = || log.try_clone().map_err(|e| format!("side log: {e}"));
+    step("deb: build railwatch (dist, verbs)", binary_command().stdout(clone()?).stderr(clone()?))
+}
+
+/// The binary, and the fake libibverbs's directory, from cargo's messages.
+fn build_binary() -> Result<(PathBuf, PathBuf), String> {
+    let mut cmd = binary_command();
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     eprintln!("==> deb: build railwatch: {cmd:?}");
     let out = cmd.output().map_err(|e| format!("build railwatch: cannot start: {e}"))?;
     if !out.status.success() {

@@ -22,7 +22,7 @@ mod root;
 
 use std::time::Instant;
 
-pub use build::ensure_cargo_deb;
+pub use build::{ensure_cargo_deb, prebuild};
 
 use crate::run::target_dir;
 
