@@ -57,12 +57,26 @@ fn write(cmd: clap::Command, what: What, dir: &Path) -> std::io::Result<Vec<Path
         }
         What::Completions => {
             use clap_complete::Shell;
-            let mut cmd = cmd;
+            let mut cmd = without_hidden(&cmd);
             [Shell::Bash, Shell::Zsh, Shell::Fish]
                 .into_iter()
                 .map(|shell| clap_complete::generate_to(shell, &mut cmd, "railwatch", dir))
                 .collect()
         }
+    }
+}
+
+/// `railwatch` without its hidden subcommands (`generate`), which
+/// clap_complete would otherwise offer: `cmd`'s visible arguments and
+/// subcommands, and `--version` when it has one.
+fn without_hidden(cmd: &clap::Command) -> clap::Command {
+    let visible = cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned();
+    let pruned = clap::Command::new("railwatch")
+        .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+        .subcommands(visible);
+    match cmd.get_version() {
+        Some(_) => pruned.version(env!("CARGO_PKG_VERSION")),
+        None => pruned,
     }
 }
 
@@ -90,6 +104,10 @@ mod tests {
         let names: Vec<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into()).collect();
         assert_eq!(names, ["railwatch.bash", "_railwatch", "railwatch.fish"]);
         let bash = std::fs::read_to_string(&files[0]).unwrap();
-        assert!(bash.contains("watch") && !bash.contains("generate"), "{bash}");
+        assert!(bash.contains("watch") && bash.contains("--version"), "{bash}");
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(!text.contains("generate"), "{}: offers the hidden subcommand", file.display());
+        }
     }
 }
