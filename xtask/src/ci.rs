@@ -93,10 +93,12 @@ impl Clock {
 }
 
 /// Builds that need nothing of the tests, run beside them (the test run
-/// leaves cores idle while its processes wait): cargo-fuzz and the fuzz
-/// targets, cargo-deb where it is missing and the `deb` phase's binary
-/// (the dist profile: a build directory and lock of its own), then the
-/// loom models (built in a target dir of their own:
+/// leaves cores idle while its processes wait): first the `deb` phase's
+/// binary in the dist profile (a build directory and lock of its own; the
+/// C library's dist build in the package phase then finds most of its
+/// dependencies built, and waits on that lock if it is not done), and
+/// cargo-deb where it is missing; cargo-fuzz and the fuzz targets; then
+/// the loom models (built in a target dir of their own:
 /// `cfg(loom)` rebuilds everything) and run. Their output goes to
 /// `target/ci-side.log`, whose tail is printed if one fails; the loom
 /// verdict lines are printed either way.
@@ -107,12 +109,12 @@ fn side_jobs() -> std::thread::JoinHandle<Result<(), String>> {
         std::fs::create_dir_all(crate::run::target_dir()).map_err(|e| format!("{e}"))?;
         let log = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!(
-            "==> side jobs (cargo-fuzz, the fuzz build, cargo-deb, the package's binary, loom) beside the tests: log {}",
+            "==> side jobs (the package's binary, cargo-deb, cargo-fuzz, the fuzz build, loom) beside the tests: log {}",
             path.display()
         );
-        let out = crate::fuzz::prepare(&log)
+        let out = crate::deb::prebuild(&log)
             .and_then(|()| crate::deb::ensure_cargo_deb(Some(&log)))
-            .and_then(|()| crate::deb::prebuild(&log))
+            .and_then(|()| crate::fuzz::prepare(&log))
             .and_then(|()| loom(&log));
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         for line in text.lines().filter(|l| l.starts_with("test result:") || l.starts_with("test ")) {
