@@ -9,7 +9,8 @@
 //! - `abi`: the C API's ABI (libabigail) against the recorded baseline; `--bless` records it.
 //! - `bench`: the benchmarks, printed as one table of ratios.
 //! - `attack`: `/metrics` and the state socket under attack: the loop's and a scraper's latency, failures.
-//! - `scale`: the CLI under a million queued events, timed, with peak memory.
+//! - `scale`: the CLI under a million queued events, and under the largest
+//!   scenario allowed (65,536 rails) with `--html`, timed, with peak memory.
 //! - `fuzz`: the cargo-fuzz targets (scenario parser, event decoder).
 //! - `soak`: ten million simulated events with faults and flaps, checked.
 //! - `props`: the machine's, the monitor's and the recordings' property tests, long.
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
         Some("install") => install::run(&args[1..]),
         Some("package") => package::run().and_then(|()| deb::run()),
         Some("deb") => deb::run(),
-        Some("scale") => scale::run(),
+        Some("scale") => scale::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("size") => size::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
@@ -76,7 +77,9 @@ fn main() -> ExitCode {
             eprintln!(
                 "  attack [metrics|state] /metrics, and the state socket, under idle, slowloris, never-read, stream and 1 MiB-head clients"
             );
-            eprintln!("  scale time a 1,000,000-event, 64-device scenario and its peak memory");
+            eprintln!(
+                "  scale [events|rails] time a 1,000,000-event scenario, and the largest (65,536 rails) with --html, against 30 s"
+            );
             eprintln!("  fuzz  [--seconds N | --short] run each fuzz target N s (default 300; --short: 15)");
             eprintln!("  soak  [--events N] [--seed S] 10,000,000 simulated events with faults and flaps, checked");
             eprintln!(
