@@ -134,6 +134,10 @@ pub struct Run<'s> {
     /// The last instant applied no step, checked no expectation and made no
     /// notification: the world and the monitor are at rest.
     at_rest: bool,
+    /// The rails whose probe the driver took (it is the run's only engine:
+    /// no other takes one) and that still read `probing`: looked at after
+    /// each instant instead of every rail.
+    probes: Vec<RailId>,
 }
 
 /// The monitor's config for a run of `scenario`: its settings, `opts`'
@@ -200,6 +204,7 @@ impl<'s> Run<'s> {
             tick_ms,
             end_ms: end_ms(scenario, opts),
             at_rest: false,
+            probes: Vec::new(),
         })
     }
 
@@ -296,6 +301,9 @@ impl<'s> Run<'s> {
         let rail = RailId { device, port: probe.port };
         let Some(gate) = self.monitor.gate(rail) else { return Ok(notes) };
         let out = gate.probe().is_ok() || gate.word().reason == PauseReason::Probing;
+        if out && !self.probes.contains(&rail) {
+            self.probes.push(rail);
+        }
         match probe.outcome {
             ProbeOutcome::Success if out => self.monitor.report_probe(rail, true),
             ProbeOutcome::Failure if out => self.monitor.report_probe(rail, false),
@@ -373,14 +381,17 @@ impl<'s> Run<'s> {
         if ticked {
             sink(&self.names, Record::Tick(t));
         }
-        let snapshot = self.monitor.snapshot();
+        // Read only when an expectation is due: a copy of every rail is
+        // the largest thing an instant could make.
+        let mut snapshot = None;
         let mut results = Vec::new();
         for (i, expect) in self.scenario.expects.iter().enumerate() {
             if self.checked[i] || expect.at_ms > t {
                 continue;
             }
             self.checked[i] = true;
-            let result = check(expect, &snapshot);
+            let snapshot = snapshot.get_or_insert_with(|| self.monitor.snapshot());
+            let result = check(expect, snapshot);
             sink(&self.names, Record::Expect(&result));
             results.push(result);
         }
@@ -389,7 +400,9 @@ impl<'s> Run<'s> {
         // keeps what the last tick said, and says nothing itself (the ticks
         // after a change must read the ports before any is skipped).
         // A probe out is timed by the ticks: none of them is idle.
-        let probe_out = self.monitor.machine().rails().any(|r| r.word.reason == PauseReason::Probing);
+        let machine = self.monitor.machine();
+        self.probes.retain(|&id| machine.rail(id).is_some_and(|r| r.word.reason == PauseReason::Probing));
+        let probe_out = !self.probes.is_empty();
         self.at_rest = match (!applied && notes == 0 && results.is_empty() && !probe_out, ticked) {
             (false, _) => false,
             (true, true) => true,
