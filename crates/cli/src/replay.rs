@@ -41,11 +41,9 @@ struct Naming {
 
 impl Naming {
     fn of(&mut self, m: &Machine) -> &Names {
-        let (devices, rails) = (m.devices().len(), m.rails().count());
+        let (devices, rails) = (m.devices().len(), m.rails().len());
         if (devices, rails) != (self.devices, self.rails) {
-            let device_names: Vec<String> = m.devices().map(|d| d.name.to_owned()).collect();
-            let rail_names = m.rails().map(|r| (r.id, format!("{}/{}", device_names[r.id.device as usize], r.id.port)));
-            self.names = Names::new(device_names.clone(), rail_names.collect::<Vec<_>>());
+            self.names.follow(m);
             (self.devices, self.rails) = (devices, rails);
         }
         &self.names

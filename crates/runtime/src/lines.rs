@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use railwatch_core::{Cause, EventKind, Happening, Notification, PortAddress, RailId, Scope, WorkScope};
+use railwatch_core::{Cause, EventKind, Happening, Machine, Notification, PortAddress, RailId, Scope, WorkScope};
 use serde::Serialize;
 
 use crate::snapshot::json::{AddressJson, RailJson, SnapshotBody, gbps};
@@ -39,6 +39,40 @@ impl Names {
         Names {
             devices: (0..).map_while(|d| monitor.device_name(d)).map(str::to_string).collect(),
             rails: monitor.rails().into_iter().collect(),
+        }
+    }
+
+    /// Every device and rail `machine` has now, each rail named
+    /// `device/port`, updated in place: what a fresh table would say, at
+    /// the cost of what changed. The devices new since the last call are
+    /// read port by port; anything else (a device renamed, one that came
+    /// back with other ports) rebuilds the table. A host attaching
+    /// thousands of devices one by one, followed after each, costs their
+    /// rails once, not every rail at every device (a replay of 4,096
+    /// devices × 16 ports took minutes).
+    pub fn follow(&mut self, machine: &Machine) {
+        let (devices, rails) = (machine.devices().len(), machine.rails().len());
+        if (devices, rails) == (self.devices.len(), self.rails.len()) {
+            return;
+        }
+        let known = self.devices.len();
+        let renamed = known > devices || machine.devices().take(known).zip(&self.devices).any(|(d, n)| d.name != n);
+        if !renamed {
+            self.devices.extend(machine.devices().skip(known).map(|d| d.name.to_owned()));
+            for device in known..devices {
+                let device = device as u32;
+                for port in 0..=u8::MAX {
+                    if let Some(r) = machine.rail(RailId { device, port }) {
+                        self.rails.insert(r.id, format!("{}/{}", self.devices[device as usize], r.id.port));
+                    }
+                }
+            }
+        }
+        if renamed || self.rails.len() != rails {
+            let devices: Vec<String> = machine.devices().map(|d| d.name.to_owned()).collect();
+            let rails = machine.rails().map(|r| (r.id, format!("{}/{}", devices[r.id.device as usize], r.id.port)));
+            self.rails = rails.collect();
+            self.devices = devices;
         }
     }
 
@@ -507,6 +541,41 @@ mod tests {
             serde_json::to_string(&with).unwrap(),
             r#"{"t_ms":3,"kind":"address","rail":"mlx5_0/1","generation":4,"address":{"link_layer":"ethernet","lid":0,"netdev":"eth0","gids":[{"index":1,"gid":"fe80::1","type":"roce_v2"}]}}"#
         );
+    }
+
+    #[test]
+    fn following_a_machine_names_what_a_table_made_anew_would() {
+        use railwatch_core::{Machine, MachineConfig};
+        // The table made anew, as `railwatch replay` made it at each change.
+        let anew = |m: &Machine| {
+            let devices: Vec<String> = m.devices().map(|d| d.name.to_owned()).collect();
+            let rails: Vec<_> =
+                m.rails().map(|r| (r.id, format!("{}/{}", devices[r.id.device as usize], r.id.port))).collect();
+            format!("{:?}", Names::new(devices, rails))
+        };
+        let mut m = Machine::new(MachineConfig::default()).unwrap();
+        let mut names = Names::default();
+        let mut follow = |m: &Machine, after: &str| {
+            names.follow(m);
+            assert_eq!(format!("{names:?}"), anew(m), "after {after}");
+        };
+        let t = Millis(1);
+        assert!(m.add_device("mlx5_0", &[1, 2], t).is_some() && m.add_device("mlx5_1", &[1], t).is_some());
+        follow(&m, "two devices");
+        m.handle_removed(0, t);
+        follow(&m, "a removal");
+        // Back with other ports: port 1 left out, port 3 new.
+        assert!(m.add_device("mlx5_0", &[2, 3], t).is_some());
+        follow(&m, "a device back with other ports");
+        // Empty slots 2 to 4, then one of them taken, then a device with no ports.
+        assert!(m.add_device_at(5, "mlx5_5", &[1], t).is_ok());
+        follow(&m, "a device past empty slots");
+        assert!(m.add_device_at(3, "mlx5_3", &[1, 2], t).is_ok());
+        follow(&m, "an empty slot taken");
+        assert!(m.add_device("mlx5_6", &[], t).is_some());
+        follow(&m, "a device without ports");
+        assert_eq!(names.rail(RailId { device: 0, port: 1 }), "mlx5_0/1", "a port left out keeps its name");
+        assert_eq!(names.rail(RailId { device: 3, port: 2 }), "mlx5_3/2");
     }
 
     #[test]
