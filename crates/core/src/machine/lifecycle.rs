@@ -268,6 +268,7 @@ impl Machine {
             backoff_ms: 0,
             attach: None,
             attached_before: false,
+            had_rails: false,
             reads_addresses: true,
             stats: DeviceStats::default(),
             warned: Vec::new(),
@@ -293,11 +294,14 @@ impl Machine {
         }
         let first = self.rails.len();
         let name = self.devices[idx].name.clone();
+        let had_rails = std::mem::replace(&mut self.devices[idx].had_rails, true);
         for &port in ports {
             let id = RailId { device: idx as u32, port };
             // Rails are only ever appended: a rail of this id outside a
             // placeholder is the port's (in the device's rails or left out).
-            let rail = match self.rails[..first].iter().rposition(|r| r.id == id && !r.name.is_empty()) {
+            // A device never given rails has none to look for.
+            let old = had_rails.then(|| self.rails[..first].iter().rposition(|r| r.id == id && !r.name.is_empty()));
+            let rail = match old.flatten() {
                 Some(ri) => {
                     self.moved_rails += 1;
                     std::mem::replace(&mut self.rails[ri], Rail::new(id, Box::from(""), now))

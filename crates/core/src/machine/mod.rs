@@ -140,6 +140,11 @@ struct Device {
     /// Its rails were attached once: a later attach is a re-attach, which
     /// goes through damping and the settle delay.
     attached_before: bool,
+    /// It was given rails once: only then can a rail of its id be in the
+    /// list outside its range (a port it no longer has, or had before it
+    /// came back), so a new device's ports are not looked for among every
+    /// other device's rails.
+    had_rails: bool,
     /// Cleared when an address read is answered `EOPNOTSUPP`: the backend
     /// cannot read addresses, so they are not asked for again (until the
     /// device is added anew).
