@@ -59,10 +59,13 @@ const RAILS_TARGET_S: f64 = 30.0;
 /// The largest scenario's text: every port active at the start; every
 /// 16th device has one port flap `FLAPS` times (PORT_ERR, then PORT_ACTIVE
 /// 500 ms later), the flaps of the different rails spread 37 ms apart so
-/// that most of them fall on instants of their own.
+/// that most of them fall on instants of their own, each step's effect
+/// expected 100 ms after it (paused, then active again by the event).
 pub fn largest() -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "name = \"scale-65536-rails\"\nduration_ms = {}\n", 1000 + FLAPS * ROUND_MS);
+    // The last flap's steps and checks end 1,035 ms into the last round.
+    let end = 2000 + FLAPS * ROUND_MS;
+    let _ = writeln!(s, "name = \"scale-65536-rails\"\nduration_ms = {end}\n");
     for d in 0..RAIL_DEVICES {
         let _ = writeln!(s, "[[device]]\nname = \"mlx5_{d}\"\nports = [");
         for p in 1..=RAIL_PORTS {
@@ -81,7 +84,7 @@ pub fn largest() -> String {
         }
     }
     steps.sort();
-    for (at, d, port, down) in steps {
+    for &(at, d, port, down) in &steps {
         let (state, event) = if down { ("down", "port_err") } else { ("active", "port_active") };
         let _ = writeln!(
             s,
@@ -89,7 +92,15 @@ pub fn largest() -> String {
              event = \"{event}\"\nport = {port}\n"
         );
     }
-    let end = 1000 + FLAPS * ROUND_MS;
+    // Each flap checked 100 ms after each of its steps (instants of their own).
+    for &(at, d, port, down) in &steps {
+        let what = if down {
+            "state = \"paused\"\nreason = \"port_err\""
+        } else {
+            "state = \"active\"\nrecovered_by = \"event\""
+        };
+        let _ = writeln!(s, "[[expect]]\nat_ms = {}\nrail = \"mlx5_{d}/{port}\"\n{what}\n", at + 100);
+    }
     let _ =
         writeln!(s, "[[expect]]\nat_ms = {end}\nrail = \"mlx5_16/2\"\nstate = \"active\"\nrecovered_by = \"event\"\n");
     let _ = writeln!(s, "[[expect]]\nat_ms = {end}\nrail = \"mlx5_4095/16\"\nstate = \"active\"\navailable = true\n");
@@ -260,6 +271,7 @@ mod tests {
             .map(|s| s.split('\n').next().and_then(|t| t.parse().ok()).expect("a time"))
             .collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(text.matches("[[expect]]").count() as u64, 2 * flappers * FLAPS + 2);
         assert!(text.len() < 16 << 20, "within the scenario file limit");
     }
 }
