@@ -103,6 +103,11 @@ fn a_kept_port_gets_a_new_generation_and_keeps_its_gates_whatever_the_other_port
             assert_eq!(m.rails().len(), names.len(), "{what}");
             let ever: BTreeSet<u8> = [1, 2].iter().chain(after).copied().collect();
             assert_eq!(names.len(), 1 + ever.len(), "{what}: {names:?}");
+            // Found by name as listed, the placeholders of moved rails never.
+            for r in m.rails() {
+                assert_eq!(m.rail_named(r.name).map(|v| v.id), Some(r.id), "{what}: {}", r.name);
+            }
+            assert!(m.rail_named("").is_none() && m.rail_named("mlx5_9/1").is_none(), "{what}");
             let gate_of = m.gate_of("mlx5_1/1").expect("by name");
             assert_eq!(state_gen(&gate_of), (RailState::Active, 2), "{what}");
         }

@@ -127,7 +127,11 @@ pub struct Run<'s> {
     names: Names,
     rx: crossbeam_channel::Receiver<Notification>,
     next_step: usize,
-    checked: Vec<bool>,
+    /// The expectations' indexes by time (file order among equal times),
+    /// and how many of them were checked: an instant checks the next due,
+    /// not every one.
+    expects_by_time: Vec<usize>,
+    next_expect: usize,
     tick_ms: u64,
     /// The virtual time the run ends at.
     end_ms: u64,
@@ -191,6 +195,8 @@ impl<'s> Run<'s> {
         let host = SimHost::new(handles.clone())?;
         monitor.watch_devices(Box::new(host), Duration::from_secs(3600))?;
         let names = Names::of(&monitor);
+        let mut expects_by_time: Vec<usize> = (0..scenario.expects.len()).collect();
+        expects_by_time.sort_by_key(|&i| scenario.expects[i].at_ms);
         Ok(Run {
             scenario,
             monitor,
@@ -200,7 +206,8 @@ impl<'s> Run<'s> {
             names,
             rx,
             next_step: 0,
-            checked: vec![false; scenario.expects.len()],
+            expects_by_time,
+            next_expect: 0,
             tick_ms,
             end_ms: end_ms(scenario, opts),
             at_rest: false,
@@ -226,8 +233,7 @@ impl<'s> Run<'s> {
         let now = railwatch_runtime::Clock::now(&self.clock).0;
         let end = self.end_ms;
         let step = self.scenario.steps.get(self.next_step).map(|s| s.at_ms);
-        let expect =
-            self.scenario.expects.iter().zip(&self.checked).filter(|(_, done)| !**done).map(|(e, _)| e.at_ms).min();
+        let expect = self.expects_by_time.get(self.next_expect).map(|&i| self.scenario.expects[i].at_ms);
         let timer = self.monitor.machine().next_timer().map(|t| t.0);
         let tick = self.monitor.next_tick().map(|t| t.0);
         let others = [step, expect, timer].into_iter().flatten().min();
@@ -381,17 +387,15 @@ impl<'s> Run<'s> {
         if ticked {
             sink(&self.names, Record::Tick(t));
         }
-        // Read only when an expectation is due: a copy of every rail is
-        // the largest thing an instant could make.
-        let mut snapshot = None;
+        // The expectations due, in file order; each reads its own rail (a
+        // copy of every rail would be the largest thing an instant makes).
+        let waiting = &self.expects_by_time[self.next_expect..];
+        let mut due = waiting[..waiting.partition_point(|&i| self.scenario.expects[i].at_ms <= t)].to_vec();
+        self.next_expect += due.len();
+        due.sort_unstable();
         let mut results = Vec::new();
-        for (i, expect) in self.scenario.expects.iter().enumerate() {
-            if self.checked[i] || expect.at_ms > t {
-                continue;
-            }
-            self.checked[i] = true;
-            let snapshot = snapshot.get_or_insert_with(|| self.monitor.snapshot());
-            let result = check(expect, snapshot);
+        for expect in due.into_iter().map(|i| &self.scenario.expects[i]) {
+            let result = check_rail(expect, self.monitor.rail_snapshot(&expect.rail.to_string()).as_ref());
             sink(&self.names, Record::Expect(&result));
             results.push(result);
         }
@@ -487,8 +491,14 @@ fn rate_text(rate: Option<LinkRate>) -> String {
 
 /// Checks one expectation against a snapshot.
 pub fn check(expect: &Expect, snapshot: &Snapshot) -> ExpectResult {
+    check_rail(expect, snapshot.rail(&expect.rail.to_string()))
+}
+
+/// Checks one expectation against its rail as a snapshot has it (`None`:
+/// there is no such rail).
+fn check_rail(expect: &Expect, rail: Option<&RailSnapshot>) -> ExpectResult {
     let name = expect.rail.to_string();
-    let Some(rail) = snapshot.rail(&name) else {
+    let Some(rail) = rail else {
         return ExpectResult { at_ms: expect.at_ms, rail: name, passed: false, detail: "no such rail".into() };
     };
     let mut wanted = Vec::new();

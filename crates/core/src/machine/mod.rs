@@ -784,6 +784,13 @@ impl Machine {
         self.rail_index(rail.device, rail.port).map(|ri| self.rails[ri].view())
     }
 
+    /// The first rail of [`rails`](Self::rails) called `name`
+    /// (`"mlx5_0/1"`), found by its name alone: only that one is viewed.
+    pub fn rail_named(&self, name: &str) -> Option<RailView<'_>> {
+        // The placeholders of moved rails, which `rails` skips, have no name.
+        self.rails.iter().find(|r| !r.name.is_empty() && &*r.name == name).map(Rail::view)
+    }
+
     /// Whether the rail exists (cheaper than [`rail`](Self::rail)).
     pub fn has_rail(&self, rail: RailId) -> bool {
         self.rail_index(rail.device, rail.port).is_some()

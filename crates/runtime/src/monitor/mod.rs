@@ -473,29 +473,7 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             t: self.clock.now(),
-            rails: self
-                .machine
-                .rails()
-                .map(|r| RailSnapshot {
-                    id: r.id,
-                    name: r.name.to_string(),
-                    state: r.word.state,
-                    reason: r.word.reason,
-                    since: r.since,
-                    last_port_state: r.word.last_port_state,
-                    carrier: r.carrier,
-                    generation: r.word.generation,
-                    available: r.available,
-                    rate: r.rate,
-                    recovered_by: r.recovered_by,
-                    address: self.addresses.get(&r.id).cloned(),
-                    identity: self.identities.get(&r.id).cloned(),
-                    breaker_until: r.breaker_until,
-                    gid_index: r.gid_index,
-                    counters: r.counters,
-                    evidence: r.evidence,
-                })
-                .collect(),
+            rails: self.machine.rails().map(|r| self.rail_snapshot_of(r)).collect(),
             devices: self
                 .machine
                 .devices()
@@ -511,6 +489,35 @@ impl<P: VerbsPort, S: Selector, C: Clock> Monitor<P, S, C> {
             wakeups: self.wakeups,
             ticks: self.machine.ticks(),
             notifications_dropped: self.notifier.dropped,
+        }
+    }
+
+    /// The rail called `name` as [`snapshot`](Self::snapshot) would copy
+    /// it ([`Snapshot::rail`]: the first of that name), without copying
+    /// the others.
+    pub fn rail_snapshot(&self, name: &str) -> Option<RailSnapshot> {
+        self.machine.rail_named(name).map(|r| self.rail_snapshot_of(r))
+    }
+
+    fn rail_snapshot_of(&self, r: railwatch_core::RailView<'_>) -> RailSnapshot {
+        RailSnapshot {
+            id: r.id,
+            name: r.name.to_string(),
+            state: r.word.state,
+            reason: r.word.reason,
+            since: r.since,
+            last_port_state: r.word.last_port_state,
+            carrier: r.carrier,
+            generation: r.word.generation,
+            available: r.available,
+            rate: r.rate,
+            recovered_by: r.recovered_by,
+            address: self.addresses.get(&r.id).cloned(),
+            identity: self.identities.get(&r.id).cloned(),
+            breaker_until: r.breaker_until,
+            gid_index: r.gid_index,
+            counters: r.counters,
+            evidence: r.evidence,
         }
     }
 
