@@ -23,23 +23,26 @@
 //! without it (10 pairs, the order rotating); the ratio is the median of
 //! the per-pair p99 ratios. A scrape is a fresh connection, a GET, the
 //! whole answer read; it fails unless it gets a `200` with the metrics
-//! within [`SCRAPE_TIMEOUT`] (the default scrape timeout of Prometheus).
+//! within `SCRAPE_TIMEOUT` (`scrape_client`) (the default scrape timeout of Prometheus).
 //! Prints `key<TAB>value` lines: `attack_<name>_p50_ns`, `_p99_ns`,
 //! `_base_p50_ns`, `_base_p99_ns`, `_ratio`, `_scrapes`, `_failures`,
 //! `_base_failures`.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+mod scrape_client;
+
 use railwatch_cli::metrics::{Metrics, Server};
 use railwatch_cli::state::Published;
 use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Config, Monitor, NoSelector, Snapshot, SystemClock};
 use railwatch_sim_backend::{PortSpec, SimDevice};
+use scrape_client::scrape;
 
 /// Pairs of rounds per attack, one round under it and one not, in
 /// alternating order (a burst of load from another build hits both).
@@ -51,8 +54,6 @@ const SCRAPE_EVERY: Duration = Duration::from_millis(5);
 /// A round ends after this long even if its scrapes are not done (a
 /// server that makes every scrape wait its timeout).
 const ROUND_LIMIT: Duration = Duration::from_secs(15);
-/// Prometheus's default scrape timeout.
-const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an attack runs before the scraper starts (its connections
 /// are in place), and the pause after it ends.
 const SETTLE: Duration = Duration::from_millis(500);
@@ -190,34 +191,6 @@ fn round(addr: SocketAddr, attack: Option<Attack>) -> Figures {
     lat.sort_by(f64::total_cmp);
     let at = |q: usize| lat[(lat.len() * q / 100).min(lat.len() - 1)];
     Figures { p50: at(50), p99: at(99), max: at(100), scrapes: lat.len(), failures }
-}
-
-/// One scrape as Prometheus makes it: whether it got a 200 with a body.
-fn scrape(addr: SocketAddr) -> bool {
-    let deadline = Instant::now() + SCRAPE_TIMEOUT;
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, SCRAPE_TIMEOUT) else { return false };
-    let _ = s.set_write_timeout(Some(SCRAPE_TIMEOUT));
-    let request =
-        "GET /metrics HTTP/1.1\r\nHost: scraper\r\nAccept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n";
-    if s.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
-    let mut answer = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
-            return false;
-        }
-        match s.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => answer.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-    let text = String::from_utf8_lossy(&answer);
-    text.starts_with("HTTP/1.1 200") && text.contains("railwatch_rail_available")
 }
 
 /// Connections held open until `stop`, each started with `first`.

@@ -13,7 +13,7 @@
 //! `benches/readers.rs`): recovery latency is `PORT_ACTIVE` written → the
 //! rail's gate admits; then a scraper makes [`SCRAPES`] scrapes of
 //! `/metrics` on the metrics listener, one every [`SCRAPE_EVERY`] (a fresh
-//! connection, a GET, the whole answer within [`SCRAPE_TIMEOUT`]; anything
+//! connection, a GET, the whole answer within `SCRAPE_TIMEOUT` (`scrape_client`); anything
 //! else is a failed scrape), while the port flaps every
 //! [`CHANGE_EVERY`] (the state changes, streams have lines; the loop
 //! otherwise sleeps, as an agent's does). The attacks on the state socket, one
@@ -42,8 +42,8 @@
 //! `state_attack_paths_refused`.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,11 +56,14 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 mod common;
 
+mod scrape_client;
+
 use railwatch_cli::metrics::{Metrics, Server};
 use railwatch_cli::state::{DEFAULT_SOCKET_MODE, Published, SocketSettings, StateSocket, bind};
 use railwatch_runtime::lines::Names;
 use railwatch_runtime::{Config, Monitor, NoSelector, SystemClock};
 use railwatch_sim_backend::{PortSpec, SimDevice};
+use scrape_client::scrape;
 
 /// Pairs of rounds per attack, one round under it and one not.
 const PAIRS: usize = 6;
@@ -72,8 +75,6 @@ const SCRAPES: usize = 200;
 const CHANGE_EVERY: Duration = Duration::from_millis(25);
 /// Between two scrapes.
 const SCRAPE_EVERY: Duration = Duration::from_millis(5);
-/// Prometheus's default scrape timeout.
-const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an attack runs before the round starts, and the pause after
 /// it ends.
 const SETTLE: Duration = Duration::from_millis(500);
@@ -287,34 +288,6 @@ fn scrapes(addr: SocketAddr) -> (Vec<f64>, usize) {
         thread::sleep(SCRAPE_EVERY);
     }
     (lat, failures)
-}
-
-/// One scrape as Prometheus makes it: whether it got a 200 with a body.
-fn scrape(addr: SocketAddr) -> bool {
-    let deadline = Instant::now() + SCRAPE_TIMEOUT;
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, SCRAPE_TIMEOUT) else { return false };
-    let _ = s.set_write_timeout(Some(SCRAPE_TIMEOUT));
-    let request =
-        "GET /metrics HTTP/1.1\r\nHost: scraper\r\nAccept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n";
-    if s.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
-    let mut answer = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
-            return false;
-        }
-        match s.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => answer.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-    let text = String::from_utf8_lossy(&answer);
-    text.starts_with("HTTP/1.1 200") && text.contains("railwatch_rail_available")
 }
 
 /// Connections to the socket, each started with `first`.

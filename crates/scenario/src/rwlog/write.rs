@@ -13,7 +13,6 @@ pub struct LogWriter {
     /// The header, until taken.
     header: Option<Header>,
     pending: Vec<Entry<'static>>,
-    lines: u64,
     /// A wake-up began at this time and nothing of it is written yet.
     woke_at: Option<u64>,
     /// The wake-up's `woke` is written: its `done` will be.
@@ -69,11 +68,9 @@ impl LogWriter {
         let mut out = Vec::with_capacity(self.pending.len() * 96);
         if let Some(header) = self.header.take() {
             line(&mut out, &header);
-            self.lines += 1;
         }
         for entry in self.pending.drain(..) {
             line(&mut out, &entry);
-            self.lines += 1;
         }
         out
     }
@@ -81,11 +78,6 @@ impl LogWriter {
     /// How many entries wait to be taken.
     pub fn pending(&self) -> usize {
         self.pending.len()
-    }
-
-    /// How many lines were taken in all, the header's included.
-    pub fn lines(&self) -> u64 {
-        self.lines
     }
 }
 
